@@ -1,0 +1,198 @@
+/*
+ * dtrain.h - communication-efficient data-parallel training on CPUs.
+ *
+ * Worked example: train cnn1 on MNIST for one epoch, single process.
+ *
+ *     dt_model *m = NULL;
+ *     dt_dataset train = {0}, test = {0};
+ *     if (dt_model_from_name("cnn1", &m) != DT_OK ||
+ *         dt_dataset_load("mnist", "data/mnist", 1, &train) != DT_OK ||
+ *         dt_dataset_load("mnist", "data/mnist", 0, &test) != DT_OK) {
+ *         fprintf(stderr, "dtrain: %s\n", dt_last_error());
+ *         return 2;
+ *     }
+ *     dt_model_init(m, 1);                         // same seed -> same weights
+ *     dt_model_reserve(m, 64);                     // all activations sized once
+ *     dt_sgd sgd;
+ *     dt_sgd_init(&sgd, dt_model_num_params(m), 0.0f, 0.0f, 0);
+ *     float x[64 * 784]; uint8_t y[64]; int idx[64];
+ *     for (int b = 0; b + 64 <= train.n; b += 64) {
+ *         for (int i = 0; i < 64; i++) idx[i] = b + i;
+ *         dt_batch_fill(&train, idx, 64, x, y, 0, NULL);
+ *         dt_model_forward(m, x, 64, 1);
+ *         dt_model_backward(m, y, NULL);           // loss + all gradients
+ *         dt_sgd_step(&sgd, dt_model_params(m), dt_model_grads(m), 0.05f);
+ *     }
+ *     dt_sgd_free(&sgd); dt_dataset_free(&train); dt_dataset_free(&test);
+ *     dt_model_free(m);                            // whoever creates frees
+ *
+ * Conventions: every public symbol starts with dt_. Runtime errors return a dt_status and
+ * leave a one-line message in dt_last_error(); programmer errors assert. All parameters of
+ * a model live in one contiguous float buffer (gradients in a second of the same layout),
+ * with a table of named per-tensor views, so distributed code averages, sends, compresses
+ * and checkpoints by buffer or by tensor.
+ */
+#ifndef DTRAIN_H
+#define DTRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- status */
+typedef enum dt_status {
+    DT_OK = 0,
+    DT_ERR_IO,      /* file missing, unreadable, unwritable */
+    DT_ERR_FORMAT,  /* file content is not what was expected */
+    DT_ERR_ARG,     /* bad argument or flag value */
+    DT_ERR_NOMEM,   /* allocation failed */
+    DT_ERR_MPI,     /* MPI reported an error */
+    DT_ERR_STATE    /* operation not valid in the current state */
+} dt_status;
+
+const char *dt_status_str(dt_status s);
+/* The message of the most recent error in this thread ("file X: expected Y, found Z"). */
+const char *dt_last_error(void);
+/* Records an error message and returns s (so: return dt_fail(DT_ERR_IO, "...")). */
+dt_status dt_fail(dt_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---------------------------------------------------------------- random numbers */
+/* xoshiro128+-style generator; tiny, seedable, the same on every platform. */
+typedef struct dt_rng { uint64_t s[2]; } dt_rng;
+void dt_rng_seed(dt_rng *r, uint64_t seed);
+uint64_t dt_rng_next(dt_rng *r);
+float dt_rng_uniform(dt_rng *r);             /* [0, 1) */
+uint32_t dt_rng_below(dt_rng *r, uint32_t n); /* [0, n) */
+void dt_shuffle(int *a, int n, dt_rng *r);
+/* A seed derived from a run seed and up to three integers (rank, epoch, ...). */
+uint64_t dt_seed_mix(uint64_t seed, uint64_t a, uint64_t b, uint64_t c);
+
+/* ---------------------------------------------------------------- runtime */
+/* Pins OpenBLAS to one thread. Call once before training. */
+void dt_runtime_init(void);
+/* Name of the BLAS kernel family in use ("SkylakeX", "Haswell", ...), for reports. */
+const char *dt_blas_core(void);
+
+/* ---------------------------------------------------------------- data */
+typedef struct dt_dataset {
+    char name[32];          /* "mnist", "fashion-mnist", "cifar10" */
+    int n;                  /* number of examples */
+    int c, h, w;            /* image shape */
+    int classes;
+    uint8_t *images;        /* n * c * h * w bytes, CHW per image */
+    uint8_t *labels;        /* n bytes */
+    float mean[3], std[3];  /* per-channel normalisation, on pixel/255 */
+    int augment;            /* 1: random crop (pad 4) + horizontal flip when asked (CIFAR) */
+} dt_dataset;
+
+/* Loads the train (train=1) or test split of a named dataset from dir.
+ * mnist / fashion-mnist: IDX files, raw or .gz; cifar10: the binary batches. */
+dt_status dt_dataset_load(const char *name, const char *dir, int train, dt_dataset *out);
+/* Single files, for tools and tests. Each checks magic, sizes and label ranges. */
+dt_status dt_idx_load(const char *images_path, const char *labels_path, dt_dataset *out);
+dt_status dt_cifar_load(const char *const *paths, int npaths, dt_dataset *out);
+/* Keeps only the first n examples (n <= d->n). */
+void dt_dataset_truncate(dt_dataset *d, int n);
+void dt_dataset_free(dt_dataset *d);
+/* Assembles a normalised float batch (n * c * h * w) and its labels from example indices.
+ * augment != 0 and d->augment: random crop with 4-pixel zero padding and horizontal flip. */
+void dt_batch_fill(const dt_dataset *d, const int *idx, int n, float *x, uint8_t *y,
+                   int augment, dt_rng *rng);
+
+/* ---------------------------------------------------------------- models */
+typedef struct dt_tensor_view {
+    char name[48];          /* "conv1.weight" */
+    size_t offset;          /* into the parameter (or state) buffer, in floats */
+    size_t numel;
+    int ndim;
+    int shape[4];
+} dt_tensor_view;
+
+typedef struct dt_model dt_model;
+
+/* Names: mlp, cnn1, cnn2, downpour-cnn, alexnet-cifar, resnet18-cifar (and smaller
+ * test models: resblock-tiny). */
+dt_status dt_model_from_name(const char *name, dt_model **out);
+/* Builds from spec text (see docs/model-spec.md); origin names the source in errors. */
+dt_status dt_model_from_spec(const char *text, const char *origin, dt_model **out);
+dt_status dt_model_from_file(const char *path, dt_model **out);
+/* The built-in spec text of a named model, or NULL. Caller frees. */
+char *dt_model_spec_text(const char *name);
+const char *const *dt_model_names(void); /* NULL-terminated */
+void dt_model_free(dt_model *m);
+
+/* PyTorch default initialisation (uniform +-1/sqrt(fan_in)), BN gamma=1 beta=0. */
+void dt_model_init(dt_model *m, uint64_t seed);
+/* Sizes activations and workspaces for batches up to max_batch; no allocation after. */
+dt_status dt_model_reserve(dt_model *m, int max_batch);
+
+size_t dt_model_num_params(const dt_model *m);
+float *dt_model_params(dt_model *m);
+float *dt_model_grads(dt_model *m);
+int dt_model_num_tensors(const dt_model *m);
+const dt_tensor_view *dt_model_tensor(const dt_model *m, int i);
+/* Non-trained state (batch-norm running statistics), one buffer, its own views. */
+size_t dt_model_num_state(const dt_model *m);
+float *dt_model_state(dt_model *m);
+int dt_model_num_state_tensors(const dt_model *m);
+const dt_tensor_view *dt_model_state_tensor(const dt_model *m, int i);
+
+void dt_model_input_shape(const dt_model *m, int *c, int *h, int *w);
+int dt_model_num_classes(const dt_model *m);
+/* Forward FLOPs per image (multiply-add = 2). */
+double dt_model_flops(const dt_model *m);
+/* Dropout seed (each rank its own stream). */
+void dt_model_set_seed(dt_model *m, uint64_t seed);
+
+/* Forward pass; returns the logits (batch x classes), valid until the next call. */
+const float *dt_model_forward(dt_model *m, const float *x, int batch, int train);
+/* Softmax cross-entropy on the last forward's logits and labels, then backward: fills the
+ * gradient buffer (overwritten, not accumulated). Returns the mean loss; *correct (if not
+ * NULL) receives the number of correct predictions. dx_out, if not NULL, receives the
+ * gradient with respect to the input (batch * c * h * w), for tests. */
+float dt_model_backward(dt_model *m, const uint8_t *labels, int *correct);
+float dt_model_backward_input(dt_model *m, const uint8_t *labels, int *correct, float *dx_out);
+/* Loss and correct count of the last forward without backward. */
+float dt_model_loss(const dt_model *m, const uint8_t *labels, int *correct);
+
+/* Prints layers, output shapes, parameter count, FLOPs to a FILE*. */
+void dt_model_print(const dt_model *m, void *file);
+
+/* Weights file: named tensors + state, written atomically (tmp + rename). */
+dt_status dt_model_save(const dt_model *m, const char *path);
+dt_status dt_model_load(dt_model *m, const char *path);
+
+/* ---------------------------------------------------------------- optimiser */
+typedef struct dt_sgd {
+    size_t n;
+    float momentum, weight_decay;
+    int nesterov;
+    float *buf;             /* momentum buffer, NULL when momentum == 0 */
+    int started;
+} dt_sgd;
+
+dt_status dt_sgd_init(dt_sgd *o, size_t n, float momentum, float weight_decay, int nesterov);
+/* PyTorch semantics: g += wd*w; buf = mu*buf + g; g = nesterov ? g + mu*buf : buf; w -= lr*g. */
+void dt_sgd_step(dt_sgd *o, float *w, const float *g, float lr);
+void dt_sgd_free(dt_sgd *o);
+
+typedef enum { DT_SCHED_CONST, DT_SCHED_STEP, DT_SCHED_COSINE } dt_sched_kind;
+typedef struct dt_schedule {
+    dt_sched_kind kind;
+    float base_lr;
+    int step_every;         /* epochs, for DT_SCHED_STEP */
+    float gamma;            /* factor, for DT_SCHED_STEP */
+    float min_lr;           /* floor, for DT_SCHED_COSINE */
+} dt_schedule;
+/* Parses "const", "step:EVERY:GAMMA", "cosine" or "cosine:MIN_LR". */
+dt_status dt_schedule_parse(const char *text, float base_lr, dt_schedule *out);
+/* Learning rate at a fractional epoch position in [0, epochs]. */
+float dt_schedule_lr(const dt_schedule *s, double epoch_pos, int epochs);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DTRAIN_H */

@@ -1,0 +1,186 @@
+#!/usr/bin/python3
+"""PyTorch oracle for the dtrain model engine.
+
+Run by hand (NOT by the tests) with Debian's python3 that has torch:
+
+    /usr/bin/python3 scripts/torch_oracle.py [OUTDIR]
+
+OUTDIR defaults to tests/data next to this script's parent directory. For each model it
+writes OUTDIR/<model>_oracle.bin; tests/test_oracle.c builds the same model in C, copies the
+parameters in by name, runs one forward + backward and compares everything.
+
+Models
+------
+cnn1           MNIST 1x28x28, batch 8, evaluated in eval() mode (dropout off).
+resblock-tiny  3x8x8 input, 10 classes, batch 4, TRAIN mode (batch-norm uses batch
+               statistics, biased variance, eps 1e-5; running stats updated with momentum
+               0.1 and the unbiased variance, starting from mean 0 / var 1).
+
+Inputs are N(0,1), labels uniform in 0..9, loss = F.cross_entropy (mean). Everything is
+float32, torch.manual_seed(SEED), one CPU thread. Weights use PyTorch's default
+initialisation; batch-norm weight/bias are randomised (U(0.5,1.5) / U(-0.2,0.2)) so they are
+not trivially 1 / 0.
+
+File format (all little-endian)
+-------------------------------
+    char    magic[8]        "DTORACL1"
+    uint32  name_len        length of the model name
+    char    name[name_len]  model name, no terminator ("cnn1")
+    int32   batch           batch size
+    uint32  nrecords        number of records that follow
+    nrecords times:
+        uint32  rname_len
+        char    rname[rname_len]   record name, no terminator
+        int32   ndim               0 for a scalar, at most 4
+        int32   dims[ndim]
+        float32 data[prod(dims)]   row-major (C order); 1 value when ndim == 0
+
+Record names
+------------
+    input               float32 [batch, C, H, W]
+    labels              float32 [batch]  (class indices stored as floats)
+    param:<name>        parameter value, <name> is PyTorch's (e.g. "conv1.weight")
+    logits              [batch, classes]
+    loss                0-d, mean cross-entropy
+    grad:<name>         gradient of the mean loss w.r.t. parameter <name>
+    input_grad          gradient of the mean loss w.r.t. the input, [batch, C, H, W]
+    state:<bn>.running_mean / state:<bn>.running_var
+                        batch-norm buffers after the one forward pass (resblock-tiny only)
+
+Records appear in that order; parameters in PyTorch's named_parameters() order.
+"""
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+SEED = 20240607
+MAGIC = b"DTORACL1"
+
+
+class Cnn1(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 10, 5)
+        self.conv2 = nn.Conv2d(10, 20, 5)
+        self.conv2_drop = nn.Dropout2d(0.5)  # no parameters, so no name clash
+        self.fc1 = nn.Linear(320, 100)
+        self.fc2 = nn.Linear(100, 10)
+
+    def forward(self, x):
+        x = F.relu(F.max_pool2d(self.conv1(x), 2))
+        x = F.relu(F.max_pool2d(self.conv2_drop(self.conv2(x)), 2))
+        x = torch.flatten(x, 1)
+        x = F.relu(self.fc1(x))
+        x = F.dropout(x, 0.5, training=self.training)
+        return self.fc2(x)
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.shortcut = nn.Sequential(
+            nn.Conv2d(cin, cout, 1, stride=stride, bias=False),
+            nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return F.relu(out + self.shortcut(x))
+
+
+class ResblockTiny(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.block = BasicBlock(8, 16, 2)
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = self.block(x)
+        x = F.adaptive_avg_pool2d(x, 1)
+        x = torch.flatten(x, 1)
+        return self.fc(x)
+
+
+# name, constructor, input shape (C, H, W), classes, batch, train mode
+MODELS = [
+    ("cnn1", Cnn1, (1, 28, 28), 10, 8, False),
+    ("resblock-tiny", ResblockTiny, (3, 8, 8), 10, 4, True),
+]
+
+
+def record(name, arr):
+    a = np.array(arr, dtype="<f4", order="C")  # keeps 0-d as 0-d
+    nb = name.encode("ascii")
+    out = struct.pack("<I", len(nb)) + nb + struct.pack("<i", a.ndim)
+    out += struct.pack("<%di" % a.ndim, *a.shape) if a.ndim else b""
+    return out + a.tobytes()
+
+
+def t2np(t):
+    return t.detach().cpu().numpy().astype(np.float32)
+
+
+def build(name, ctor, shape, classes, batch, train, seed):
+    torch.manual_seed(seed)
+    model = ctor()
+    with torch.no_grad():
+        for mod in model.modules():
+            if isinstance(mod, nn.BatchNorm2d):
+                mod.weight.uniform_(0.5, 1.5)
+                mod.bias.uniform_(-0.2, 0.2)
+    model.train(train)
+    x = torch.randn(batch, *shape, dtype=torch.float32)
+    y = torch.randint(0, classes, (batch,), dtype=torch.int64)
+    params = [(n, t2np(p)) for n, p in model.named_parameters()]
+
+    xg = x.clone().requires_grad_(True)
+    logits = model(xg)
+    loss = F.cross_entropy(logits, y)
+    model.zero_grad()
+    loss.backward()
+
+    recs = [record("input", t2np(x)), record("labels", y.numpy().astype(np.float32))]
+    recs += [record("param:" + n, v) for n, v in params]
+    recs.append(record("logits", t2np(logits)))
+    recs.append(record("loss", np.float32(loss.item())))
+    recs += [record("grad:" + n, t2np(p.grad)) for n, p in model.named_parameters()]
+    recs.append(record("input_grad", t2np(xg.grad)))
+    for n, b in model.named_buffers():
+        if n.endswith(".running_mean") or n.endswith(".running_var"):
+            recs.append(record("state:" + n, t2np(b)))
+
+    nb = name.encode("ascii")
+    head = MAGIC + struct.pack("<I", len(nb)) + nb + struct.pack("<iI", batch, len(recs))
+    return head + b"".join(recs), float(loss.item())
+
+
+def main():
+    torch.set_num_threads(1)
+    torch.set_default_dtype(torch.float32)
+    here = os.path.dirname(os.path.abspath(__file__))
+    outdir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "..", "tests", "data")
+    os.makedirs(outdir, exist_ok=True)
+    for i, (name, ctor, shape, classes, batch, train) in enumerate(MODELS):
+        blob, loss = build(name, ctor, shape, classes, batch, train, SEED + i)
+        path = os.path.join(outdir, name + "_oracle.bin")
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(blob)
+        os.replace(tmp, path)
+        print("%s: %d bytes, loss %.6f -> %s" % (name, len(blob), loss, os.path.normpath(path)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,16 @@
+/* Process-wide runtime setup: one BLAS thread per rank. */
+#include "dtrain.h"
+
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+void dt_runtime_init(void) { openblas_set_num_threads(1); }
+
+const char *dt_blas_core(void) {
+    static char buf[96];
+    const char *was = getenv("DTRAIN_BLAS_WAS");
+    if (was) snprintf(buf, sizeof buf, "%s (auto, instead of %s)", openblas_get_corename(), was);
+    else snprintf(buf, sizeof buf, "%s", openblas_get_corename());
+    return buf;
+}

@@ -1,0 +1,163 @@
+#include "core/tensorfile.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+static const char MAGIC[8] = {'D', 'T', 'R', 'T', 'N', 'S', '0', '1'};
+
+dt_status dt_write_atomic(const char *path, dt_status (*fill)(void *ctx, void *file), void *ctx) {
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 32);
+    if (!tmp) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        dt_status st = dt_fail(DT_ERR_IO, "%s: cannot create file: %s", path, strerror(errno));
+        free(tmp);
+        return st;
+    }
+    dt_status st = fill(ctx, f);
+    if (st == DT_OK && (fflush(f) != 0 || fsync(fileno(f)) != 0))
+        st = dt_fail(DT_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+    if (fclose(f) != 0 && st == DT_OK)
+        st = dt_fail(DT_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+    if (st == DT_OK && rename(tmp, path) != 0)
+        st = dt_fail(DT_ERR_IO, "%s: cannot rename temporary file into place: %s", path, strerror(errno));
+    if (st != DT_OK) unlink(tmp);
+    free(tmp);
+    return st;
+}
+
+typedef struct { const dt_record *recs; int n; const char *path; } write_ctx;
+
+static int put(FILE *f, const void *p, size_t len, uLong *crc) {
+    *crc = crc32(*crc, p, (uInt)len);
+    return fwrite(p, 1, len, f) == len;
+}
+
+static dt_status fill_tensors(void *vctx, void *file) {
+    write_ctx *c = vctx;
+    FILE *f = file;
+    uLong crc = crc32(0L, Z_NULL, 0);
+    uint32_t count = (uint32_t)c->n;
+    int ok = put(f, MAGIC, 8, &crc) && put(f, &count, 4, &crc);
+    for (int i = 0; ok && i < c->n; i++) {
+        const dt_record *r = &c->recs[i];
+        uint16_t nl = (uint16_t)strlen(r->name);
+        uint8_t nd = (uint8_t)r->ndim;
+        ok = put(f, &nl, 2, &crc) && put(f, r->name, nl, &crc) && put(f, &nd, 1, &crc);
+        for (int d = 0; ok && d < r->ndim; d++) {
+            uint32_t dim = (uint32_t)r->shape[d];
+            ok = put(f, &dim, 4, &crc);
+        }
+        /* crc32 takes uInt lengths: feed large tensors in chunks */
+        for (size_t off = 0; ok && off < r->numel; off += 1u << 24) {
+            size_t cnt = r->numel - off < (1u << 24) ? r->numel - off : (1u << 24);
+            ok = put(f, r->data + off, cnt * sizeof(float), &crc);
+        }
+    }
+    uint32_t crc32v = (uint32_t)crc;
+    if (ok) ok = fwrite(&crc32v, 4, 1, f) == 1;
+    return ok ? DT_OK : dt_fail(DT_ERR_IO, "%s: write failed: %s", c->path, strerror(errno));
+}
+
+dt_status dt_tfile_write(const char *path, const dt_record *recs, int n) {
+    write_ctx c = {recs, n, path};
+    return dt_write_atomic(path, fill_tensors, &c);
+}
+
+void dt_tfile_free(dt_tfile *f) {
+    if (!f) return;
+    for (int i = 0; i < f->n; i++) free(f->recs[i].data);
+    free(f->recs);
+    f->recs = NULL;
+    f->n = 0;
+}
+
+typedef struct { FILE *f; uLong crc; } reader;
+
+static int get(reader *r, void *p, size_t len) {
+    if (fread(p, 1, len, r->f) != len) return 0;
+    r->crc = crc32(r->crc, p, (uInt)len);
+    return 1;
+}
+
+dt_status dt_tfile_read(const char *path, dt_tfile *out) {
+    memset(out, 0, sizeof *out);
+    FILE *f = fopen(path, "rb");
+    if (!f) return dt_fail(DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    reader r = {f, crc32(0L, Z_NULL, 0)};
+    char magic[8];
+    uint32_t count = 0;
+    dt_status st = DT_OK;
+    if (!get(&r, magic, 8) || memcmp(magic, MAGIC, 8) != 0) {
+        st = dt_fail(DT_ERR_FORMAT, "%s: not a dtrain weights file (bad magic, expected DTRTNS01)", path);
+        goto done;
+    }
+    if (!get(&r, &count, 4) || count > 100000) {
+        st = dt_fail(DT_ERR_FORMAT, "%s: truncated or corrupt header", path);
+        goto done;
+    }
+    out->recs = calloc(count ? count : 1, sizeof *out->recs);
+    if (!out->recs) { st = dt_fail(DT_ERR_NOMEM, "out of memory"); goto done; }
+    for (uint32_t i = 0; i < count; i++) {
+        dt_record *rec = &out->recs[i];
+        uint16_t nl;
+        uint8_t nd;
+        if (!get(&r, &nl, 2) || nl == 0 || nl >= sizeof rec->name || !get(&r, rec->name, nl) ||
+            !get(&r, &nd, 1) || nd > 4) {
+            st = dt_fail(DT_ERR_FORMAT, "%s: truncated or corrupt record %u", path, i);
+            goto done;
+        }
+        rec->name[nl] = 0;
+        rec->ndim = nd;
+        size_t numel = 1;
+        for (int d = 0; d < nd; d++) {
+            uint32_t dim;
+            if (!get(&r, &dim, 4) || dim > (1u << 30)) {
+                st = dt_fail(DT_ERR_FORMAT, "%s: truncated or corrupt shape of '%s'", path, rec->name);
+                goto done;
+            }
+            rec->shape[d] = (int)dim;
+            numel *= dim;
+        }
+        if (numel > ((size_t)1 << 32)) {
+            st = dt_fail(DT_ERR_FORMAT, "%s: tensor '%s' is implausibly large", path, rec->name);
+            goto done;
+        }
+        rec->numel = numel;
+        rec->data = malloc((numel ? numel : 1) * sizeof(float));
+        out->n = (int)i + 1;
+        if (!rec->data) { st = dt_fail(DT_ERR_NOMEM, "out of memory reading %s", path); goto done; }
+        for (size_t off = 0; off < numel; off += 1u << 24) {
+            size_t cnt = numel - off < (1u << 24) ? numel - off : (1u << 24);
+            if (!get(&r, rec->data + off, cnt * sizeof(float))) {
+                st = dt_fail(DT_ERR_FORMAT, "%s: truncated in the data of '%s'", path, rec->name);
+                goto done;
+            }
+        }
+    }
+    uint32_t stored, computed = (uint32_t)r.crc;
+    if (fread(&stored, 4, 1, f) != 1) {
+        st = dt_fail(DT_ERR_FORMAT, "%s: truncated (no checksum)", path);
+        goto done;
+    }
+    if (stored != computed) {
+        st = dt_fail(DT_ERR_FORMAT, "%s: checksum mismatch (file corrupt)", path);
+        goto done;
+    }
+done:
+    fclose(f);
+    if (st != DT_OK) dt_tfile_free(out);
+    return st;
+}
+
+const dt_record *dt_tfile_find(const dt_tfile *f, const char *name) {
+    for (int i = 0; i < f->n; i++)
+        if (!strcmp(f->recs[i].name, name)) return &f->recs[i];
+    return NULL;
+}

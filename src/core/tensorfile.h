@@ -1,0 +1,31 @@
+/* Named float tensors in one file: weights, checkpoints. Little-endian layout:
+ *   "DTRTNS01" | u32 count | count x (u16 name_len, name, u8 ndim, u32 dims[ndim], f32 data)
+ *   | u32 crc32 of all preceding bytes.
+ * Written atomically: a temporary file in the same folder, fsync, rename. */
+#ifndef DT_TENSORFILE_H
+#define DT_TENSORFILE_H
+
+#include "dtrain.h"
+
+typedef struct dt_record {
+    char name[64];
+    int ndim;
+    int shape[4];
+    size_t numel;
+    float *data;
+} dt_record;
+
+typedef struct dt_tfile {
+    int n;
+    dt_record *recs;
+} dt_tfile;
+
+dt_status dt_tfile_write(const char *path, const dt_record *recs, int n);
+dt_status dt_tfile_read(const char *path, dt_tfile *out);
+const dt_record *dt_tfile_find(const dt_tfile *f, const char *name);
+void dt_tfile_free(dt_tfile *f);
+
+/* Creates path atomically from the bytes a callback writes to a FILE*. */
+dt_status dt_write_atomic(const char *path, dt_status (*fill)(void *ctx, void *file), void *ctx);
+
+#endif

@@ -1,0 +1,61 @@
+/* Dropout: element-wise (dropout) or whole channels (dropout2d), inverted scaling 1/(1-p)
+ * in training, identity at evaluation. The mask is kept as the scale of each element. */
+#include "layers/layer.h"
+
+#include <string.h>
+
+static dt_status dropout_setup(dt_node *n) {
+    if (!(n->p >= 0.0f && n->p < 1.0f))
+        return dt_fail(DT_ERR_ARG, "dropout p=%g must be in [0, 1)", (double)n->p);
+    n->oc = n->ic; n->oh = n->ih; n->ow = n->iw;
+    n->flops = (double)dt_node_in_size(n);
+    return DT_OK;
+}
+
+static size_t dropout_aux(const dt_node *n, int batch) {
+    return (size_t)batch * dt_node_out_size(n) * sizeof(float);
+}
+
+/* Elements per mask draw: 1 for dropout, the spatial plane for dropout2d. */
+static size_t group_size(const dt_node *n) {
+    return n->ops == &dt_layer_dropout2d ? (size_t)n->ih * n->iw : 1;
+}
+
+static void dropout_forward(dt_node *n, const dt_pass *p) {
+    const size_t len = (size_t)p->batch * dt_node_out_size(n);
+    float *mask = n->aux;
+    if (!p->train || n->p == 0.0f) {
+        memcpy(n->y, p->x[0], len * sizeof(float));
+        for (size_t i = 0; i < len; i++) mask[i] = 1.0f;
+        return;
+    }
+    const size_t gsz = group_size(n);
+    const float scale = 1.0f / (1.0f - n->p);
+    for (size_t g = 0; g < len; g += gsz) {
+        float m = dt_rng_uniform(p->rng) < n->p ? 0.0f : scale;
+        for (size_t i = g; i < g + gsz; i++) {
+            mask[i] = m;
+            n->y[i] = p->x[0][i] * m;
+        }
+    }
+}
+
+static void dropout_backward(dt_node *n, const dt_pass *p) {
+    if (!p->dx[0]) return;
+    const size_t len = (size_t)p->batch * dt_node_out_size(n);
+    const float *mask = n->aux;
+    float *dx = p->dx[0];
+    if (p->dx_acc[0])
+        for (size_t i = 0; i < len; i++) dx[i] += n->dy[i] * mask[i];
+    else
+        for (size_t i = 0; i < len; i++) dx[i] = n->dy[i] * mask[i];
+}
+
+const dt_layer_ops dt_layer_dropout = {
+    .kind = "dropout", .auto_prefix = "dropout", .ninputs = 1, .setup = dropout_setup,
+    .forward = dropout_forward, .backward = dropout_backward, .aux_bytes = dropout_aux,
+};
+const dt_layer_ops dt_layer_dropout2d = {
+    .kind = "dropout2d", .auto_prefix = "dropout", .ninputs = 1, .setup = dropout_setup,
+    .forward = dropout_forward, .backward = dropout_backward, .aux_bytes = dropout_aux,
+};

@@ -1,0 +1,68 @@
+/* Shape-preserving layers without parameters: ReLU, residual add, flatten. */
+#include "layers/layer.h"
+
+#include <string.h>
+
+static dt_status same_shape(dt_node *n) {
+    n->oc = n->ic; n->oh = n->ih; n->ow = n->iw;
+    n->flops = (double)dt_node_in_size(n);
+    return DT_OK;
+}
+
+static void relu_forward(dt_node *n, const dt_pass *p) {
+    const size_t len = (size_t)p->batch * dt_node_out_size(n);
+    const float *x = p->x[0];
+    float *y = n->y;
+    for (size_t i = 0; i < len; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+static void relu_backward(dt_node *n, const dt_pass *p) {
+    if (!p->dx[0]) return;
+    const size_t len = (size_t)p->batch * dt_node_out_size(n);
+    const float *y = n->y, *dy = n->dy;
+    float *dx = p->dx[0];
+    if (p->dx_acc[0])
+        for (size_t i = 0; i < len; i++) dx[i] += y[i] > 0.0f ? dy[i] : 0.0f;
+    else
+        for (size_t i = 0; i < len; i++) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+/* The graph checks that both inputs have the same shape. */
+static void add_forward(dt_node *n, const dt_pass *p) {
+    const size_t len = (size_t)p->batch * dt_node_out_size(n);
+    const float *a = p->x[0], *b = p->x[1];
+    for (size_t i = 0; i < len; i++) n->y[i] = a[i] + b[i];
+}
+
+static void add_backward(dt_node *n, const dt_pass *p) {
+    const size_t len = (size_t)p->batch * dt_node_out_size(n);
+    for (int j = 0; j < 2; j++)
+        if (p->dx[j]) dt_store(p->dx[j], n->dy, len, p->dx_acc[j]);
+}
+
+static dt_status flatten_setup(dt_node *n) {
+    n->oc = (int)dt_node_in_size(n); n->oh = 1; n->ow = 1;
+    n->flops = 0;
+    return DT_OK;
+}
+
+static void copy_forward(dt_node *n, const dt_pass *p) {
+    memcpy(n->y, p->x[0], (size_t)p->batch * dt_node_out_size(n) * sizeof(float));
+}
+
+static void copy_backward(dt_node *n, const dt_pass *p) {
+    if (p->dx[0]) dt_store(p->dx[0], n->dy, (size_t)p->batch * dt_node_out_size(n), p->dx_acc[0]);
+}
+
+const dt_layer_ops dt_layer_relu = {
+    .kind = "relu", .auto_prefix = "relu", .ninputs = 1, .setup = same_shape,
+    .forward = relu_forward, .backward = relu_backward,
+};
+const dt_layer_ops dt_layer_add = {
+    .kind = "add", .auto_prefix = "add", .ninputs = 2, .setup = same_shape,
+    .forward = add_forward, .backward = add_backward,
+};
+const dt_layer_ops dt_layer_flatten = {
+    .kind = "flatten", .auto_prefix = "flatten", .ninputs = 1, .setup = flatten_setup,
+    .forward = copy_forward, .backward = copy_backward,
+};

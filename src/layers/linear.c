@@ -1,0 +1,54 @@
+/* Fully connected layer y = x W^T + b, weight [out, in] (PyTorch layout); any input shape is
+ * read as flat features. */
+#include "layers/layer.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+static dt_status linear_setup(dt_node *n) {
+    if (n->out < 1) return dt_fail(DT_ERR_ARG, "linear needs out=N with N >= 1");
+    int in = (int)dt_node_in_size(n);
+    n->oc = n->out; n->oh = 1; n->ow = 1;
+    n->nparam = n->bias ? 2 : 1;
+    n->ptens[0] = (dt_ptensor){"weight", 2, {n->out, in, 0, 0}};
+    n->ptens[1] = (dt_ptensor){"bias", 1, {n->out, 0, 0, 0}};
+    n->flops = 2.0 * in * n->out + (n->bias ? n->out : 0);
+    return DT_OK;
+}
+
+static void linear_init(dt_node *n, dt_rng *rng) {
+    float bound = 1.0f / sqrtf((float)dt_node_in_size(n));
+    dt_init_uniform(n->w[0], dt_ptensor_numel(&n->ptens[0]), bound, rng);
+    if (n->bias) dt_init_uniform(n->w[1], (size_t)n->out, bound, rng);
+}
+
+static void linear_forward(dt_node *n, const dt_pass *p) {
+    const int in = (int)dt_node_in_size(n), out = n->out, N = p->batch;
+    if (n->bias)
+        for (int b = 0; b < N; b++) memcpy(n->y + (size_t)b * out, n->w[1], out * sizeof(float));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, out, in, 1.0f, p->x[0], in, n->w[0], in,
+                n->bias ? 1.0f : 0.0f, n->y, out);
+}
+
+static void linear_backward(dt_node *n, const dt_pass *p) {
+    const int in = (int)dt_node_in_size(n), out = n->out, N = p->batch;
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, N, 1.0f, n->dy, out, p->x[0], in,
+                0.0f, n->g[0], in);
+    if (n->bias) {
+        memset(n->g[1], 0, out * sizeof(float));
+        for (int b = 0; b < N; b++) {
+            const float *d = n->dy + (size_t)b * out;
+            for (int o = 0; o < out; o++) n->g[1][o] += d[o];
+        }
+    }
+    if (p->dx[0])
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, in, out, 1.0f, n->dy, out,
+                    n->w[0], in, p->dx_acc[0] ? 1.0f : 0.0f, p->dx[0], in);
+}
+
+const dt_layer_ops dt_layer_linear = {
+    .kind = "linear", .auto_prefix = "fc", .ninputs = 1,
+    .setup = linear_setup, .init = linear_init, .forward = linear_forward,
+    .backward = linear_backward,
+};

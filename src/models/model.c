@@ -1,0 +1,294 @@
+/* Model graph: build, allocate, forward, loss, backward. */
+#include "models/model.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void set_view(dt_tensor_view *v, const char *node, const dt_ptensor *t, size_t off) {
+    snprintf(v->name, sizeof v->name, "%s.%s", node, t->suffix);
+    v->offset = off;
+    v->numel = dt_ptensor_numel(t);
+    v->ndim = t->ndim;
+    for (int i = 0; i < 4; i++) v->shape[i] = i < t->ndim ? t->shape[i] : 0;
+}
+
+void dt_model_free(dt_model *m) {
+    if (!m) return;
+    free(m->nodes); free(m->params); free(m->grads); free(m->state);
+    free(m->views); free(m->sviews); free(m->dx_acc);
+    free(m->work); free(m->act_block);
+    free(m);
+}
+
+dt_status dt_model_build(dt_node *nodes, int nn, int in_c, int in_h, int in_w, const char *origin,
+                         dt_model **out) {
+    *out = NULL;
+    dt_status st = DT_OK;
+    dt_model *m = calloc(1, sizeof *m);
+    if (!m) { free(nodes); return dt_fail(DT_ERR_NOMEM, "out of memory building a model"); }
+    m->nodes = nodes; m->nn = nn;
+    m->in_c = in_c; m->in_h = in_h; m->in_w = in_w;
+    if (nn < 1) { st = dt_fail(DT_ERR_FORMAT, "%s: the model has no layers", origin); goto fail; }
+    /* shapes, in topological order */
+    int *uses = calloc((size_t)nn + 1, sizeof *uses);
+    if (!uses) { st = dt_fail(DT_ERR_NOMEM, "out of memory"); goto fail; }
+    for (int i = 0; i < nn; i++) {
+        dt_node *n = &nodes[i];
+        for (int j = 0; j < n->ops->ninputs; j++) {
+            assert(n->in[j] >= -1 && n->in[j] < i);
+            uses[n->in[j] + 1]++;
+        }
+        const int src = n->in[0];
+        if (src < 0) { n->ic = in_c; n->ih = in_h; n->iw = in_w; }
+        else { n->ic = nodes[src].oc; n->ih = nodes[src].oh; n->iw = nodes[src].ow; }
+        if (n->ops->ninputs == 2) {
+            int s1 = n->in[1];
+            int c1 = s1 < 0 ? in_c : nodes[s1].oc, h1 = s1 < 0 ? in_h : nodes[s1].oh,
+                w1 = s1 < 0 ? in_w : nodes[s1].ow;
+            if (c1 != n->ic || h1 != n->ih || w1 != n->iw) {
+                st = dt_fail(DT_ERR_FORMAT, "%s: layer '%s': inputs have shapes %dx%dx%d and %dx%dx%d, expected equal",
+                             origin, n->name, n->ic, n->ih, n->iw, c1, h1, w1);
+                free(uses); goto fail;
+            }
+        }
+        st = n->ops->setup(n);
+        if (st != DT_OK) {
+            char msg[400];
+            snprintf(msg, sizeof msg, "%s", dt_last_error());
+            st = dt_fail(DT_ERR_FORMAT, "%s: layer '%s' (input %dx%dx%d): %s", origin, n->name, n->ic, n->ih,
+                         n->iw, msg);
+            free(uses); goto fail;
+        }
+        m->nviews += n->nparam;
+        m->nsviews += n->nstate;
+        for (int t = 0; t < n->nparam; t++) m->np += dt_ptensor_numel(&n->ptens[t]);
+        for (int t = 0; t < n->nstate; t++) m->ns += dt_ptensor_numel(&n->stens[t]);
+    }
+    for (int i = 0; i < nn - 1; i++)
+        if (!uses[i + 1]) {
+            st = dt_fail(DT_ERR_FORMAT, "%s: output of layer '%s' is never used (only the last layer may be unused)",
+                         origin, nodes[i].name);
+            free(uses); goto fail;
+        }
+    free(uses);
+    /* one buffer each for parameters, gradients, state; views into them */
+    m->params = calloc(m->np ? m->np : 1, sizeof(float));
+    m->grads = calloc(m->np ? m->np : 1, sizeof(float));
+    m->state = calloc(m->ns ? m->ns : 1, sizeof(float));
+    m->views = calloc((size_t)m->nviews + 1, sizeof *m->views);
+    m->sviews = calloc((size_t)m->nsviews + 1, sizeof *m->sviews);
+    m->dx_acc = calloc((size_t)nn, sizeof *m->dx_acc);
+    if (!m->params || !m->grads || !m->state || !m->views || !m->sviews || !m->dx_acc) {
+        st = dt_fail(DT_ERR_NOMEM, "out of memory allocating %zu parameters", m->np);
+        goto fail;
+    }
+    size_t po = 0, so = 0;
+    int vi = 0, si = 0;
+    for (int i = 0; i < nn; i++) {
+        dt_node *n = &nodes[i];
+        for (int t = 0; t < n->nparam; t++) {
+            set_view(&m->views[vi++], n->name, &n->ptens[t], po);
+            n->w[t] = m->params + po;
+            n->g[t] = m->grads + po;
+            po += dt_ptensor_numel(&n->ptens[t]);
+        }
+        for (int t = 0; t < n->nstate; t++) {
+            set_view(&m->sviews[si++], n->name, &n->stens[t], so);
+            n->s[t] = m->state + so;
+            so += dt_ptensor_numel(&n->stens[t]);
+        }
+    }
+    /* Backward plan: walking backwards, the first consumer to reach a producer overwrites its
+     * gradient, later ones add to it, so no gradient buffer needs zeroing. */
+    int *written = calloc((size_t)nn + 1, sizeof *written);
+    if (!written) { st = dt_fail(DT_ERR_NOMEM, "out of memory"); goto fail; }
+    for (int i = nn - 1; i >= 0; i--)
+        for (int j = 0; j < nodes[i].ops->ninputs; j++) {
+            int src = nodes[i].in[j];
+            m->dx_acc[i][j] = written[src + 1];
+            written[src + 1] = 1;
+        }
+    free(written);
+    dt_rng_seed(&m->rng, 0);
+    dt_model_init(m, 0);
+    *out = m;
+    return DT_OK;
+fail:
+    dt_model_free(m);
+    return st;
+}
+
+void dt_model_init(dt_model *m, uint64_t seed) {
+    dt_rng r;
+    dt_rng_seed(&r, seed);
+    for (int i = 0; i < m->nn; i++)
+        if (m->nodes[i].ops->init) m->nodes[i].ops->init(&m->nodes[i], &r);
+}
+
+void dt_model_set_seed(dt_model *m, uint64_t seed) { dt_rng_seed(&m->rng, seed); }
+
+dt_status dt_model_reserve(dt_model *m, int max_batch) {
+    assert(max_batch >= 1);
+    if (max_batch <= m->max_batch) return DT_OK;
+    size_t total = 0, work = 0;
+    for (int i = 0; i < m->nn; i++) {
+        const dt_node *n = &m->nodes[i];
+        size_t act = (size_t)max_batch * dt_node_out_size(n) * sizeof(float);
+        size_t aux = n->ops->aux_bytes ? n->ops->aux_bytes(n, max_batch) : 0;
+        total += 2 * ((act + 63) & ~(size_t)63) + ((aux + 63) & ~(size_t)63);
+        size_t w = n->ops->workspace ? n->ops->workspace(n, max_batch) : 0;
+        if (w > work) work = w;
+    }
+    void *block = NULL;
+    float *wbuf = NULL;
+    if (posix_memalign(&block, 64, total ? total : 64) != 0 ||
+        posix_memalign((void **)&wbuf, 64, (work ? work : 1) * sizeof(float)) != 0) {
+        free(block);
+        return dt_fail(DT_ERR_NOMEM, "out of memory: activations for batch %d need %.1f MB",
+                       max_batch, total / 1e6);
+    }
+    free(m->act_block);
+    free(m->work);
+    m->act_block = block;
+    m->work = wbuf;
+    m->work_floats = work;
+    char *cur = block;
+    for (int i = 0; i < m->nn; i++) {
+        dt_node *n = &m->nodes[i];
+        size_t act = (size_t)max_batch * dt_node_out_size(n) * sizeof(float);
+        size_t aux = n->ops->aux_bytes ? n->ops->aux_bytes(n, max_batch) : 0;
+        n->y = (float *)cur; cur += (act + 63) & ~(size_t)63;
+        n->dy = (float *)cur; cur += (act + 63) & ~(size_t)63;
+        n->aux = aux ? cur : NULL; cur += (aux + 63) & ~(size_t)63;
+    }
+    m->max_batch = max_batch;
+    return DT_OK;
+}
+
+size_t dt_model_num_params(const dt_model *m) { return m->np; }
+float *dt_model_params(dt_model *m) { return m->params; }
+float *dt_model_grads(dt_model *m) { return m->grads; }
+int dt_model_num_tensors(const dt_model *m) { return m->nviews; }
+const dt_tensor_view *dt_model_tensor(const dt_model *m, int i) {
+    assert(i >= 0 && i < m->nviews);
+    return &m->views[i];
+}
+size_t dt_model_num_state(const dt_model *m) { return m->ns; }
+float *dt_model_state(dt_model *m) { return m->state; }
+int dt_model_num_state_tensors(const dt_model *m) { return m->nsviews; }
+const dt_tensor_view *dt_model_state_tensor(const dt_model *m, int i) {
+    assert(i >= 0 && i < m->nsviews);
+    return &m->sviews[i];
+}
+void dt_model_input_shape(const dt_model *m, int *c, int *h, int *w) {
+    *c = m->in_c; *h = m->in_h; *w = m->in_w;
+}
+int dt_model_num_classes(const dt_model *m) {
+    return (int)dt_node_out_size(&m->nodes[m->nn - 1]);
+}
+double dt_model_flops(const dt_model *m) {
+    double f = 0;
+    for (int i = 0; i < m->nn; i++) f += m->nodes[i].flops;
+    return f;
+}
+
+static const float *node_input(const dt_model *m, int src) {
+    return src < 0 ? m->input : m->nodes[src].y;
+}
+
+const float *dt_model_forward(dt_model *m, const float *x, int batch, int train) {
+    assert(batch >= 1 && batch <= m->max_batch && "call dt_model_reserve first");
+    m->input = x;
+    m->batch = batch;
+    m->last_train = train;
+    for (int i = 0; i < m->nn; i++) {
+        dt_node *n = &m->nodes[i];
+        dt_pass p = {.batch = batch, .train = train, .work = m->work, .rng = &m->rng};
+        for (int j = 0; j < n->ops->ninputs; j++) p.x[j] = node_input(m, n->in[j]);
+        n->ops->forward(n, &p);
+    }
+    return m->nodes[m->nn - 1].y;
+}
+
+/* Softmax cross-entropy over the logits; writes d(mean loss)/d(logits) when dlogits != NULL. */
+static float softmax_xent(const float *logits, const uint8_t *labels, int batch, int classes,
+                          float *dlogits, int *correct) {
+    double total = 0;
+    int ok = 0;
+    for (int b = 0; b < batch; b++) {
+        const float *z = logits + (size_t)b * classes;
+        int arg = 0;
+        float mx = z[0];
+        for (int c = 1; c < classes; c++)
+            if (z[c] > mx) { mx = z[c]; arg = c; }
+        double sum = 0;
+        for (int c = 0; c < classes; c++) sum += exp((double)(z[c] - mx));
+        assert(labels[b] < classes);
+        total += log(sum) - (double)(z[labels[b]] - mx);
+        ok += arg == labels[b];
+        if (dlogits) {
+            float *d = dlogits + (size_t)b * classes;
+            for (int c = 0; c < classes; c++)
+                d[c] = (float)(exp((double)(z[c] - mx)) / sum) / (float)batch;
+            d[labels[b]] -= 1.0f / (float)batch;
+        }
+    }
+    if (correct) *correct = ok;
+    return (float)(total / batch);
+}
+
+float dt_model_loss(const dt_model *m, const uint8_t *labels, int *correct) {
+    const dt_node *last = &m->nodes[m->nn - 1];
+    return softmax_xent(last->y, labels, m->batch, (int)dt_node_out_size(last), NULL, correct);
+}
+
+float dt_model_backward_input(dt_model *m, const uint8_t *labels, int *correct, float *dx_out) {
+    dt_node *last = &m->nodes[m->nn - 1];
+    float loss = softmax_xent(last->y, labels, m->batch, (int)dt_node_out_size(last), last->dy,
+                              correct);
+    for (int i = m->nn - 1; i >= 0; i--) {
+        dt_node *n = &m->nodes[i];
+        dt_pass p = {.batch = m->batch, .train = m->last_train, .work = m->work, .rng = &m->rng};
+        for (int j = 0; j < n->ops->ninputs; j++) {
+            int src = n->in[j];
+            p.x[j] = node_input(m, src);
+            p.dx[j] = src < 0 ? dx_out : m->nodes[src].dy;
+            p.dx_acc[j] = m->dx_acc[i][j];
+        }
+        n->ops->backward(n, &p);
+    }
+    return loss;
+}
+
+float dt_model_backward(dt_model *m, const uint8_t *labels, int *correct) {
+    return dt_model_backward_input(m, labels, correct, NULL);
+}
+
+void dt_model_print(const dt_model *m, void *file) {
+    FILE *f = file;
+    fprintf(f, "%-24s %-10s %-16s %12s %14s\n", "layer", "kind", "output", "params", "MFLOPs/img");
+    char ishape[32];
+    snprintf(ishape, sizeof ishape, "%dx%dx%d", m->in_c, m->in_h, m->in_w);
+    fprintf(f, "%-24s %-10s %-16s %12s %14s\n", "input", "input", ishape, "", "");
+    for (int i = 0; i < m->nn; i++) {
+        const dt_node *n = &m->nodes[i];
+        size_t np = 0;
+        for (int t = 0; t < n->nparam; t++) np += dt_ptensor_numel(&n->ptens[t]);
+        char shape[32];
+        snprintf(shape, sizeof shape, "%dx%dx%d", n->oc, n->oh, n->ow);
+        char src[128] = "";
+        if (n->ops->ninputs == 2)
+            snprintf(src, sizeof src, "  <- %s + %s", n->in[0] < 0 ? "input" : m->nodes[n->in[0]].name,
+                     n->in[1] < 0 ? "input" : m->nodes[n->in[1]].name);
+        else if (n->in[0] != i - 1)
+            snprintf(src, sizeof src, "  <- %s", n->in[0] < 0 ? "input" : m->nodes[n->in[0]].name);
+        fprintf(f, "%-24s %-10s %-16s %12zu %14.3f%s\n", n->name, n->ops->kind, shape, np,
+                n->flops / 1e6, src);
+    }
+    fprintf(f, "parameters: %zu (%zu tensors)\n", m->np, (size_t)m->nviews);
+    fprintf(f, "forward FLOPs per image: %.0f (%.3f MFLOP)\n", dt_model_flops(m),
+            dt_model_flops(m) / 1e6);
+}

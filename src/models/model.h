@@ -1,0 +1,38 @@
+/* The model: nodes in topological order, one parameter buffer, one gradient buffer, one
+ * state buffer, and a table of named views into them. */
+#ifndef DT_MODEL_H
+#define DT_MODEL_H
+
+#include "layers/layer.h"
+
+struct dt_model {
+    dt_node *nodes;
+    int nn;
+    int in_c, in_h, in_w;
+    float *params, *grads, *state;
+    size_t np, ns;
+    dt_tensor_view *views, *sviews;
+    int nviews, nsviews;
+    /* per-node backward plan: does the gradient of input j accumulate? */
+    int (*dx_acc)[2];
+    /* activations */
+    int max_batch, batch, last_train;
+    float *work;
+    size_t work_floats;
+    void *act_block;        /* all y, dy and aux buffers */
+    const float *input;
+    dt_rng rng;
+};
+
+/* Builds a model from nodes whose ops, names, inputs and hyper-parameters are set; takes
+ * ownership of nodes (freed on error too). Computes shapes and allocates parameters. */
+dt_status dt_model_build(dt_node *nodes, int nn, int in_c, int in_h, int in_w, const char *origin,
+                         dt_model **out);
+
+/* Records (name, shape, data pointer into the model) for every parameter and state tensor,
+ * in that order; out needs dt_model_num_tensors + dt_model_num_state_tensors entries.
+ * Returns the count. Declared with a forward type so callers need not include tensorfile.h. */
+struct dt_record;
+int dt_model_records(dt_model *m, struct dt_record *out);
+
+#endif

@@ -1,0 +1,219 @@
+/* The model spec text format (docs/model-spec.md): one layer per line,
+ *   KIND [key=value ...]
+ * starting with "input c=C h=H w=W". Layers read the previous line's output unless in=NAME
+ * says otherwise; "add in=A" adds A to the previous output, "add in=A,B" adds A and B. */
+#include "models/model.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Keys each kind accepts besides name= and in=. */
+static const struct { const char *kind, *keys; } allowed[] = {
+    {"conv", "out k stride pad bias"}, {"linear", "out bias"}, {"maxpool", "k stride pad"},
+    {"avgpool", "k stride pad"}, {"gavgpool", ""}, {"relu", ""}, {"dropout", "p"},
+    {"dropout2d", "p"}, {"batchnorm", "eps momentum"}, {"add", ""}, {"flatten", ""},
+};
+
+static int key_allowed(const char *kind, const char *key) {
+    if (!strcmp(key, "name") || !strcmp(key, "in")) return 1;
+    for (size_t i = 0; i < sizeof allowed / sizeof allowed[0]; i++)
+        if (!strcmp(allowed[i].kind, kind)) {
+            const char *k = allowed[i].keys;
+            size_t len = strlen(key);
+            while ((k = strstr(k, key)) != NULL) {
+                if ((k == allowed[i].keys || k[-1] == ' ') && (k[len] == ' ' || k[len] == 0)) return 1;
+                k += len;
+            }
+        }
+    return 0;
+}
+
+static const char *keys_of(const char *kind) {
+    for (size_t i = 0; i < sizeof allowed / sizeof allowed[0]; i++)
+        if (!strcmp(allowed[i].kind, kind)) return allowed[i].keys;
+    return "";
+}
+
+static int parse_int(const char *s, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < -1000000 || v > 100000000) return 0;
+    *out = (int)v;
+    return 1;
+}
+
+static int parse_float(const char *s, float *out) {
+    char *end;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (errno || end == s || *end) return 0;
+    *out = v;
+    return 1;
+}
+
+static int find_node(const dt_node *nodes, int nn, const char *name) {
+    if (!strcmp(name, "input")) return -1;
+    for (int i = 0; i < nn; i++)
+        if (!strcmp(nodes[i].name, name)) return i;
+    return -2;
+}
+
+dt_status dt_model_from_spec(const char *text, const char *origin, dt_model **out) {
+    *out = NULL;
+    size_t cap = 16;
+    int nn = 0, have_input = 0, in_c = 0, in_h = 0, in_w = 0, lineno = 0;
+    dt_node *nodes = calloc(cap, sizeof *nodes);
+    char *copy = strdup(text);
+    if (!nodes || !copy) { free(nodes); free(copy); return dt_fail(DT_ERR_NOMEM, "out of memory"); }
+    dt_status st = DT_OK;
+    for (char *next = copy; next;) {
+        char *line = next, *nl = strchr(next, '\n');
+        if (nl) { *nl = 0; next = nl + 1; } else next = NULL;
+        lineno++;
+        char *hash = strchr(line, '#');
+        if (hash) *hash = 0;
+        char *save_tok = NULL;
+        char *kind = strtok_r(line, " \t\r", &save_tok);
+        if (!kind) continue;
+        if (!strcmp(kind, "input")) {
+            if (have_input || nn) { st = dt_fail(DT_ERR_FORMAT, "%s:%d: 'input' must be the first line, once", origin, lineno); goto fail; }
+            int vals[3] = {0, 0, 0}, pos = 0;
+            for (char *tok; (tok = strtok_r(NULL, " \t\r", &save_tok));) {
+                char *eq = strchr(tok, '=');
+                const char *v = eq ? eq + 1 : tok;
+                int idx = pos;
+                if (eq) {
+                    *eq = 0;
+                    idx = !strcmp(tok, "c") ? 0 : !strcmp(tok, "h") ? 1 : !strcmp(tok, "w") ? 2 : -1;
+                    if (idx < 0) { st = dt_fail(DT_ERR_FORMAT, "%s:%d: unknown key '%s' for input (expected c, h, w)", origin, lineno, tok); goto fail; }
+                } else pos++;
+                if (idx > 2 || !parse_int(v, &vals[idx]) || vals[idx] < 1) {
+                    st = dt_fail(DT_ERR_FORMAT, "%s:%d: input: expected c=C h=H w=W with positive integers, got '%s'", origin, lineno, v);
+                    goto fail;
+                }
+            }
+            if (!vals[0] || !vals[1] || !vals[2]) { st = dt_fail(DT_ERR_FORMAT, "%s:%d: input needs c=, h= and w=", origin, lineno); goto fail; }
+            in_c = vals[0]; in_h = vals[1]; in_w = vals[2];
+            have_input = 1;
+            continue;
+        }
+        if (!have_input) { st = dt_fail(DT_ERR_FORMAT, "%s:%d: the first line must be 'input c=C h=H w=W'", origin, lineno); goto fail; }
+        const dt_layer_ops *ops = dt_layer_find(kind);
+        if (!ops) { st = dt_fail(DT_ERR_FORMAT, "%s:%d: unknown layer '%s' (expected one of: %s)", origin, lineno, kind, dt_layer_kinds()); goto fail; }
+        if ((size_t)nn == cap) {
+            dt_node *nb = realloc(nodes, 2 * cap * sizeof *nodes);
+            if (!nb) { st = dt_fail(DT_ERR_NOMEM, "out of memory"); goto fail; }
+            memset(nb + cap, 0, cap * sizeof *nodes);
+            nodes = nb; cap *= 2;
+        }
+        dt_node *n = &nodes[nn];
+        n->ops = ops;
+        n->bias = 1;
+        n->p = 0.5f;
+        n->in[0] = nn - 1; n->in[1] = -2;
+        char inputs[2][DT_NODE_NAME] = {"", ""};
+        int ninputs_named = 0;
+        for (char *tok; (tok = strtok_r(NULL, " \t\r", &save_tok));) {
+            char *eq = strchr(tok, '=');
+            if (!eq || eq == tok || !eq[1]) { st = dt_fail(DT_ERR_FORMAT, "%s:%d: expected key=value, got '%s'", origin, lineno, tok); goto fail; }
+            *eq = 0;
+            const char *v = eq + 1;
+            if (!key_allowed(kind, tok)) {
+                st = dt_fail(DT_ERR_FORMAT, "%s:%d: unknown key '%s' for %s (expected: %s%sname, in)", origin, lineno, tok, kind, keys_of(kind), *keys_of(kind) ? " " : "");
+                goto fail;
+            }
+            int ok = 1;
+            if (!strcmp(tok, "name")) {
+                if (strlen(v) >= DT_NODE_NAME - 16 || !strcmp(v, "input")) ok = 0;
+                else snprintf(n->name, sizeof n->name, "%s", v);
+            } else if (!strcmp(tok, "in")) {
+                const char *comma = strchr(v, ',');
+                size_t l0 = comma ? (size_t)(comma - v) : strlen(v);
+                if (l0 == 0 || l0 >= DT_NODE_NAME || (comma && (strchr(comma + 1, ',') || strlen(comma + 1) >= DT_NODE_NAME || !comma[1]))) ok = 0;
+                else {
+                    memcpy(inputs[0], v, l0); inputs[0][l0] = 0;
+                    ninputs_named = 1;
+                    if (comma) { snprintf(inputs[1], DT_NODE_NAME, "%s", comma + 1); ninputs_named = 2; }
+                }
+            } else if (!strcmp(tok, "out")) ok = parse_int(v, &n->out);
+            else if (!strcmp(tok, "k")) ok = parse_int(v, &n->k);
+            else if (!strcmp(tok, "stride")) ok = parse_int(v, &n->stride) && n->stride >= 1;
+            else if (!strcmp(tok, "pad")) ok = parse_int(v, &n->pad);
+            else if (!strcmp(tok, "bias")) ok = parse_int(v, &n->bias) && (n->bias == 0 || n->bias == 1);
+            else if (!strcmp(tok, "p")) ok = parse_float(v, &n->p);
+            else if (!strcmp(tok, "eps")) ok = parse_float(v, &n->eps) && n->eps > 0;
+            else if (!strcmp(tok, "momentum")) ok = parse_float(v, &n->momentum) && n->momentum > 0 && n->momentum <= 1;
+            if (!ok) { st = dt_fail(DT_ERR_FORMAT, "%s:%d: bad value '%s' for %s=", origin, lineno, v, tok); goto fail; }
+        }
+        /* inputs */
+        if (ops->ninputs == 2) {
+            if (ninputs_named == 0) { st = dt_fail(DT_ERR_FORMAT, "%s:%d: add needs in=NAME (adds NAME to the previous output) or in=A,B", origin, lineno); goto fail; }
+            if (ninputs_named == 1) { snprintf(inputs[1], DT_NODE_NAME, "%s", inputs[0]); inputs[0][0] = 0; }
+        } else if (ninputs_named == 2) {
+            st = dt_fail(DT_ERR_FORMAT, "%s:%d: %s takes one input, in= names two", origin, lineno, kind);
+            goto fail;
+        }
+        for (int j = 0; j < ops->ninputs; j++) {
+            if (!inputs[j][0]) {
+                if (nn == 0 && j == 0) n->in[0] = -1;
+                continue;
+            }
+            int idx = find_node(nodes, nn, inputs[j]);
+            if (idx == -2) { st = dt_fail(DT_ERR_FORMAT, "%s:%d: in=%s: no earlier layer has that name", origin, lineno, inputs[j]); goto fail; }
+            n->in[j] = idx;
+        }
+        if (nn == 0 && !inputs[0][0]) n->in[0] = -1;
+        /* automatic name: prefix + running count */
+        if (!n->name[0]) {
+            int count = 1;
+            for (int i = 0; i < nn; i++)
+                if (!strcmp(nodes[i].ops->auto_prefix, ops->auto_prefix)) count++;
+            snprintf(n->name, sizeof n->name, "%s%d", ops->auto_prefix, count);
+            while (find_node(nodes, nn, n->name) != -2)
+                snprintf(n->name, sizeof n->name, "%s%d", ops->auto_prefix, ++count);
+        } else if (find_node(nodes, nn, n->name) != -2) {
+            st = dt_fail(DT_ERR_FORMAT, "%s:%d: name=%s is already used by an earlier layer", origin, lineno, n->name);
+            goto fail;
+        }
+        nn++;
+    }
+    free(copy);
+    if (!have_input) { free(nodes); return dt_fail(DT_ERR_FORMAT, "%s: no 'input c=C h=H w=W' line", origin); }
+    return dt_model_build(nodes, nn, in_c, in_h, in_w, origin, out);
+fail:
+    free(copy);
+    free(nodes);
+    return st;
+}
+
+dt_status dt_model_from_file(const char *path, dt_model **out) {
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return dt_fail(DT_ERR_IO, "%s: cannot open model spec file", path);
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            cap = cap ? cap * 2 : 8192;
+            char *nb = realloc(buf, cap);
+            if (!nb) { free(buf); fclose(f); return dt_fail(DT_ERR_NOMEM, "out of memory"); }
+            buf = nb;
+        }
+        size_t r = fread(buf + len, 1, 4096, f);
+        len += r;
+        if (r < 4096) break;
+        if (len > (1u << 20)) { free(buf); fclose(f); return dt_fail(DT_ERR_FORMAT, "%s: model spec file larger than 1 MB", path); }
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (err) { free(buf); return dt_fail(DT_ERR_IO, "%s: read error", path); }
+    buf[len] = 0;
+    if (memchr(buf, 0, len)) { free(buf); return dt_fail(DT_ERR_FORMAT, "%s: not a text file", path); }
+    dt_status st = dt_model_from_spec(buf, path, out);
+    free(buf);
+    return st;
+}

@@ -1,0 +1,81 @@
+/* Saving and loading a model's parameters and state by tensor name. */
+#include "core/tensorfile.h"
+#include "models/model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void view_record(dt_record *r, const dt_tensor_view *v, float *base) {
+    memset(r, 0, sizeof *r);
+    snprintf(r->name, sizeof r->name, "%s", v->name);
+    r->ndim = v->ndim;
+    memcpy(r->shape, v->shape, sizeof r->shape);
+    r->numel = v->numel;
+    r->data = base + v->offset;
+}
+
+int dt_model_records(dt_model *m, dt_record *out) {
+    for (int i = 0; i < m->nviews; i++) view_record(&out[i], &m->views[i], m->params);
+    for (int i = 0; i < m->nsviews; i++) view_record(&out[m->nviews + i], &m->sviews[i], m->state);
+    return m->nviews + m->nsviews;
+}
+
+dt_status dt_model_save(const dt_model *m, const char *path) {
+    int n = m->nviews + m->nsviews;
+    dt_record *recs = calloc((size_t)n + 1, sizeof *recs);
+    if (!recs) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    dt_model_records((dt_model *)m, recs); /* only read from: the file is written from them */
+    dt_status st = dt_tfile_write(path, recs, n);
+    free(recs);
+    return st;
+}
+
+static void shape_str(char *buf, size_t len, int ndim, const int *shape) {
+    size_t o = (size_t)snprintf(buf, len, "[");
+    for (int d = 0; d < ndim && o < len; d++)
+        o += (size_t)snprintf(buf + o, len - o, d ? ",%d" : "%d", shape[d]);
+    if (o < len) snprintf(buf + o, len - o, "]");
+}
+
+static dt_status copy_in(const dt_tfile *f, const char *path, const dt_tensor_view *v, float *base) {
+    const dt_record *r = dt_tfile_find(f, v->name);
+    if (!r) return dt_fail(DT_ERR_FORMAT, "%s: has no tensor '%s' (weights of another model?)", path, v->name);
+    if (r->ndim != v->ndim || memcmp(r->shape, v->shape, sizeof(int) * (size_t)v->ndim) != 0) {
+        char a[64], b[64];
+        shape_str(a, sizeof a, r->ndim, r->shape);
+        shape_str(b, sizeof b, v->ndim, v->shape);
+        return dt_fail(DT_ERR_FORMAT, "%s: tensor '%s' has shape %s, the model expects %s", path, v->name, a, b);
+    }
+    memcpy(base + v->offset, r->data, v->numel * sizeof(float));
+    return DT_OK;
+}
+
+dt_status dt_model_load(dt_model *m, const char *path) {
+    dt_tfile f;
+    dt_status st = dt_tfile_read(path, &f);
+    if (st != DT_OK) return st;
+    /* all-or-nothing: check everything before touching the model */
+    float *p = malloc((m->np ? m->np : 1) * sizeof(float)), *s = malloc((m->ns ? m->ns : 1) * sizeof(float));
+    if (!p || !s) st = dt_fail(DT_ERR_NOMEM, "out of memory");
+    for (int i = 0; st == DT_OK && i < m->nviews; i++) st = copy_in(&f, path, &m->views[i], p);
+    for (int i = 0; st == DT_OK && i < m->nsviews; i++) st = copy_in(&f, path, &m->sviews[i], s);
+    int known = m->nviews + m->nsviews;
+    for (int i = 0; st == DT_OK && i < f.n; i++) {
+        /* checkpoint extras (optimiser, trainer) are namespaced and not the model's business */
+        if (!strncmp(f.recs[i].name, "optim:", 6) || !strncmp(f.recs[i].name, "train:", 6)) continue;
+        int found = 0;
+        for (int j = 0; j < m->nviews && !found; j++) found = !strcmp(m->views[j].name, f.recs[i].name);
+        for (int j = 0; j < m->nsviews && !found; j++) found = !strcmp(m->sviews[j].name, f.recs[i].name);
+        if (!found)
+            st = dt_fail(DT_ERR_FORMAT, "%s: tensor '%s' is not part of this model (%d tensors expected)", path, f.recs[i].name, known);
+    }
+    if (st == DT_OK) {
+        memcpy(m->params, p, m->np * sizeof(float));
+        memcpy(m->state, s, m->ns * sizeof(float));
+    }
+    free(p);
+    free(s);
+    dt_tfile_free(&f);
+    return st;
+}

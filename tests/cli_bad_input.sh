@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Every bad input gets one line on stderr naming the file or flag and what was expected,
+# exit status 2, no crash, and no output file.
+set -u
+DTRAIN=${1:?usage: cli_bad_input.sh path/to/dtrain}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fails=0 passes=0
+
+# expect_fail LABEL SUBSTRING -- COMMAND...
+expect_fail() {
+    local label=$1 want=$2; shift 3
+    rm -f "$T/out.weights"
+    "$@" >"$T/stdout" 2>"$T/stderr"
+    local rc=$? lines
+    lines=$(wc -l <"$T/stderr")
+    local why=""
+    [ "$rc" -eq 2 ] || why="exit status $rc, expected 2"
+    [ -z "$why" ] && [ "$lines" -ne 1 ] && why="stderr has $lines lines, expected 1"
+    [ -z "$why" ] && ! grep -qF -- "$want" "$T/stderr" && why="stderr lacks '$want'"
+    [ -z "$why" ] && [ -e "$T/out.weights" ] && why="an output file was written"
+    [ -z "$why" ] && ls "$T" | grep -q '\.tmp\.' && why="a temporary file was left behind"
+    if [ -n "$why" ]; then
+        echo "FAIL $label: $why"; echo "  stderr: $(head -c 400 "$T/stderr")"; fails=$((fails + 1))
+    else
+        echo "ok   $label: $(cat "$T/stderr")"; passes=$((passes + 1))
+    fi
+}
+
+# --- small IDX data sets written here: 4 images of 28x28 ---------------------------------
+byte() { printf "\\$(printf %03o "$1")"; }
+be32() { byte $(($1 >> 24 & 255)); byte $(($1 >> 16 & 255)); byte $(($1 >> 8 & 255)); byte $(($1 & 255)); }
+images() { # DIR COUNT_IN_HEADER COUNT_WRITTEN [MAGIC]
+    { be32 ${4:-2051}; be32 $2; be32 28; be32 28; head -c $(($3 * 784)) /dev/urandom; } >"$1/train-images-idx3-ubyte"
+    cp "$1/train-images-idx3-ubyte" "$1/t10k-images-idx3-ubyte"
+}
+labels() { # DIR COUNT LABEL_BYTES...
+    local d=$1 n=$2; shift 2
+    { be32 2049; be32 $n; for b in "$@"; do byte "$b"; done; } >"$d/train-labels-idx1-ubyte"
+    cp "$d/train-labels-idx1-ubyte" "$d/t10k-labels-idx1-ubyte"
+}
+mk() { mkdir -p "$T/$1"; echo "$T/$1"; }
+train() { "$DTRAIN" train --model cnn1 --data mnist --epochs 1 --batch 2 --out "$T/out.weights" "$@"; }
+
+d=$(mk good); images "$d" 4 4; labels "$d" 4 1 2 3 4
+d=$(mk magic); images "$d" 4 4 1234; labels "$d" 4 1 2 3 4
+d=$(mk trunc-img); images "$d" 4 3; labels "$d" 4 1 2 3 4
+d=$(mk trunc-lab); images "$d" 4 4; labels "$d" 4 1 2
+d=$(mk mismatch); images "$d" 4 4; labels "$d" 3 1 2 3
+d=$(mk range); images "$d" 4 4; labels "$d" 4 1 2 13 4
+d=$(mk cifar); head -c $((3073 * 2 + 5)) /dev/zero >"$d/test_batch.bin"
+for i in 1 2 3 4 5; do head -c 3073 /dev/zero >"$d/data_batch_$i.bin"; done
+cp "$d/test_batch.bin" "$d/data_batch_3.bin"
+
+# sanity: the good set trains, so the failures below are about the one thing broken in each
+"$DTRAIN" train --model cnn1 --data mnist --data-dir "$T/good" --epochs 1 --batch 2 --out "$T/good.weights" --quiet
+if [ $? -ne 0 ] || [ ! -s "$T/good.weights" ]; then echo "FAIL the good data set does not train"; fails=$((fails + 1)); fi
+
+expect_fail "missing data dir"   "$T/none/train-images-idx3-ubyte" -- train --data-dir "$T/none"
+expect_fail "wrong IDX magic"    "bad IDX magic"                   -- train --data-dir "$T/magic"
+expect_fail "truncated images"   "truncated"                       -- train --data-dir "$T/trunc-img"
+expect_fail "truncated labels"   "train-labels-idx1-ubyte: truncated" -- train --data-dir "$T/trunc-lab"
+expect_fail "count mismatch"     "does not match label count"      -- train --data-dir "$T/mismatch"
+expect_fail "label out of range" "label 13 at index 2 out of range" -- train --data-dir "$T/range"
+expect_fail "CIFAR size"         "is not a positive multiple of 3073" -- "$DTRAIN" train --model resnet18-cifar --data cifar10 --data-dir "$T/cifar" --out "$T/out.weights"
+expect_fail "unknown model"      "unknown model 'lenet9'"          -- train --data-dir "$T/good" --model lenet9
+printf 'input c=1 h=28 w=28\nconv out=4 k=3\nrelu extra\n' >"$T/bad.spec"
+expect_fail "malformed spec"     "$T/bad.spec:3: expected key=value, got 'extra'" -- train --data-dir "$T/good" --model "$T/bad.spec"
+expect_fail "missing spec file"  "$T/nope.spec: cannot open"       -- train --data-dir "$T/good" --model "$T/nope.spec"
+expect_fail "lr 0"               "--lr 0: expected a number > 0"   -- train --data-dir "$T/good" --lr 0
+expect_fail "lr negative"        "--lr -0.1: expected a number > 0" -- train --data-dir "$T/good" --lr -0.1
+expect_fail "lr not a number"    "--lr abc"                        -- train --data-dir "$T/good" --lr abc
+expect_fail "batch 0"            "--batch 0: expected an integer >= 1" -- train --data-dir "$T/good" --batch 0
+expect_fail "epochs 0"           "--epochs 0: expected an integer >= 1" -- train --data-dir "$T/good" --epochs 0
+expect_fail "unknown flag"       "unknown flag '--learning-rate'"  -- train --data-dir "$T/good" --learning-rate 0.1
+expect_fail "flag without value" "--seed needs a value"            -- train --data-dir "$T/good" --seed
+expect_fail "bad schedule"       "--schedule 'warm'"               -- train --data-dir "$T/good" --schedule warm
+expect_fail "unknown dataset"    "unknown dataset 'imagenet'"      -- train --data-dir "$T/good" --data imagenet
+expect_fail "model/data mismatch" "takes 3x32x32 inputs"           -- train --data-dir "$T/good" --model alexnet-cifar
+expect_fail "unwritable output"  "$T/no/such/dir/w.weights: cannot create" -- "$DTRAIN" train --model cnn1 --data mnist --data-dir "$T/good" --epochs 1 --batch 2 --out "$T/no/such/dir/w.weights"
+expect_fail "eval: no weights"   "--weights FILE is required"      -- "$DTRAIN" eval --model cnn1 --data-dir "$T/good"
+expect_fail "eval: wrong model"  "good.weights: tensor 'fc1.weight' has shape [100,320], the model expects [100,784]"     -- "$DTRAIN" eval --model mlp --weights "$T/good.weights" --data-dir "$T/good"
+head -c 100 "$T/good.weights" >"$T/cut.weights"
+expect_fail "eval: truncated weights" "cut.weights: truncated"     -- "$DTRAIN" eval --model cnn1 --weights "$T/cut.weights" --data-dir "$T/good"
+expect_fail "resume: weights not checkpoint" "not a checkpoint"    -- train --data-dir "$T/good" --resume "$T/good.weights"
+expect_fail "unknown command"    "unknown command 'fit'"           -- "$DTRAIN" fit
+
+echo "$passes passed, $fails failed"
+[ "$fails" -eq 0 ]

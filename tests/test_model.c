@@ -1,0 +1,222 @@
+/* Model building, the spec parser and its errors, parameter layout, weights files,
+ * the optimiser and the learning-rate schedules. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "dtrain.h"
+
+static void expect_spec_error(const char *spec, const char *needle) {
+    dt_model *m = NULL;
+    dt_status st = dt_model_from_spec(spec, "t.spec", &m);
+    CHECK_MSG(st == DT_ERR_FORMAT && m == NULL, "spec should fail: %s", spec);
+    CHECK_MSG(strstr(dt_last_error(), needle) != NULL, "error '%s' lacks '%s'", dt_last_error(), needle);
+    CHECK_MSG(strchr(dt_last_error(), '\n') == NULL, "error is not one line: %s", dt_last_error());
+    dt_model_free(m);
+}
+
+static size_t count_of(const char *name) {
+    dt_model *m = NULL;
+    if (dt_model_from_name(name, &m) != DT_OK) return 0;
+    size_t n = dt_model_num_params(m);
+    dt_model_free(m);
+    return n;
+}
+
+static void test_zoo(void) {
+    CHECK(count_of("resnet18-cifar") == 11173962);
+    CHECK(count_of("mlp") == 784 * 100 + 100 + 100 * 10 + 10);
+    CHECK(count_of("cnn1") == 260 + 5020 + 32100 + 1010);
+    CHECK(count_of("cnn2") == 100 + 1820 + 50100 + 1010);
+    CHECK(count_of("downpour-cnn") == 320 + 18496 + 1179776 + 1290);
+    CHECK(count_of("alexnet-cifar") == 1792 + 110784 + 663936 + 884992 + 590080 + 4195328 + 1049600 + 10250);
+    for (const char *const *n = dt_model_names(); *n; n++) CHECK_MSG(count_of(*n) > 0, "model %s", *n);
+    dt_model *m = NULL;
+    CHECK(dt_model_from_name("vgg99", &m) == DT_ERR_ARG && m == NULL);
+    CHECK(strstr(dt_last_error(), "unknown model 'vgg99'") != NULL);
+    /* views tile the buffer in order, names as in PyTorch */
+    CHECK(dt_model_from_name("cnn1", &m) == DT_OK);
+    const char *names[] = {"conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias",
+                           "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"};
+    size_t off = 0;
+    CHECK(dt_model_num_tensors(m) == 8);
+    for (int i = 0; i < dt_model_num_tensors(m) && i < 8; i++) {
+        const dt_tensor_view *v = dt_model_tensor(m, i);
+        CHECK_MSG(!strcmp(v->name, names[i]), "tensor %d is %s", i, v->name);
+        CHECK(v->offset == off);
+        off += v->numel;
+    }
+    CHECK(off == dt_model_num_params(m));
+    const dt_tensor_view *w = dt_model_tensor(m, 2);
+    CHECK(w->ndim == 4 && w->shape[0] == 20 && w->shape[1] == 10 && w->shape[2] == 5 && w->shape[3] == 5);
+    /* PyTorch default init bounds: conv1 fan_in 25 -> 0.2 */
+    float mx = 0;
+    for (size_t i = 0; i < 250; i++) mx = fmaxf(mx, fabsf(dt_model_params(m)[i]));
+    CHECK(mx <= 0.2f && mx > 0.15f);
+    /* same seed -> same weights, other seed -> other weights */
+    float *a = malloc(dt_model_num_params(m) * sizeof(float));
+    dt_model_init(m, 5);
+    memcpy(a, dt_model_params(m), dt_model_num_params(m) * sizeof(float));
+    dt_model_init(m, 5);
+    CHECK(memcmp(a, dt_model_params(m), dt_model_num_params(m) * sizeof(float)) == 0);
+    dt_model_init(m, 6);
+    CHECK(memcmp(a, dt_model_params(m), dt_model_num_params(m) * sizeof(float)) != 0);
+    free(a);
+    CHECK(dt_model_flops(m) > 1.0e6 && dt_model_flops(m) < 1.1e6);
+    dt_model_free(m);
+    /* resnet18 state: 2 per batch-norm */
+    CHECK(dt_model_from_name("resnet18-cifar", &m) == DT_OK);
+    CHECK(dt_model_num_state_tensors(m) == 2 * 20);
+    dt_model_free(m);
+}
+
+static void test_spec_errors(void) {
+    expect_spec_error("conv out=3 k=3\n", "t.spec:1: the first line must be 'input");
+    expect_spec_error("input c=1 h=8 w=8\nconvv out=3\n", "t.spec:2: unknown layer 'convv'");
+    expect_spec_error("input c=1 h=8 w=8\n\n# c\nconv out=3 k=3 size=2\n", "t.spec:4: unknown key 'size' for conv");
+    expect_spec_error("input c=1 h=8 w=8\nconv out=x k=3\n", "t.spec:2: bad value 'x' for out=");
+    expect_spec_error("input c=1 h=8 w=8\nconv out=3 k\n", "t.spec:2: expected key=value, got 'k'");
+    expect_spec_error("input c=1 h=8 w=8\nconv out=3 k=9\n", "layer 'conv1'");
+    expect_spec_error("input c=1 h=8 w=8\nconv k=3\n", "conv needs out=N");
+    expect_spec_error("input c=1 h=8 w=8\nrelu\nadd in=nosuch\n", "in=nosuch: no earlier layer has that name");
+    expect_spec_error("input c=1 h=8 w=8\nconv out=2 k=3\nadd in=input\n", "expected equal");
+    expect_spec_error("input c=1 h=8 w=8\nrelu name=a\nrelu name=a\n", "name=a is already used");
+    expect_spec_error("input c=1 h=8 w=8\nrelu name=a\nrelu in=input\n", "output of layer 'a' is never used");
+    expect_spec_error("input c=0 h=8 w=8\nrelu\n", "input: expected c=C h=H w=W");
+    expect_spec_error("input c=1 h=8 w=8\ndropout p=1.5\n", "dropout p=1.5 must be in [0, 1)");
+    expect_spec_error("input c=1 h=8 w=8\n", "the model has no layers");
+    expect_spec_error("# nothing\n", "no 'input c=C h=H w=W' line");
+    dt_model *m = NULL;
+    CHECK(dt_model_from_file("/nonexistent/x.spec", &m) == DT_ERR_IO);
+    CHECK(strstr(dt_last_error(), "/nonexistent/x.spec") != NULL);
+    /* a good file, with comments, blank lines and positional input */
+    char path[] = "/tmp/dtrain-spec-XXXXXX";
+    int fd = mkstemp(path);
+    FILE *f = fdopen(fd, "w");
+    fputs("# tiny\ninput 1 4 4\n\nconv out=2 k=3 pad=1   # same size\nrelu\nflatten\nlinear out=3 name=head\n", f);
+    fclose(f);
+    CHECK(dt_model_from_file(path, &m) == DT_OK);
+    if (m) {
+        CHECK(dt_model_num_params(m) == 2 * 9 + 2 + 32 * 3 + 3);
+        CHECK(!strcmp(dt_model_tensor(m, 2)->name, "head.weight"));
+        CHECK(dt_model_num_classes(m) == 3);
+    }
+    dt_model_free(m);
+    unlink(path);
+}
+
+static void test_weights_file(void) {
+    dt_model *m = NULL, *m2 = NULL, *other = NULL;
+    CHECK(dt_model_from_name("resblock-tiny", &m) == DT_OK);
+    CHECK(dt_model_from_name("resblock-tiny", &m2) == DT_OK);
+    CHECK(dt_model_from_name("cnn1", &other) == DT_OK);
+    dt_model_init(m, 1);
+    for (size_t i = 0; i < dt_model_num_state(m); i++) dt_model_state(m)[i] = (float)i * 0.5f;
+    dt_model_init(m2, 2);
+    char dir[] = "/tmp/dtrain-w-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[256], bad[256];
+    snprintf(path, sizeof path, "%s/m.weights", dir);
+    CHECK(dt_model_save(m, path) == DT_OK);
+    CHECK(dt_model_load(m2, path) == DT_OK);
+    CHECK(memcmp(dt_model_params(m), dt_model_params(m2), dt_model_num_params(m) * sizeof(float)) == 0);
+    CHECK(memcmp(dt_model_state(m), dt_model_state(m2), dt_model_num_state(m) * sizeof(float)) == 0);
+    /* wrong model: names do not match, and the target stays untouched */
+    float before = dt_model_params(other)[0];
+    CHECK(dt_model_load(other, path) == DT_ERR_FORMAT);
+    CHECK(strstr(dt_last_error(), "has no tensor 'conv1.bias'") != NULL || strstr(dt_last_error(), "shape") != NULL);
+    CHECK(dt_model_params(other)[0] == before);
+    /* truncated and corrupted files */
+    FILE *in = fopen(path, "rb");
+    fseek(in, 0, SEEK_END);
+    long size = ftell(in);
+    fseek(in, 0, SEEK_SET);
+    char *bytes = malloc((size_t)size);
+    CHECK(fread(bytes, 1, (size_t)size, in) == (size_t)size);
+    fclose(in);
+    snprintf(bad, sizeof bad, "%s/bad.weights", dir);
+    FILE *o = fopen(bad, "wb");
+    fwrite(bytes, 1, (size_t)size / 2, o);
+    fclose(o);
+    CHECK(dt_model_load(m2, bad) == DT_ERR_FORMAT);
+    CHECK(strstr(dt_last_error(), "truncated") != NULL);
+    bytes[size - 10] ^= 0x55;
+    o = fopen(bad, "wb");
+    fwrite(bytes, 1, (size_t)size, o);
+    fclose(o);
+    CHECK(dt_model_load(m2, bad) == DT_ERR_FORMAT);
+    CHECK(strstr(dt_last_error(), "checksum") != NULL);
+    o = fopen(bad, "wb");
+    fputs("hello world, not weights", o);
+    fclose(o);
+    CHECK(dt_model_load(m2, bad) == DT_ERR_FORMAT);
+    CHECK(strstr(dt_last_error(), "bad magic") != NULL);
+    CHECK(dt_model_load(m2, "/nonexistent/w") == DT_ERR_IO);
+    /* saving into a missing folder fails cleanly and leaves nothing behind */
+    char nodir[300];
+    snprintf(nodir, sizeof nodir, "%s/missing/m.weights", dir);
+    CHECK(dt_model_save(m, nodir) == DT_ERR_IO);
+    free(bytes);
+    unlink(bad);
+    unlink(path);
+    CHECK(rmdir(dir) == 0); /* empty: no temporary file was left */
+    dt_model_free(m);
+    dt_model_free(m2);
+    dt_model_free(other);
+}
+
+static void test_sgd(void) {
+    /* hand-computed PyTorch SGD: w=1, g=0.5 constant, lr 0.1, momentum 0.9, wd 0.01 */
+    float w = 1.0f, g = 0.5f;
+    dt_sgd o;
+    CHECK(dt_sgd_init(&o, 1, 0.9f, 0.01f, 0) == DT_OK);
+    double ew = 1.0, buf = 0;
+    for (int k = 0; k < 3; k++) {
+        double d = 0.5 + 0.01 * ew;
+        buf = k == 0 ? d : 0.9 * buf + d;
+        ew -= 0.1 * buf;
+        dt_sgd_step(&o, &w, &g, 0.1f);
+    }
+    CHECK_NEAR(w, ew, 1e-6);
+    dt_sgd_free(&o);
+    w = 1.0f;
+    CHECK(dt_sgd_init(&o, 1, 0.9f, 0.0f, 1) == DT_OK);
+    ew = 1.0; buf = 0;
+    for (int k = 0; k < 3; k++) {
+        buf = k == 0 ? 0.5 : 0.9 * buf + 0.5;
+        ew -= 0.1 * (0.5 + 0.9 * buf);
+        dt_sgd_step(&o, &w, &g, 0.1f);
+    }
+    CHECK_NEAR(w, ew, 1e-6);
+    dt_sgd_free(&o);
+    CHECK(dt_sgd_init(&o, 1, 1.5f, 0, 0) == DT_ERR_ARG);
+    CHECK(dt_sgd_init(&o, 1, 0.0f, 0, 1) == DT_ERR_ARG);
+    /* schedules */
+    dt_schedule s;
+    CHECK(dt_schedule_parse("const", 0.1f, &s) == DT_OK);
+    CHECK_NEAR(dt_schedule_lr(&s, 7.5, 10), 0.1, 1e-7);
+    CHECK(dt_schedule_parse("step:3:0.5", 0.1f, &s) == DT_OK);
+    CHECK_NEAR(dt_schedule_lr(&s, 2.9, 10), 0.1, 1e-7);
+    CHECK_NEAR(dt_schedule_lr(&s, 3.0, 10), 0.05, 1e-7);
+    CHECK_NEAR(dt_schedule_lr(&s, 6.5, 10), 0.025, 1e-7);
+    CHECK(dt_schedule_parse("cosine", 0.1f, &s) == DT_OK);
+    CHECK_NEAR(dt_schedule_lr(&s, 0, 10), 0.1, 1e-7);
+    CHECK_NEAR(dt_schedule_lr(&s, 5, 10), 0.05, 1e-6);
+    CHECK_NEAR(dt_schedule_lr(&s, 10, 10), 0.0, 1e-7);
+    CHECK(dt_schedule_parse("cosine:0.01", 0.1f, &s) == DT_OK);
+    CHECK_NEAR(dt_schedule_lr(&s, 10, 10), 0.01, 1e-7);
+    CHECK(dt_schedule_parse("step:0:0.5", 0.1f, &s) == DT_ERR_ARG);
+    CHECK(dt_schedule_parse("linear", 0.1f, &s) == DT_ERR_ARG);
+    CHECK(strstr(dt_last_error(), "--schedule 'linear'") != NULL);
+}
+
+int main(void) {
+    dt_runtime_init();
+    test_zoo();
+    test_spec_errors();
+    test_weights_file();
+    test_sgd();
+    return test_summary("test_model");
+}
