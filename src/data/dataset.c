@@ -1,0 +1,501 @@
+/* Datasets: MNIST / Fashion-MNIST (IDX, raw or gzip) and CIFAR-10 (binary batches), loaded
+ * whole into memory as uint8 CHW images; dt_batch_fill turns examples into normalised float
+ * batches, with CIFAR-style augmentation (random crop, pad 4, and horizontal flip).
+ *
+ * Every check on file contents reports through dt_fail: a malformed file is a runtime
+ * error, never an assertion. */
+#include "dtrain.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+#define IDX_MAGIC_IMAGES 0x00000803u
+#define IDX_MAGIC_LABELS 0x00000801u
+#define IDX_CLASSES 10
+#define CIFAR_SIDE 32
+#define CIFAR_PIXELS (3 * CIFAR_SIDE * CIFAR_SIDE)
+#define CIFAR_RECORD (1 + CIFAR_PIXELS)
+#define CIFAR_CLASSES 10
+#define CROP_PAD 4
+#define PATH_BUF 4096
+
+static const char *errno_text(int e) { return e ? strerror(e) : "cannot open"; }
+
+static int file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && !S_ISDIR(st.st_mode);
+}
+
+/* dir + "/" + a + b (dir "" means the current directory). 0 when the path does not fit. */
+static int join_path(char *buf, size_t size, const char *dir, const char *a, const char *b) {
+    if (!dir || !*dir) dir = ".";
+    size_t len = strlen(dir);
+    const char *sep = (len > 0 && dir[len - 1] == '/') ? "" : "/";
+    int r = snprintf(buf, size, "%s%s%s%s", dir, sep, a, b ? b : "");
+    return r >= 0 && (size_t)r < size;
+}
+
+/* ---------------------------------------------------------------- IDX */
+
+/* Reads up to len bytes; returns bytes read (short only at end of data) or -1 with the
+ * error recorded. */
+static long long gz_read_all(gzFile f, const char *path, uint8_t *buf, size_t len,
+                             dt_status *st) {
+    size_t got = 0;
+    while (got < len) {
+        size_t want = len - got;
+        if (want > (1u << 30)) want = 1u << 30;
+        int r = gzread(f, buf + got, (unsigned)want);
+        if (r < 0) {
+            int zerr = 0;
+            const char *msg = gzerror(f, &zerr);
+            if (zerr == Z_ERRNO) {
+                *st = dt_fail(DT_ERR_IO, "%s: read error: %s", path, errno_text(errno));
+            } else {
+                *st = dt_fail(DT_ERR_FORMAT, "%s: corrupt or truncated gzip data (%s)", path,
+                              msg ? msg : "unknown zlib error");
+            }
+            return -1;
+        }
+        if (r == 0) break;
+        got += (size_t)r;
+    }
+    return (long long)got;
+}
+
+static uint32_t be32(const uint8_t *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+/* Reads one IDX file: magic, dims (count nd), then the payload of the size the header
+ * promises. The payload buffer grows as data arrives, so a corrupt header cannot make us
+ * allocate more than the file really holds (plus a factor of two). */
+static dt_status idx_read(const char *path, int labels, uint32_t dims[3], uint8_t **data) {
+    const uint32_t magic_want = labels ? IDX_MAGIC_LABELS : IDX_MAGIC_IMAGES;
+    const char *what = labels ? "labels" : "images";
+    const int nd = labels ? 1 : 3;
+    const size_t header = 4 + 4 * (size_t)nd;
+    *data = NULL;
+
+    errno = 0;
+    gzFile f = gzopen(path, "rb");
+    if (!f) return dt_fail(DT_ERR_IO, "%s: cannot open: %s", path, errno_text(errno));
+
+    dt_status st = DT_OK;
+    uint8_t hdr[16];
+    long long got = gz_read_all(f, path, hdr, header, &st);
+    if (got < 0) goto fail;
+    if (got >= 4 && be32(hdr) != magic_want) {
+        st = dt_fail(DT_ERR_FORMAT, "%s: bad IDX magic 0x%08x, expected 0x%08x (%s)%s", path,
+                     be32(hdr), magic_want, what,
+                     be32(hdr) == (labels ? IDX_MAGIC_IMAGES : IDX_MAGIC_LABELS)
+                         ? " - images and labels files swapped?" : "");
+        goto fail;
+    }
+    if ((size_t)got < header) {
+        st = dt_fail(DT_ERR_FORMAT, "%s: truncated: IDX %s header needs %zu bytes, file has %lld",
+                     path, what, header, got);
+        goto fail;
+    }
+    for (int i = 0; i < nd; i++) dims[i] = be32(hdr + 4 + 4 * i);
+
+    uint64_t per = 1;
+    if (!labels) {
+        if (dims[1] == 0 || dims[2] == 0 || dims[1] > 4096 || dims[2] > 4096) {
+            st = dt_fail(DT_ERR_FORMAT, "%s: bad image size %ux%u in IDX header, expected 1..4096",
+                         path, dims[1], dims[2]);
+            goto fail;
+        }
+        per = (uint64_t)dims[1] * dims[2];
+    }
+    if (dims[0] == 0 || dims[0] > INT_MAX) {
+        st = dt_fail(DT_ERR_FORMAT, "%s: IDX header says %u %s, expected 1..%d", path, dims[0],
+                     what, INT_MAX);
+        goto fail;
+    }
+    uint64_t payload = (uint64_t)dims[0] * per;
+    if (payload > (uint64_t)SIZE_MAX / 2) {
+        st = dt_fail(DT_ERR_FORMAT, "%s: IDX header claims %llu bytes, too large", path,
+                     (unsigned long long)payload);
+        goto fail;
+    }
+
+    size_t cap = payload < ((size_t)1 << 24) ? (size_t)payload : ((size_t)1 << 24);
+    size_t have = 0;
+    uint8_t *buf = malloc(cap ? cap : 1);
+    if (!buf) { st = dt_fail(DT_ERR_NOMEM, "%s: out of memory", path); goto fail; }
+    for (;;) {
+        long long r = gz_read_all(f, path, buf + have, cap - have, &st);
+        if (r < 0) { free(buf); goto fail; }
+        have += (size_t)r;
+        if (have < cap || cap == payload) break; /* end of data, or all we need */
+        size_t ncap = cap * 2 < payload ? cap * 2 : (size_t)payload;
+        uint8_t *nb = realloc(buf, ncap);
+        if (!nb) {
+            free(buf);
+            st = dt_fail(DT_ERR_NOMEM, "%s: out of memory (%zu bytes)", path, ncap);
+            goto fail;
+        }
+        buf = nb;
+        cap = ncap;
+    }
+    if (have < payload) {
+        if (labels) {
+            st = dt_fail(DT_ERR_FORMAT,
+                         "%s: truncated: header says %u labels (%llu bytes), file has %llu bytes",
+                         path, dims[0], (unsigned long long)(header + payload),
+                         (unsigned long long)(header + have));
+        } else {
+            st = dt_fail(DT_ERR_FORMAT,
+                         "%s: truncated: header says %u images of %ux%u (%llu bytes), file has "
+                         "%llu bytes",
+                         path, dims[0], dims[1], dims[2], (unsigned long long)(header + payload),
+                         (unsigned long long)(header + have));
+        }
+        free(buf);
+        goto fail;
+    }
+    gzclose(f);
+    *data = buf;
+    return DT_OK;
+fail:
+    gzclose(f);
+    return st;
+}
+
+dt_status dt_idx_load(const char *images_path, const char *labels_path, dt_dataset *out) {
+    assert(images_path && labels_path && out);
+    memset(out, 0, sizeof *out);
+    uint32_t idim[3] = {0}, ldim[3] = {0};
+    uint8_t *images = NULL, *labels = NULL;
+    dt_status st = idx_read(images_path, 0, idim, &images);
+    if (st != DT_OK) return st;
+    st = idx_read(labels_path, 1, ldim, &labels);
+    if (st != DT_OK) { free(images); return st; }
+    if (idim[0] != ldim[0]) {
+        st = dt_fail(DT_ERR_FORMAT, "%s: image count %u does not match label count %u in %s",
+                     images_path, idim[0], ldim[0], labels_path);
+        goto fail;
+    }
+    for (uint32_t i = 0; i < ldim[0]; i++) {
+        if (labels[i] >= IDX_CLASSES) {
+            st = dt_fail(DT_ERR_FORMAT, "%s: label %u at index %u out of range 0..%d",
+                         labels_path, labels[i], i, IDX_CLASSES - 1);
+            goto fail;
+        }
+    }
+    snprintf(out->name, sizeof out->name, "idx");
+    out->n = (int)idim[0];
+    out->c = 1;
+    out->h = (int)idim[1];
+    out->w = (int)idim[2];
+    out->classes = IDX_CLASSES;
+    out->images = images;
+    out->labels = labels;
+    out->mean[0] = out->mean[1] = out->mean[2] = 0.0f; /* generic: values are pixel/255 */
+    out->std[0] = out->std[1] = out->std[2] = 1.0f;
+    out->augment = 0;
+    return DT_OK;
+fail:
+    free(images);
+    free(labels);
+    return st;
+}
+
+/* ---------------------------------------------------------------- CIFAR-10 */
+
+dt_status dt_cifar_load(const char *const *paths, int npaths, dt_dataset *out) {
+    assert(out);
+    memset(out, 0, sizeof *out);
+    if (!paths || npaths <= 0) return dt_fail(DT_ERR_ARG, "cifar: no batch files given");
+
+    /* Pass 1: sizes. */
+    long long total = 0;
+    for (int i = 0; i < npaths; i++) {
+        struct stat sb;
+        if (stat(paths[i], &sb) != 0)
+            return dt_fail(DT_ERR_IO, "%s: cannot open: %s", paths[i], errno_text(errno));
+        if (S_ISDIR(sb.st_mode))
+            return dt_fail(DT_ERR_IO, "%s: is a directory, expected a CIFAR-10 batch file",
+                           paths[i]);
+        long long sz = (long long)sb.st_size;
+        if (sz <= 0 || sz % CIFAR_RECORD != 0)
+            return dt_fail(DT_ERR_FORMAT,
+                           "%s: size %lld bytes is not a positive multiple of %d (1 label byte + "
+                           "%d pixel bytes per record)",
+                           paths[i], sz, CIFAR_RECORD, CIFAR_PIXELS);
+        total += sz / CIFAR_RECORD;
+        if (total > INT_MAX / CIFAR_PIXELS)
+            return dt_fail(DT_ERR_FORMAT, "%s: too many records (%lld in total)", paths[i], total);
+    }
+
+    uint8_t *images = malloc((size_t)total * CIFAR_PIXELS);
+    uint8_t *labels = malloc((size_t)total);
+    if (!images || !labels) {
+        free(images);
+        free(labels);
+        return dt_fail(DT_ERR_NOMEM, "cifar: out of memory for %lld images", total);
+    }
+
+    /* Pass 2: records, label byte then R, G, B planes (already CHW). */
+    dt_status st = DT_OK;
+    long long n = 0;
+    uint8_t rec[CIFAR_RECORD];
+    for (int i = 0; i < npaths && st == DT_OK; i++) {
+        FILE *f = fopen(paths[i], "rb");
+        if (!f) {
+            st = dt_fail(DT_ERR_IO, "%s: cannot open: %s", paths[i], errno_text(errno));
+            break;
+        }
+        long long r = 0;
+        while (st == DT_OK) {
+            size_t got = fread(rec, 1, sizeof rec, f);
+            if (got == 0 && !ferror(f)) break;
+            if (got != sizeof rec || n >= total) {
+                st = ferror(f) ? dt_fail(DT_ERR_IO, "%s: read error: %s", paths[i],
+                                         errno_text(errno))
+                               : dt_fail(DT_ERR_FORMAT, "%s: file changed while reading "
+                                         "(partial record %lld)", paths[i], r);
+                break;
+            }
+            if (rec[0] >= CIFAR_CLASSES) {
+                st = dt_fail(DT_ERR_FORMAT, "%s: label %u at record %lld out of range 0..%d",
+                             paths[i], rec[0], r, CIFAR_CLASSES - 1);
+                break;
+            }
+            labels[n] = rec[0];
+            memcpy(images + (size_t)n * CIFAR_PIXELS, rec + 1, CIFAR_PIXELS);
+            n++;
+            r++;
+        }
+        fclose(f);
+    }
+    if (st == DT_OK && n != total)
+        st = dt_fail(DT_ERR_FORMAT, "%s: file changed while reading (%lld records, expected %lld)",
+                     paths[npaths - 1], n, total);
+    if (st != DT_OK) {
+        free(images);
+        free(labels);
+        return st;
+    }
+
+    static const float mean[3] = {0.4914f, 0.4822f, 0.4465f};
+    static const float sd[3] = {0.2470f, 0.2435f, 0.2616f};
+    snprintf(out->name, sizeof out->name, "cifar10");
+    out->n = (int)total;
+    out->c = 3;
+    out->h = out->w = CIFAR_SIDE;
+    out->classes = CIFAR_CLASSES;
+    out->images = images;
+    out->labels = labels;
+    memcpy(out->mean, mean, sizeof mean);
+    memcpy(out->std, sd, sizeof sd);
+    out->augment = 1;
+    return DT_OK;
+}
+
+/* ---------------------------------------------------------------- by name */
+
+/* Finds base in dir under its accepted spellings: "<p>-<kind>-idxN-ubyte" or
+ * "<p>-<kind>.idxN-ubyte", each raw or ".gz". */
+static int idx_find(char *buf, size_t size, const char *dir, const char *dash, const char *dot,
+                    char *first, size_t first_size, dt_status *st) {
+    const char *names[2] = {dash, dot};
+    const char *suffix[2] = {"", ".gz"};
+    for (int a = 0; a < 2; a++) {
+        for (int b = 0; b < 2; b++) {
+            if (!join_path(buf, size, dir, names[a], suffix[b])) {
+                *st = dt_fail(DT_ERR_ARG, "data directory path too long: %.200s...", dir);
+                return 0;
+            }
+            if (a == 0 && b == 0) snprintf(first, first_size, "%s", buf);
+            if (file_exists(buf)) return 1;
+        }
+    }
+    *st = DT_ERR_IO;
+    return 0;
+}
+
+static dt_status load_idx_named(const char *name, const char *dir, int train, dt_dataset *out) {
+    const char *split = train ? "train" : "t10k";
+    char dash_i[64], dot_i[64], dash_l[64], dot_l[64];
+    snprintf(dash_i, sizeof dash_i, "%s-images-idx3-ubyte", split);
+    snprintf(dot_i, sizeof dot_i, "%s-images.idx3-ubyte", split);
+    snprintf(dash_l, sizeof dash_l, "%s-labels-idx1-ubyte", split);
+    snprintf(dot_l, sizeof dot_l, "%s-labels.idx1-ubyte", split);
+
+    char ipath[PATH_BUF], lpath[PATH_BUF], first[PATH_BUF];
+    dt_status st = DT_OK;
+    if (!idx_find(ipath, sizeof ipath, dir, dash_i, dot_i, first, sizeof first, &st)) {
+        if (st == DT_ERR_IO)
+            st = dt_fail(DT_ERR_IO, "%s: not found (nor .gz, nor the '%s' spelling); %s %s "
+                         "images missing - run scripts/get-data to download",
+                         first, dot_i, name, split);
+        return st;
+    }
+    if (!idx_find(lpath, sizeof lpath, dir, dash_l, dot_l, first, sizeof first, &st)) {
+        if (st == DT_ERR_IO)
+            st = dt_fail(DT_ERR_IO, "%s: not found (nor .gz, nor the '%s' spelling); %s %s "
+                         "labels missing - run scripts/get-data to download",
+                         first, dot_l, name, split);
+        return st;
+    }
+    st = dt_idx_load(ipath, lpath, out);
+    if (st != DT_OK) return st;
+    if (out->h != 28 || out->w != 28) {
+        dt_status e = dt_fail(DT_ERR_FORMAT, "%s: images are %dx%d, expected 28x28 for %s",
+                              ipath, out->h, out->w, name);
+        dt_dataset_free(out);
+        return e;
+    }
+    int fashion = strcmp(name, "fashion-mnist") == 0;
+    snprintf(out->name, sizeof out->name, "%s", name);
+    out->mean[0] = out->mean[1] = out->mean[2] = fashion ? 0.2860f : 0.1307f;
+    out->std[0] = out->std[1] = out->std[2] = fashion ? 0.3530f : 0.3081f;
+    out->augment = 0;
+    return DT_OK;
+}
+
+static dt_status load_cifar_named(const char *dir, int train, dt_dataset *out) {
+    static const char *train_files[5] = {"data_batch_1.bin", "data_batch_2.bin",
+                                         "data_batch_3.bin", "data_batch_4.bin",
+                                         "data_batch_5.bin"};
+    static const char *test_files[1] = {"test_batch.bin"};
+    const char *const *files = train ? train_files : test_files;
+    int nfiles = train ? 5 : 1;
+
+    /* The batches directly in dir, or in the folder the official tarball unpacks to. */
+    char sub[PATH_BUF], probe[PATH_BUF], first[PATH_BUF];
+    const char *base = dir && *dir ? dir : ".";
+    if (!join_path(first, sizeof first, base, files[0], NULL) ||
+        !join_path(sub, sizeof sub, base, "cifar-10-batches-bin", NULL) ||
+        !join_path(probe, sizeof probe, sub, files[0], NULL))
+        return dt_fail(DT_ERR_ARG, "data directory path too long: %.200s...", base);
+    if (!file_exists(first)) {
+        if (!file_exists(probe))
+            return dt_fail(DT_ERR_IO, "%s: not found (nor in cifar-10-batches-bin/); cifar10 %s "
+                           "batches missing - run scripts/get-data, or unpack "
+                           "cifar-10-binary.tar.gz from https://www.cs.toronto.edu/~kriz/ there",
+                           first, train ? "train" : "test");
+        base = sub;
+    }
+    char paths[5][PATH_BUF];
+    const char *pp[5];
+    for (int i = 0; i < nfiles; i++) {
+        if (!join_path(paths[i], sizeof paths[i], base, files[i], NULL))
+            return dt_fail(DT_ERR_ARG, "data directory path too long: %.200s...", base);
+        pp[i] = paths[i];
+    }
+    return dt_cifar_load(pp, nfiles, out);
+}
+
+dt_status dt_dataset_load(const char *name, const char *dir, int train, dt_dataset *out) {
+    assert(out);
+    memset(out, 0, sizeof *out);
+    if (!name) name = "(null)";
+    if (strcmp(name, "mnist") == 0 || strcmp(name, "fashion-mnist") == 0)
+        return load_idx_named(name, dir, train, out);
+    if (strcmp(name, "cifar10") == 0) return load_cifar_named(dir, train, out);
+    return dt_fail(DT_ERR_ARG, "unknown dataset '%s' (expected mnist, fashion-mnist or cifar10)",
+                   name);
+}
+
+void dt_dataset_truncate(dt_dataset *d, int n) {
+    assert(d && n >= 0 && n <= d->n);
+    if (n == d->n) return;
+    d->n = n;
+    if (n == 0) return; /* keep the buffers; dt_dataset_free releases them */
+    size_t per = (size_t)d->c * d->h * d->w;
+    uint8_t *im = realloc(d->images, (size_t)n * per); /* shrinking: failure is harmless */
+    if (im) d->images = im;
+    uint8_t *lb = realloc(d->labels, (size_t)n);
+    if (lb) d->labels = lb;
+}
+
+void dt_dataset_free(dt_dataset *d) {
+    if (!d) return;
+    free(d->images);
+    free(d->labels);
+    memset(d, 0, sizeof *d);
+}
+
+/* ---------------------------------------------------------------- batches */
+
+/* Augmentation, per example, in this rng order: dx = below(9) - 4, dy = below(9) - 4,
+ * flip = below(2). Like torchvision RandomCrop(padding=4) then RandomHorizontalFlip:
+ * out[ch][r][c] = img[ch][r + dy][flip ? (w - 1 - c) + dx : c + dx], and 0-valued pixels
+ * (normalised like any pixel) outside the image. */
+void dt_batch_fill(const dt_dataset *d, const int *idx, int n, float *x, uint8_t *y,
+                   int augment, dt_rng *rng) {
+    assert(d && (n == 0 || (idx && x)));
+    const int c = d->c, h = d->h, w = d->w;
+    assert(c >= 1 && c <= 3);
+    const size_t plane = (size_t)h * w, per = (size_t)c * plane;
+
+    /* Per-channel lookup table: the exact value of (p/255 - mean)/std for every byte. */
+    float lut[3][256];
+    for (int ch = 0; ch < c; ch++) {
+        const float mean = d->mean[ch], sd = d->std[ch];
+        for (int p = 0; p < 256; p++) lut[ch][p] = ((float)p / 255.0f - mean) / sd;
+    }
+    const int aug = augment && d->augment && rng;
+
+    for (int i = 0; i < n; i++) {
+        const int k = idx[i];
+        assert(k >= 0 && k < d->n);
+        const uint8_t *src = d->images + (size_t)k * per;
+        float *dst = x + (size_t)i * per;
+        if (y) y[i] = d->labels[k];
+
+        if (!aug) {
+            for (int ch = 0; ch < c; ch++) {
+                const float *t = lut[ch];
+                const uint8_t *s = src + ch * plane;
+                float *o = dst + ch * plane;
+                for (size_t j = 0; j < plane; j++) o[j] = t[s[j]];
+            }
+            continue;
+        }
+
+        const int dx = (int)dt_rng_below(rng, 2 * CROP_PAD + 1) - CROP_PAD;
+        const int dy = (int)dt_rng_below(rng, 2 * CROP_PAD + 1) - CROP_PAD;
+        const int flip = (int)dt_rng_below(rng, 2);
+        /* Output columns whose source column lies inside the image. */
+        int c0, c1;
+        if (flip) {
+            c0 = dx > 0 ? dx : 0;
+            c1 = dx < 0 ? w + dx : w;
+        } else {
+            c0 = dx < 0 ? -dx : 0;
+            c1 = dx > 0 ? w - dx : w;
+        }
+        if (c1 < c0) c1 = c0;
+        for (int ch = 0; ch < c; ch++) {
+            const float *t = lut[ch];
+            const float pad = t[0];
+            for (int r = 0; r < h; r++) {
+                float *o = dst + ch * plane + (size_t)r * w;
+                const int sy = r + dy;
+                if (sy < 0 || sy >= h) {
+                    for (int col = 0; col < w; col++) o[col] = pad;
+                    continue;
+                }
+                const uint8_t *s = src + ch * plane + (size_t)sy * w;
+                for (int col = 0; col < c0; col++) o[col] = pad;
+                if (flip) {
+                    const int base = w - 1 + dx; /* source column of output column col */
+                    for (int col = c0; col < c1; col++) o[col] = t[s[base - col]];
+                } else {
+                    for (int col = c0; col < c1; col++) o[col] = t[s[col + dx]];
+                }
+                for (int col = c1; col < w; col++) o[col] = pad;
+            }
+        }
+    }
+}
