@@ -1,0 +1,87 @@
+#include "comm/comm.h"
+
+#include <limits.h>
+#include <time.h>
+
+static int we_initialised = 0;
+
+double dt_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+dt_status dt_mpi_check(int err, const char *what) {
+    if (err == MPI_SUCCESS) return DT_OK;
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(err, msg, &len);
+    return dt_fail(DT_ERR_MPI, "%s failed: %.*s", what, len, msg);
+}
+
+dt_status dt_comm_init(int *argc, char ***argv, dt_comm *c) {
+    int init = 0;
+    MPI_Initialized(&init);
+    if (!init) {
+        int provided;
+        int err = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+        if (err != MPI_SUCCESS) return dt_fail(DT_ERR_MPI, "MPI_Init_thread failed");
+        we_initialised = 1;
+        /* errors come back as codes, so they become one-line messages, not aborts */
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    }
+    c->comm = MPI_COMM_WORLD;
+    MPI_Comm_rank(c->comm, &c->rank);
+    MPI_Comm_size(c->comm, &c->size);
+    c->c = (dt_counters){0};
+    return DT_OK;
+}
+
+void dt_comm_finalize(void) {
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (we_initialised && !fin) MPI_Finalize();
+}
+
+/* MPI counts are int: large buffers go in chunks. */
+#define CHUNK ((size_t)1 << 28)
+
+dt_status dt_allreduce_sum(dt_comm *c, float *buf, size_t n) {
+    double t0 = dt_now();
+    for (size_t off = 0; off < n; off += CHUNK) {
+        int cnt = (int)(n - off < CHUNK ? n - off : CHUNK);
+        int err = MPI_Allreduce(MPI_IN_PLACE, buf + off, cnt, MPI_FLOAT, MPI_SUM, c->comm);
+        if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Allreduce");
+    }
+    if (c->size > 1) {
+        uint64_t bytes = (uint64_t)n * sizeof(float);
+        dt_count_send(c, 2 * (uint64_t)(c->size - 1), 2 * (uint64_t)(c->size - 1) * bytes / (uint64_t)c->size);
+        dt_count_recv(c, 2 * (uint64_t)(c->size - 1), 2 * (uint64_t)(c->size - 1) * bytes / (uint64_t)c->size);
+    }
+    c->c.t_comm += dt_now() - t0;
+    return DT_OK;
+}
+
+dt_status dt_allreduce_mean(dt_comm *c, float *buf, size_t n) {
+    dt_status st = dt_allreduce_sum(c, buf, n);
+    if (st != DT_OK) return st;
+    const float inv = 1.0f / (float)c->size;
+    for (size_t i = 0; i < n; i++) buf[i] *= inv;
+    return DT_OK;
+}
+
+dt_status dt_bcast(dt_comm *c, float *buf, size_t n, int root) {
+    double t0 = dt_now();
+    for (size_t off = 0; off < n; off += CHUNK) {
+        int cnt = (int)(n - off < CHUNK ? n - off : CHUNK);
+        int err = MPI_Bcast(buf + off, cnt, MPI_FLOAT, root, c->comm);
+        if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Bcast");
+    }
+    if (c->size > 1) {
+        uint64_t bytes = (uint64_t)n * sizeof(float);
+        if (c->rank == root) dt_count_send(c, (uint64_t)(c->size - 1), (uint64_t)(c->size - 1) * bytes);
+        else dt_count_recv(c, 1, bytes);
+    }
+    c->c.t_comm += dt_now() - t0;
+    return DT_OK;
+}
