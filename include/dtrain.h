@@ -102,6 +102,17 @@ void dt_dataset_free(dt_dataset *d);
 void dt_batch_fill(const dt_dataset *d, const int *idx, int n, float *x, uint8_t *y,
                    int augment, dt_rng *rng);
 
+/* How the training set is divided among N ranks (shared/spec/algorithms.md):
+ * random: a seeded shuffle cut into N near-equal shards; class: shard r holds the classes
+ * c with c mod N == r (whole classes, the extreme non-IID case); equal: every shard holds
+ * the same number of examples of every class (floor(count_c / N); the rest is left out). */
+typedef enum { DT_SPLIT_RANDOM, DT_SPLIT_CLASS, DT_SPLIT_EQUAL } dt_split_kind;
+dt_status dt_split_parse(const char *text, dt_split_kind *out);
+/* Fills idx (n entries at most) with the example indices of every shard, shard r at
+ * idx[offsets[r] .. offsets[r+1]); offsets has nranks + 1 entries. Deterministic in seed. */
+dt_status dt_split(const uint8_t *labels, int n, int classes, int nranks, dt_split_kind kind,
+                   uint64_t seed, int *idx, int *offsets);
+
 /* ---------------------------------------------------------------- models */
 typedef struct dt_tensor_view {
     char name[48];          /* "conv1.weight" */

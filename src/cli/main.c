@@ -1,6 +1,8 @@
 /* dtrain command-line tool: subcommands train, eval, info, bench. Every runtime error is
  * one line on stderr and exit status 2. */
 #include <cblas.h>
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +12,8 @@
 #include <unistd.h>
 
 #include "cli/args.h"
+#include "comm/comm.h"
+#include "core/tensorfile.h"
 #include "dtrain.h"
 #include "trainer/trainer.h"
 
@@ -49,57 +53,205 @@ static void ensure_fast_blas(char **argv) {
     /* exec failed: carry on with what we have */
 }
 
-static int cmd_train(int argc, char **argv) {
-    dt_train_config c = {.model = "cnn1", .data = "mnist", .algo = "local", .epochs = 10, .batch = 64,
-                         .lr = 0.05f, .schedule = "const", .seed = 1, .augment = -1};
-    const char *out = NULL;
-    int no_augment = 0, no_save = 0;
-    dt_opt opts[] = {
-        {"model", OPT_STR, &c.model, "model name or spec file (dtrain info --list) [cnn1]", 0, 0, 0},
-        {"data", OPT_STR, &c.data, "mnist | fashion-mnist | cifar10 [mnist]", 0, 0, 0},
-        {"data-dir", OPT_STR, &c.data_dir, "folder with the dataset files [$DTRAIN_DATA/NAME or data/NAME]", 0, 0, 0},
-        {"algo", OPT_STR, &c.algo, "training scheme [local]", 0, 0, 0},
-        {"epochs", OPT_INT, &c.epochs, "epochs, >= 1 [10]", 1, 1e6, 0},
-        {"batch", OPT_INT, &c.batch, "mini-batch size per rank, >= 1 [64]", 1, 1e6, 0},
-        {"lr", OPT_FLOAT, &c.lr, "learning rate, > 0 [0.05]", 0, 1e6, 1},
-        {"momentum", OPT_FLOAT, &c.momentum, "momentum in [0, 1) [0]", 0, 0.999999, 0},
-        {"nesterov", OPT_FLAG, &c.nesterov, "Nesterov momentum", 0, 0, 0},
-        {"weight-decay", OPT_FLOAT, &c.weight_decay, "L2 weight decay, >= 0 [0]", 0, 1e6, 0},
-        {"schedule", OPT_STR, &c.schedule, "const | step:EVERY:GAMMA | cosine[:MIN_LR] [const]", 0, 0, 0},
-        {"seed", OPT_SEED, &c.seed, "run seed (weights, shuffling, dropout) [1]", 0, 0, 0},
-        {"train-limit", OPT_INT, &c.train_limit, "use only the first N training examples [all]", 1, 1e9, 0},
-        {"test-limit", OPT_INT, &c.test_limit, "use only the first N test examples [all]", 1, 1e9, 0},
-        {"no-augment", OPT_FLAG, &no_augment, "no random crop/flip (CIFAR)", 0, 0, 0},
-        {"out", OPT_STR, &out, "final weights file [dtrain-MODEL-DATA.weights]", 0, 0, 0},
-        {"no-save", OPT_FLAG, &no_save, "do not write final weights", 0, 0, 0},
-        {"log", OPT_STR, &c.log_path, "JSON-lines log, one line per epoch and a summary", 0, 0, 0},
-        {"checkpoint", OPT_STR, &c.checkpoint, "checkpoint written after every epoch", 0, 0, 0},
-        {"resume", OPT_STR, &c.resume, "continue from a checkpoint", 0, 0, 0},
-        {"quiet", OPT_FLAG, &c.quiet, "no progress output", 0, 0, 0},
+/* Flags of `train` (and `run`, which passes them on). */
+typedef struct train_flags {
+    dt_train_config c;
+    const char *out;
+    int no_augment, no_save, ranks;
+} train_flags;
+
+static int train_options(train_flags *f, dt_opt *opts) {
+    dt_train_config *c = &f->c;
+    dt_algo_options *a = &c->algo_opt;
+    *f = (train_flags){.c = {.model = "cnn1", .data = "mnist", .algo = "local", .split = "random", .epochs = 10,
+                             .batch = 64, .lr = 0.05f, .schedule = "const", .seed = 1, .augment = -1, .eval_every = 1,
+                             .algo_opt = {.ps_mode = "grad", .aggregate = "average", .topology = "ring",
+                                          .threshold = "adaptive", .horizon = 1.0f, .history = 2,
+                                          .threshold_decay = 1.0f, .warmup_steps = 30, .fetch_every = 1,
+                                          .push_every = 1, .servers = 1, .worker_timeout = 30.0f}},
+                       .ranks = 4};
+    const dt_opt all[] = {
+        {"model", OPT_STR, &c->model, "model name or spec file (dtrain info --list) [cnn1]", 0, 0, 0},
+        {"data", OPT_STR, &c->data, "mnist | fashion-mnist | cifar10 [mnist]", 0, 0, 0},
+        {"data-dir", OPT_STR, &c->data_dir, "folder with the dataset files [$DTRAIN_DATA/NAME or data/NAME]", 0, 0, 0},
+        {"algo", OPT_STR, &c->algo, "local | allreduce | ps | fedavg | dpsgd | eventgrad | downpour [local]", 0, 0, 0},
+        {"split", OPT_STR, &c->split, "random | class | equal | stripe: the training set across ranks [random]", 0, 0, 0},
+        {"epochs", OPT_INT, &c->epochs, "epochs, >= 1 [10]", 1, 1e6, 0},
+        {"batch", OPT_INT, &c->batch, "mini-batch size per rank, >= 1 [64]", 1, 1e6, 0},
+        {"lr", OPT_FLOAT, &c->lr, "learning rate, > 0 [0.05]", 0, 1e6, 1},
+        {"momentum", OPT_FLOAT, &c->momentum, "momentum in [0, 1) [0]", 0, 0.999999, 0},
+        {"nesterov", OPT_FLAG, &c->nesterov, "Nesterov momentum", 0, 0, 0},
+        {"weight-decay", OPT_FLOAT, &c->weight_decay, "L2 weight decay, >= 0 [0]", 0, 1e6, 0},
+        {"schedule", OPT_STR, &c->schedule, "const | step:EVERY:GAMMA | cosine[:MIN_LR] [const]", 0, 0, 0},
+        {"seed", OPT_SEED, &c->seed, "run seed (weights, split, shuffling, dropout) [1]", 0, 0, 0},
+        {"max-steps", OPT_INT, &c->max_steps, "stop after N steps per rank [no limit]", 1, 2e9, 0},
+        {"eval-every", OPT_INT, &c->eval_every, "evaluate the averaged model every N epochs; 0: only at the end [1]", 0, 1e6, 0},
+        {"train-limit", OPT_INT, &c->train_limit, "use only the first N training examples [all]", 1, 1e9, 0},
+        {"test-limit", OPT_INT, &c->test_limit, "use only the first N test examples [all]", 1, 1e9, 0},
+        {"no-augment", OPT_FLAG, &f->no_augment, "no random crop/flip (CIFAR)", 0, 0, 0},
+        {"ps-mode", OPT_STR, &a->ps_mode, "ps: grad | weight [grad]", 0, 0, 0},
+        {"local-steps", OPT_INT, &a->local_steps, "fedavg: steps between averagings [1 epoch]", 1, 1e9, 0},
+        {"local-epochs", OPT_INT, &a->local_epochs, "fedavg: epochs between averagings", 1, 1e6, 0},
+        {"aggregate", OPT_STR, &a->aggregate, "fedavg: average | samples | loss [average]", 0, 0, 0},
+        {"topology", OPT_STR, &a->topology, "dpsgd, eventgrad: ring | torus | exponential | complete [ring]", 0, 0, 0},
+        {"threshold", OPT_STR, &a->threshold, "eventgrad: adaptive | const:C [adaptive]", 0, 0, 0},
+        {"horizon", OPT_FLOAT, &a->horizon, "eventgrad adaptive: horizon x mean slope [1]", 0, 1e9, 1},
+        {"history", OPT_INT, &a->history, "eventgrad adaptive: slopes averaged [2]", 1, 1000, 0},
+        {"threshold-decay", OPT_FLOAT, &a->threshold_decay, "eventgrad: threshold factor per silent step, (0, 1] [1]", 0, 1, 1},
+        {"warmup-steps", OPT_INT, &a->warmup_steps, "eventgrad: always send during the first N steps [30]", 0, 1e9, 0},
+        {"sync", OPT_FLAG, &a->sync, "eventgrad: lock-step, deterministic", 0, 0, 0},
+        {"fetch-every", OPT_INT, &a->fetch_every, "downpour: pull parameters every N steps [1]", 1, 1e9, 0},
+        {"push-every", OPT_INT, &a->push_every, "downpour: push accumulated gradients every N steps [1]", 1, 1e9, 0},
+        {"servers", OPT_INT, &a->servers, "downpour: parameter-server ranks [1]", 1, 1e6, 0},
+        {"worker-timeout", OPT_FLOAT, &a->worker_timeout, "downpour: drop a worker silent this long, seconds [30]", 0, 1e9, 1},
+        {"stall-seconds", OPT_FLOAT, &a->stall_seconds, "downpour tests: the last worker stalls this long once", 0, 1e9, 1},
+        {"out", OPT_STR, &f->out, "final weights file [dtrain-MODEL-DATA.weights]", 0, 0, 0},
+        {"no-save", OPT_FLAG, &f->no_save, "do not write final weights", 0, 0, 0},
+        {"log", OPT_STR, &c->log_path, "JSON-lines log, one line per epoch and a summary", 0, 0, 0},
+        {"checkpoint", OPT_STR, &c->checkpoint, "checkpoint after every epoch (one file per rank: FILE.rankR)", 0, 0, 0},
+        {"resume", OPT_STR, &c->resume, "continue from a checkpoint", 0, 0, 0},
+        {"quiet", OPT_FLAG, &c->quiet, "no progress output", 0, 0, 0},
     };
-    int help;
-    if (dt_parse_args("train", argc, argv, 2, opts, NOPTS(opts), &help) != DT_OK) return fail();
-    if (help) {
-        dt_print_help("train", "[flags]\n\nTrains a model and writes its final weights.", opts, NOPTS(opts));
-        return 0;
+    memcpy(opts, all, sizeof all);
+    return NOPTS(all);
+}
+
+/* MPI is initialised (a singleton without mpiexec). Errors every rank meets alike are printed
+ * by rank 0 only; an error of some ranks by the lowest of them, prefixed with its rank. */
+static int report_agreed(const dt_comm *comm, dt_status st) {
+    int bad = st != DT_OK, first = bad ? comm->rank : comm->size, lowest = comm->size, any = 0;
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, comm->comm);
+    if (!any) return 0;
+    MPI_Allreduce(&first, &lowest, 1, MPI_INT, MPI_MIN, comm->comm);
+    /* all failed: the same message everywhere, printed once */
+    int all = 0;
+    MPI_Allreduce(&bad, &all, 1, MPI_INT, MPI_MIN, comm->comm);
+    if (comm->rank == lowest) {
+        if (all || comm->size == 1) fprintf(stderr, "dtrain: error: %s\n", dt_last_error());
+        else fprintf(stderr, "dtrain: error: rank %d: %s\n", comm->rank, dt_last_error());
     }
+    return 1;
+}
+
+static int cmd_train(int argc, char **argv) {
+    dt_comm comm;
+    if (dt_comm_init(&argc, &argv, &comm) != DT_OK) return fail();
+    train_flags f;
+    dt_opt opts[64];
+    int nopts = train_options(&f, opts), help;
+    dt_status st = dt_parse_args("train", argc, argv, 2, opts, nopts, &help);
+    if (st != DT_OK || help) {
+        if (comm.rank == 0) {
+            if (st != DT_OK) fprintf(stderr, "dtrain: error: %s\n", dt_last_error());
+            else dt_print_help("train", "[flags]\n\nTrains a model and writes its final weights. Under mpiexec (or dtrain run) the\n"
+                                        "ranks train together with --algo; alone it trains on one process.", opts, nopts);
+        }
+        dt_comm_finalize();
+        return st != DT_OK ? 2 : 0;
+    }
+    dt_train_config *c = &f.c;
     char out_default[256];
-    if (!out && !no_save) {
-        const char *base = strrchr(c.model, '/') ? strrchr(c.model, '/') + 1 : c.model;
-        snprintf(out_default, sizeof out_default, "dtrain-%s-%s.weights", base, c.data);
-        out = out_default;
+    if (!f.out && !f.no_save) {
+        const char *base = strrchr(c->model, '/') ? strrchr(c->model, '/') + 1 : c->model;
+        snprintf(out_default, sizeof out_default, "dtrain-%s-%s.weights", base, c->data);
+        f.out = out_default;
     }
-    c.weights_out = no_save ? NULL : out;
-    if (no_augment) c.augment = 0;
+    c->weights_out = f.no_save ? NULL : f.out;
+    if (f.no_augment) c->augment = 0;
     dt_runtime_init();
     dt_trainer t;
-    dt_status st = dt_trainer_init(&t, &c);
-    if (st == DT_OK) st = dt_trainer_run(&t);
+    st = dt_trainer_init(&t, c);
+    if (report_agreed(&comm, st)) {
+        dt_trainer_free(&t);
+        dt_comm_finalize();
+        return 2;
+    }
+    st = dt_trainer_run(&t);
     double final_acc = t.last.test_acc;
+    int rank = t.comm.rank, size = t.comm.size;
     dt_trainer_free(&t);
-    if (st != DT_OK) return fail();
-    if (!c.quiet && c.weights_out) printf("final test accuracy %.2f%%, weights written to %s\n", 100 * final_acc, c.weights_out);
+    if (st != DT_OK) {
+        /* mid-run errors are this rank's own: say which, and stop the others */
+        if (size > 1) {
+            fprintf(stderr, "dtrain: error: rank %d: %s\n", rank, dt_last_error());
+            fflush(stderr);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        dt_comm_finalize();
+        return fail();
+    }
+    if (!c->quiet && c->weights_out && rank == 0)
+        printf("final test accuracy %.2f%%, weights written to %s\n", 100 * final_acc, c->weights_out);
+    dt_comm_finalize();
     return 0;
+}
+
+/* Starts N ranks of `dtrain train` with mpiexec. Flags are checked here first, so a typo is
+ * reported once, not by every rank. */
+static int cmd_run(int argc, char **argv) {
+    train_flags f;
+    dt_opt opts[65];
+    int nopts = train_options(&f, opts), help;
+    opts[nopts++] = (dt_opt){"n", OPT_INT, &f.ranks, "number of ranks [4]", 1, 1e5, 0};
+    /* -n N is the usual spelling: accept it as --n */
+    char **args = malloc((size_t)argc * sizeof *args);
+    if (!args) return 2;
+    for (int i = 0; i < argc; i++) args[i] = (!strcmp(argv[i], "-n") || !strcmp(argv[i], "-np")) ? "--n" : argv[i];
+    dt_status st = dt_parse_args("run", argc, args, 2, opts, nopts, &help);
+    if (st != DT_OK) { free(args); return fail(); }
+    if (help) {
+        dt_print_help("run", "-n N [train flags]\n\nStarts N ranks of dtrain train under mpiexec ($DTRAIN_MPIEXEC or mpiexec).", opts, nopts);
+        free(args);
+        return 0;
+    }
+    const char *mpiexec = getenv("DTRAIN_MPIEXEC") ? getenv("DTRAIN_MPIEXEC") : "mpiexec";
+    /* Open MPI wants to be told about root and oversubscription; MPICH's hydra does not */
+    int openmpi = 0;
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s --version 2>&1", mpiexec);
+    FILE *p = popen(cmd, "r");
+    if (p) {
+        char line[256];
+        while (fgets(line, sizeof line, p)) openmpi |= strstr(line, "Open MPI") != NULL || strstr(line, "OpenRTE") != NULL;
+        if (pclose(p) != 0 && !openmpi) {
+            free(args);
+            dt_fail(DT_ERR_ARG, "dtrain run: '%s' not found or not working (install mpich, or set DTRAIN_MPIEXEC)", mpiexec);
+            return fail();
+        }
+    }
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0) { free(args); dt_fail(DT_ERR_IO, "dtrain run: cannot find my own executable"); return fail(); }
+    self[len] = 0;
+    char nbuf[16];
+    snprintf(nbuf, sizeof nbuf, "%d", f.ranks);
+    char **av = calloc((size_t)argc + 8, sizeof *av);
+    if (!av) { free(args); return 2; }
+    int k = 0;
+    av[k++] = (char *)mpiexec;
+    if (openmpi) {
+        av[k++] = "--oversubscribe";
+        if (getuid() == 0) {
+            setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+            setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+        }
+    }
+    av[k++] = "-n";
+    av[k++] = nbuf;
+    av[k++] = self;
+    av[k++] = "train";
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(args[i], "--n")) { i++; continue; }
+        if (!strncmp(args[i], "--n=", 4)) continue;
+        av[k++] = argv[i];
+    }
+    av[k] = NULL;
+    fflush(stdout);
+    execvp(mpiexec, av);
+    dt_fail(DT_ERR_IO, "dtrain run: cannot start %s: %s", mpiexec, strerror(errno));
+    free(av);
+    free(args);
+    return fail();
 }
 
 static int cmd_eval(int argc, char **argv) {
@@ -231,14 +383,59 @@ static int cmd_bench(int argc, char **argv) {
     return 0;
 }
 
+/* Compares two weights files tensor by tensor: the tool behind "are these two runs the same
+ * model?" (and the distributed equivalence tests). */
+static int cmd_diff(int argc, char **argv) {
+    float tol = -1;
+    dt_opt opts[] = {{"tol", OPT_FLOAT, &tol, "exit 1 when the largest difference exceeds this", 0, 1e30, 0}};
+    const char *files[2] = {NULL, NULL};
+    int nf = 0, k = 2;
+    while (k < argc && strncmp(argv[k], "--", 2) != 0 && nf < 2) files[nf++] = argv[k++];
+    int help;
+    if (dt_parse_args("diff", argc, argv, k, opts, NOPTS(opts), &help) != DT_OK) return fail();
+    if (help) {
+        dt_print_help("diff", "A.weights B.weights [--tol X]\n\nLargest absolute difference between two weights files.", opts, NOPTS(opts));
+        return 0;
+    }
+    if (nf != 2) { dt_fail(DT_ERR_ARG, "dtrain diff: expected two weights files"); return fail(); }
+    dt_tfile a, b;
+    if (dt_tfile_read(files[0], &a) != DT_OK) return fail();
+    if (dt_tfile_read(files[1], &b) != DT_OK) { dt_tfile_free(&a); return fail(); }
+    double worst = 0, scale = 0;
+    const char *where = "-";
+    dt_status st = DT_OK;
+    if (a.n != b.n) st = dt_fail(DT_ERR_FORMAT, "%s has %d tensors, %s has %d", files[0], a.n, files[1], b.n);
+    for (int i = 0; st == DT_OK && i < a.n; i++) {
+        const dt_record *ra = &a.recs[i], *rb = dt_tfile_find(&b, ra->name);
+        if (!rb || rb->numel != ra->numel) {
+            st = dt_fail(DT_ERR_FORMAT, "%s: tensor '%s' missing or of another size", files[1], ra->name);
+            break;
+        }
+        for (size_t j = 0; j < ra->numel; j++) {
+            double d = fabs((double)ra->data[j] - rb->data[j]);
+            if (d > worst || d != d) { worst = d; where = ra->name; }
+            if (fabs(ra->data[j]) > scale) scale = fabs(ra->data[j]);
+        }
+    }
+    if (st == DT_OK)
+        printf("max |a-b| = %.3g (in %s), max |a| = %.3g, %s\n", worst, where, scale,
+               worst == 0 ? "identical" : "different");
+    dt_tfile_free(&a);
+    dt_tfile_free(&b);
+    if (st != DT_OK) return fail();
+    return tol >= 0 && !(worst <= tol) ? 1 : 0;
+}
+
 static void usage(FILE *f) {
     fprintf(f,
             "usage: dtrain COMMAND [flags]   (dtrain COMMAND --help for its flags)\n\n"
             "commands:\n"
-            "  train   train a model (single process; distributed schemes come with MPI)\n"
+            "  train   train a model (one process, or every rank under mpiexec)\n"
+            "  run     start N ranks of train: dtrain run -n 4 --algo eventgrad ...\n"
             "  eval    test accuracy of saved weights\n"
             "  info    layers, shapes, parameter count and FLOPs of a model\n"
-            "  bench   time training steps on random data\n");
+            "  bench   time training steps on random data\n"
+            "  diff    largest difference between two weights files\n");
 }
 
 int main(int argc, char **argv) {
@@ -246,10 +443,12 @@ int main(int argc, char **argv) {
     if (argc < 2) { usage(stderr); return 2; }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "train")) return cmd_train(argc, argv);
+    if (!strcmp(cmd, "run")) return cmd_run(argc, argv);
     if (!strcmp(cmd, "eval")) return cmd_eval(argc, argv);
     if (!strcmp(cmd, "info")) return cmd_info(argc, argv);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc, argv);
+    if (!strcmp(cmd, "diff")) return cmd_diff(argc, argv);
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) { usage(stdout); return 0; }
-    fprintf(stderr, "dtrain: error: unknown command '%s' (expected train, eval, info or bench)\n", cmd);
+    fprintf(stderr, "dtrain: error: unknown command '%s' (expected train, run, eval, info, bench or diff)\n", cmd);
     return 2;
 }

@@ -1,11 +1,12 @@
 /* The training loop: data, model, optimiser, schedule, evaluation, logging, checkpoints,
- * and the strategy hooks that distributed schemes fill in. */
+ * and the strategy hooks that distributed schemes fill in. One trainer per rank. */
 #ifndef DT_TRAINER_H
 #define DT_TRAINER_H
 
 #include <stdio.h>
 
 #include "algorithms/strategy.h"
+#include "comm/comm.h"
 #include "dtrain.h"
 
 typedef struct dt_train_config {
@@ -13,7 +14,11 @@ typedef struct dt_train_config {
     const char *data;        /* mnist, fashion-mnist, cifar10 */
     const char *data_dir;    /* NULL: $DTRAIN_DATA/NAME or ./data/NAME */
     const char *algo;        /* strategy name */
+    dt_algo_options algo_opt;
+    const char *split;       /* random | class | equal | stripe */
     int epochs, batch;
+    long max_steps;          /* stop after this many steps per rank (0: no limit) */
+    int eval_every;          /* evaluate the averaged model every N epochs (0: only at the end) */
     float lr, momentum, weight_decay;
     int nesterov;
     const char *schedule;
@@ -22,7 +27,7 @@ typedef struct dt_train_config {
     int augment;             /* -1: dataset default */
     const char *weights_out; /* final weights, NULL: none */
     const char *log_path;    /* JSON lines, NULL: none */
-    const char *checkpoint;  /* written after every epoch, NULL: none */
+    const char *checkpoint;  /* written after every epoch, NULL: none (".rankR" added for N > 1) */
     const char *resume;      /* checkpoint to continue from, NULL: none */
     int quiet;
 } dt_train_config;
@@ -30,25 +35,33 @@ typedef struct dt_train_config {
 typedef struct dt_epoch_stats {
     int epoch;
     double loss, train_acc, test_acc, test_loss, lr, seconds, images_per_s;
+    double spread;           /* largest ||x_r - mean x|| over ranks (decentralized schemes) */
+    double msgs_pct, mb_sent;
 } dt_epoch_stats;
 
 struct dt_trainer {
     const dt_train_config *cfg;
+    dt_comm comm;
     dt_model *model;
     dt_sgd opt;
     dt_schedule sched;
     dt_strategy *strategy;
     dt_dataset train, test;
+    int worker;              /* index among the training ranks, -1 on server ranks */
+    int nworkers;
     int *shard;              /* this rank's example indices */
     int shard_n;
-    int rank, size;
     int epoch;               /* current epoch, 0-based */
     long step;               /* steps taken so far */
     int steps_per_epoch;
+    double round_loss;       /* sum of batch losses since the strategy last reset it */
+    long round_batches;
     float *x;                /* batch buffers */
     uint8_t *y;
     int *idx;
+    float *eval_params, *eval_state; /* the evaluated (averaged) model */
     dt_epoch_stats last;
+    double t_start;
     char *log_text;          /* JSON lines so far (the log file is rewritten atomically) */
     size_t log_len, log_cap;
 };
@@ -58,11 +71,17 @@ void dt_data_dir(const char *name, const char *override_dir, char *out, size_t l
 /* Loads a model from a name or a spec file path. */
 dt_status dt_model_open(const char *name_or_path, dt_model **out);
 
+/* Collective over MPI_COMM_WORLD (MPI must be initialised). */
 dt_status dt_trainer_init(dt_trainer *t, const dt_train_config *cfg);
 dt_status dt_trainer_run(dt_trainer *t);
 void dt_trainer_free(dt_trainer *t);
 
 /* Test accuracy (0..1) and mean loss of the model on a dataset, in batches of `batch`. */
 dt_status dt_evaluate(dt_model *m, const dt_dataset *d, int batch, int limit, double *acc, double *loss);
+
+/* For servers that evaluate on their own (downpour): evaluates params/state on rank 0's
+ * test set, prints and logs one epoch line. Not collective. */
+dt_status dt_trainer_report_epoch(dt_trainer *t, int epoch, double train_loss, double train_acc,
+                                  const float *params, const float *state);
 
 #endif

@@ -1,0 +1,54 @@
+/* The table of training schemes. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "algorithms/strategy.h"
+
+typedef struct { const char *name; dt_status (*create)(dt_strategy *s); } entry;
+
+static const entry schemes[] = {
+    {"local", dt_local_create},   {"allreduce", dt_allreduce_create}, {"ps", dt_ps_create},
+    {"fedavg", dt_fedavg_create},
+};
+
+static const entry *table(int *n) {
+    *n = (int)(sizeof schemes / sizeof schemes[0]);
+    return schemes;
+}
+
+const char *dt_strategy_names(void) {
+    static char buf[128];
+    if (!buf[0]) {
+        int n;
+        const entry *t = table(&n);
+        for (int i = 0; i < n; i++) {
+            if (i) strcat(buf, ", ");
+            strcat(buf, t[i].name);
+        }
+    }
+    return buf;
+}
+
+dt_status dt_strategy_create(const char *name, const dt_algo_options *opt, dt_strategy **out) {
+    *out = NULL;
+    int n;
+    const entry *t = table(&n);
+    for (int i = 0; i < n; i++)
+        if (!strcmp(t[i].name, name)) {
+            dt_strategy *s = calloc(1, sizeof *s);
+            if (!s) return dt_fail(DT_ERR_NOMEM, "out of memory");
+            s->name = t[i].name;
+            s->opt = opt;
+            dt_status st = t[i].create(s);
+            if (st != DT_OK) { dt_strategy_free(s); return st; }
+            *out = s;
+            return DT_OK;
+        }
+    return dt_fail(DT_ERR_ARG, "--algo %s: unknown algorithm (expected one of: %s)", name, dt_strategy_names());
+}
+
+void dt_strategy_free(dt_strategy *s) {
+    if (!s) return;
+    if (s->destroy) s->destroy(s);
+    free(s);
+}
