@@ -81,6 +81,8 @@ static dt_status log_append(dt_trainer *t, const char *line) {
     return dt_write_atomic(t->cfg->log_path, log_fill, t);
 }
 
+dt_status dt_trainer_log(dt_trainer *t, const char *json_line) { return log_append(t, json_line); }
+
 /* JSON string content: names come from the command line. */
 static void json_escape(char *out, size_t len, const char *s) {
     size_t o = 0;
@@ -408,10 +410,11 @@ static dt_status summary(dt_trainer *t, double spread_before, double wall) {
     o += (size_t)snprintf(line + o, cap - o,
                           "{\"type\":\"summary\",\"model\":\"%s\",\"data\":\"%s\",\"algo\":\"%s\",\"ranks\":%d,\"epochs\":%d,"
                           "\"batch\":%d,\"lr\":%g,\"steps\":%ld,\"test_acc\":%.6f,\"params\":%zu,\"msgs_sent\":%.0f,"
-                          "\"baseline_msgs\":%.0f,\"msgs_pct\":%.4f,\"mb_sent\":%.4f,\"spread_before_avg\":%.6g,\"wall_s\":%.3f,\"per_rank\":[",
+                          "\"baseline_msgs\":%.0f,\"msgs_pct\":%.4f,\"mb_sent\":%.4f,\"spread_before_avg\":%.6g,\"wall_s\":%.3f,%s%s\"per_rank\":[",
                           model, data, algo, t->comm.size, t->cfg->epochs, t->cfg->batch, (double)t->cfg->lr, t->step,
                           t->last.test_acc, dt_model_num_params(t->model), tot.msgs_sent, tot.baseline, pct,
-                          tot.bytes_sent / 1e6, spread_before, wall);
+                          tot.bytes_sent / 1e6, spread_before, wall, t->summary_extra,
+                          t->summary_extra[0] ? "," : "");
     for (int r = 0; r < t->comm.size; r++)
         o += (size_t)snprintf(line + o, cap - o,
                               "%s{\"rank\":%d,\"msgs_sent\":%.0f,\"bytes_sent\":%.0f,\"msgs_recv\":%.0f,\"bytes_recv\":%.0f,"

@@ -62,6 +62,7 @@ struct dt_trainer {
     float *eval_params, *eval_state; /* the evaluated (averaged) model */
     dt_epoch_stats last;
     double t_start;
+    char summary_extra[512]; /* strategy figures for the JSON summary: "\"key\":value,..." */
     char *log_text;          /* JSON lines so far (the log file is rewritten atomically) */
     size_t log_len, log_cap;
 };
@@ -83,5 +84,8 @@ dt_status dt_evaluate(dt_model *m, const dt_dataset *d, int batch, int limit, do
  * test set, prints and logs one epoch line. Not collective. */
 dt_status dt_trainer_report_epoch(dt_trainer *t, int epoch, double train_loss, double train_acc,
                                   const float *params, const float *state);
+
+/* Appends one JSON line to the --log file (rank 0 only; other ranks: no-op). */
+dt_status dt_trainer_log(dt_trainer *t, const char *json_line);
 
 #endif
