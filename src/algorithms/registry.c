@@ -8,7 +8,8 @@ typedef struct { const char *name; dt_status (*create)(dt_strategy *s); } entry;
 
 static const entry schemes[] = {
     {"local", dt_local_create},   {"allreduce", dt_allreduce_create}, {"ps", dt_ps_create},
-    {"fedavg", dt_fedavg_create},
+    {"fedavg", dt_fedavg_create}, {"dpsgd", dt_dpsgd_create},     {"eventgrad", dt_eventgrad_create},
+    {"downpour", dt_downpour_create},
 };
 
 static const entry *table(int *n) {

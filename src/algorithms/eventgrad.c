@@ -1,0 +1,313 @@
+/* eventgrad: event-triggered decentralized SGD (shared/spec/algorithms.md).
+ * Each step, after the local gradient at x(k): every tensor whose norm moved by at least its
+ * threshold since it was last sent is written into every neighbour's window (one-sided,
+ * src/comm/window.c: the receiver takes no part); then the rank mixes its parameters with
+ * the last values it received from each neighbour, x <- W (x + sum_j xhat_j) with
+ * W = 1/(deg+1), and the trainer applies the local gradient step.
+ * Thresholds: const:C, or adaptive: on each send slope = |n - n_last| / (k - k_last) and
+ * delta = horizon x mean of the last `history` slopes; delta *= decay at every silent step.
+ * --sync makes it lock-step: two rounds of control messages per step ("my step-k writes are
+ * complete, up to these sequence numbers", "I have read step k") so every rank mixes exactly
+ * its neighbours' step-k values; without --sync nobody waits. Control messages are not counted
+ * as payload. */
+#include "algorithms/eventgrad.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/topology.h"
+#include "comm/window.h"
+#include "trainer/trainer.h"
+
+enum { TAG_READY = 7101, TAG_READ = 7102 };
+
+typedef struct {
+    int sync, adaptive;
+    float c_const;
+    int nn, *nbrs;
+    dt_win *win;
+    int T;
+    size_t *off, *len, np;
+    float *xhat;        /* nn x np: last value received from each neighbour */
+    double *n_last, *delta, *slopes;
+    long *k_last;
+    int *nslopes;
+    float W;
+    MPI_Request *req;
+    MPI_Status *statuses;
+    int *send_list;     /* tensors triggered this step */
+    uint64_t *seq_out, *seq_in; /* lock-step: nn x T sequence numbers sent / to expect */
+    /* this epoch's transport figures */
+    uint64_t sent_epoch, *fresh_epoch, overwritten_mark;
+} eg_impl;
+
+static void eg_destroy(dt_strategy *s) {
+    eg_impl *e = s->impl;
+    if (!e) return;
+    free(e->nbrs); free(e->off); free(e->len); free(e->xhat); free(e->n_last); free(e->delta);
+    free(e->slopes); free(e->k_last); free(e->nslopes); free(e->req); free(e->statuses); free(e->fresh_epoch);
+    free(e->send_list); free(e->seq_out); free(e->seq_in);
+    free(e);
+}
+
+static dt_status eg_start(dt_strategy *s, dt_trainer *t) {
+    eg_impl *e = s->impl;
+    const dt_algo_options *o = s->opt;
+    dt_comm *c = &t->comm;
+    int n = 0;
+    dt_status st = dt_topology_neighbors(o->topology ? o->topology : "ring", c->rank, c->size, NULL, 0, &n);
+    if (st != DT_OK && !dt_topology_known(o->topology ? o->topology : "ring")) return st;
+    e->nbrs = malloc((size_t)(n ? n : 1) * sizeof *e->nbrs);
+    if (!e->nbrs) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if ((st = dt_topology_neighbors(o->topology ? o->topology : "ring", c->rank, c->size, e->nbrs, n, &e->nn)) != DT_OK) return st;
+    e->W = 1.0f / (float)(e->nn + 1);
+    dt_model *m = t->model;
+    e->T = dt_model_num_tensors(m);
+    e->np = dt_model_num_params(m);
+    e->off = malloc((size_t)e->T * sizeof *e->off);
+    e->len = malloc((size_t)e->T * sizeof *e->len);
+    e->n_last = calloc((size_t)e->T, sizeof *e->n_last);
+    e->delta = calloc((size_t)e->T, sizeof *e->delta);
+    e->k_last = calloc((size_t)e->T, sizeof *e->k_last);
+    e->nslopes = calloc((size_t)e->T, sizeof *e->nslopes);
+    e->slopes = calloc((size_t)e->T * (size_t)(o->history > 0 ? o->history : 1), sizeof *e->slopes);
+    e->xhat = malloc((size_t)(e->nn ? e->nn : 1) * e->np * sizeof(float));
+    e->req = malloc(2 * (size_t)(e->nn ? e->nn : 1) * sizeof *e->req);
+    e->statuses = malloc(2 * (size_t)(e->nn ? e->nn : 1) * sizeof *e->statuses);
+    e->send_list = malloc((size_t)e->T * sizeof *e->send_list);
+    e->seq_out = calloc((size_t)(e->nn ? e->nn : 1) * (size_t)e->T, sizeof *e->seq_out);
+    e->seq_in = calloc((size_t)(e->nn ? e->nn : 1) * (size_t)e->T, sizeof *e->seq_in);
+    if (!e->send_list || !e->seq_out || !e->seq_in) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    e->fresh_epoch = calloc((size_t)(e->nn ? e->nn : 1), sizeof *e->fresh_epoch);
+    if (!e->statuses || !e->off || !e->len || !e->n_last || !e->delta || !e->k_last || !e->nslopes || !e->slopes || !e->xhat ||
+        !e->req || !e->fresh_epoch)
+        return dt_fail(DT_ERR_NOMEM, "out of memory for %d neighbour copies of %zu parameters", e->nn, e->np);
+    for (int i = 0; i < e->T; i++) {
+        const dt_tensor_view *v = dt_model_tensor(m, i);
+        e->off[i] = v->offset;
+        e->len[i] = v->numel;
+        e->k_last[i] = -1; /* never sent */
+        e->delta[i] = e->adaptive ? 0.0 : e->c_const;
+    }
+    /* every rank starts from the same weights, so that is what each neighbour holds */
+    for (int k = 0; k < e->nn; k++) memcpy(e->xhat + (size_t)k * e->np, dt_model_params(m), e->np * sizeof(float));
+    return dt_win_create(c, e->nbrs, e->nn, e->np, e->off, e->len, e->T, &e->win);
+}
+
+/* Lock-step control messages to and from every neighbour: with out/in (T sequence numbers
+ * per neighbour: "my writes to you up to these have completed") or empty ("I have read"). */
+static dt_status exchange_tokens(eg_impl *e, dt_comm *c, int tag, const uint64_t *out, uint64_t *in) {
+    static char token;
+    double t0 = dt_now();
+    const int cnt = out ? e->T : 0;
+    for (int k = 0; k < e->nn; k++) {
+        MPI_Irecv(in ? (void *)(in + (size_t)k * e->T) : &token, cnt, MPI_UINT64_T, e->nbrs[k], tag, c->comm, &e->req[k]);
+        MPI_Isend(out ? (const void *)(out + (size_t)k * e->T) : &token, cnt, MPI_UINT64_T, e->nbrs[k], tag, c->comm,
+                  &e->req[e->nn + k]);
+    }
+    int err = MPI_Waitall(2 * e->nn, e->req, e->statuses);
+    c->c.t_comm += dt_now() - t0;
+    return dt_mpi_check(err, "MPI_Waitall (eventgrad lock-step tokens)");
+}
+
+static double tensor_norm(const float *x, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
+    return sqrt(s);
+}
+
+/* The sender rule for tensor i at step k: send, and update the threshold state? */
+static int should_send(dt_strategy *s, eg_impl *e, int i, long k, double n) {
+    const dt_algo_options *o = s->opt;
+    if (e->k_last[i] < 0 || k < o->warmup_steps) return 1;
+    return fabs(n - e->n_last[i]) >= e->delta[i];
+}
+
+static void after_send(dt_strategy *s, eg_impl *e, int i, long k, double n) {
+    const dt_algo_options *o = s->opt;
+    if (e->adaptive && e->k_last[i] >= 0 && k > e->k_last[i]) {
+        const int h = o->history > 0 ? o->history : 1;
+        double *sl = e->slopes + (size_t)i * h;
+        sl[e->nslopes[i] % h] = fabs(n - e->n_last[i]) / (double)(k - e->k_last[i]);
+        e->nslopes[i]++;
+        int cnt = e->nslopes[i] < h ? e->nslopes[i] : h;
+        double mean = 0;
+        for (int j = 0; j < cnt; j++) mean += sl[j];
+        e->delta[i] = o->horizon * mean / cnt;
+    } else if (!e->adaptive) {
+        e->delta[i] = e->c_const;
+    }
+    e->n_last[i] = n;
+    e->k_last[i] = k;
+}
+
+/* Lock-step: MPICH may apply a completed put only when this rank next calls into MPI, so
+ * read each tensor until the sequence number the neighbour announced has arrived. */
+static dt_status read_expected(eg_impl *e, dt_comm *c) {
+    const double deadline = dt_now() + 120.0;
+    for (int j = 0; j < e->nn; j++)
+        for (int i = 0; i < e->T; i++) {
+            const uint64_t want = e->seq_in[(size_t)j * e->T + i];
+            while (dt_win_read_seq(e->win, j, i) < want) {
+                int fresh = 0;
+                dt_status st = dt_win_read(e->win, j, i, e->xhat + (size_t)j * e->np + e->off[i], NULL, &fresh);
+                if (st != DT_OK) return st;
+                e->fresh_epoch[j] += (uint64_t)fresh;
+                if (!fresh) {
+                    if ((st = dt_win_progress(e->win)) != DT_OK) return st;
+                    if (dt_now() > deadline)
+                        return dt_fail(DT_ERR_MPI, "eventgrad --sync: tensor %d from rank %d did not arrive within 120 s",
+                                       i, e->nbrs[j]);
+                }
+            }
+        }
+    (void)c;
+    return DT_OK;
+}
+
+static dt_status eg_after_backward(dt_strategy *s, dt_trainer *t) {
+    eg_impl *e = s->impl;
+    dt_comm *c = &t->comm;
+    float *x = dt_model_params(t->model);
+    const long k = t->step;
+    const float decay = s->opt->threshold_decay > 0 ? s->opt->threshold_decay : 1.0f;
+    dt_status st = DT_OK;
+    int nsend = 0;
+    for (int i = 0; i < e->T; i++) {
+        double n = tensor_norm(x + e->off[i], e->len[i]);
+        if (should_send(s, e, i, k, n)) {
+            e->send_list[nsend++] = i;
+            after_send(s, e, i, k, n);
+        } else {
+            e->delta[i] *= decay;
+        }
+    }
+    c->c.baseline_msgs += (uint64_t)e->nn * (uint64_t)e->T;
+    e->sent_epoch += (uint64_t)e->nn * (uint64_t)nsend;
+    /* all triggered tensors to all neighbours: three flush rounds per step */
+    if ((st = dt_win_put_tensors(e->win, e->send_list, nsend, x)) != DT_OK) return st;
+    if (e->sync) {
+        for (int j = 0; j < e->nn; j++)
+            for (int i = 0; i < e->T; i++) e->seq_out[(size_t)j * e->T + i] = dt_win_sent_seq(e->win, j, i);
+        if ((st = exchange_tokens(e, c, TAG_READY, e->seq_out, e->seq_in)) != DT_OK) return st;
+        if ((st = read_expected(e, c)) != DT_OK) return st;
+        if ((st = exchange_tokens(e, c, TAG_READ, NULL, NULL)) != DT_OK) return st;
+    } else {
+        if ((st = dt_win_progress(e->win)) != DT_OK) return st;
+        for (int j = 0; j < e->nn; j++)
+            for (int i = 0; i < e->T; i++) {
+                int fresh = 0;
+                if ((st = dt_win_read(e->win, j, i, e->xhat + (size_t)j * e->np + e->off[i], NULL, &fresh)) != DT_OK) return st;
+                e->fresh_epoch[j] += (uint64_t)fresh;
+            }
+    }
+    /* x(k+1) before the gradient step: W (x + sum_j xhat_j) */
+    for (size_t p = 0; p < e->np; p++) {
+        float sum = x[p];
+        for (int j = 0; j < e->nn; j++) sum += e->xhat[(size_t)j * e->np + p];
+        x[p] = e->W * sum;
+    }
+    return DT_OK;
+}
+
+/* Per rank and epoch: tensors sent, fresh arrivals from each neighbour, overwritten ones; and
+ * the starvation check: a neighbour that sent this epoch but of which nothing arrived. */
+static dt_status eg_end_epoch(dt_strategy *s, dt_trainer *t) {
+    eg_impl *e = s->impl;
+    dt_comm *c = &t->comm;
+    const int N = c->size, W = 3 + N;
+    double *row = calloc((size_t)W, sizeof *row), *all = c->rank == 0 ? calloc((size_t)W * N, sizeof *all) : NULL;
+    if (!row || (c->rank == 0 && !all)) { free(row); free(all); return dt_fail(DT_ERR_NOMEM, "out of memory"); }
+    row[0] = (double)e->sent_epoch;
+    row[1] = (double)(c->c.overwritten - e->overwritten_mark);
+    row[2] = (double)e->nn;
+    for (int j = 0; j < e->nn; j++) row[3 + e->nbrs[j]] = (double)e->fresh_epoch[j] + 0.5; /* +0.5: "is a neighbour" */
+    MPI_Gather(row, W, MPI_DOUBLE, all, W, MPI_DOUBLE, 0, c->comm);
+    dt_status st = DT_OK;
+    if (c->rank == 0) {
+        size_t cap = 256 + (size_t)N * (80 + 24 * (size_t)N), o = 0;
+        char *line = malloc(cap);
+        int starved = 0;
+        if (!line) st = dt_fail(DT_ERR_NOMEM, "out of memory");
+        else {
+            o += (size_t)snprintf(line, cap, "{\"type\":\"transport\",\"epoch\":%d,\"ranks\":[", t->epoch + 1);
+            for (int r = 0; r < N; r++) {
+                const double *q = all + (size_t)r * W;
+                o += (size_t)snprintf(line + o, cap - o, "%s{\"rank\":%d,\"sent\":%.0f,\"overwritten\":%.0f,\"fresh_from\":{",
+                                      r ? "," : "", r, q[0], q[1]);
+                int first = 1;
+                for (int j = 0; j < N; j++) {
+                    if (q[3 + j] == 0) continue; /* not a neighbour */
+                    double fresh = q[3 + j] - 0.5;
+                    if (all[(size_t)j * W] > 0 && fresh == 0) starved++;
+                    o += (size_t)snprintf(line + o, cap - o, "%s\"%d\":%.0f", first ? "" : ",", j, fresh);
+                    first = 0;
+                }
+                o += (size_t)snprintf(line + o, cap - o, "}}");
+            }
+            snprintf(line + o, cap - o, "],\"starved_pairs\":%d}", starved);
+            st = dt_trainer_log(t, line);
+            if (starved && !t->cfg->quiet)
+                printf("warning: epoch %d: %d (rank, neighbour) pairs received nothing although the neighbour sent\n",
+                       t->epoch + 1, starved);
+            free(line);
+        }
+    }
+    free(row);
+    free(all);
+    e->sent_epoch = 0;
+    memset(e->fresh_epoch, 0, (size_t)(e->nn ? e->nn : 1) * sizeof *e->fresh_epoch);
+    e->overwritten_mark = c->c.overwritten;
+    return st;
+}
+
+/* All writes are complete once everyone is past the barrier: read what is left so every put
+ * is either read or counted as overwritten, then close the window. */
+static dt_status eg_finish(dt_strategy *s, dt_trainer *t) {
+    eg_impl *e = s->impl;
+    /* everyone's puts have completed at their origin before anyone passes the barrier; the
+     * flush round below makes this rank apply what is still queued for it */
+    MPI_Barrier(t->comm.comm);
+    dt_win_progress(e->win);
+    MPI_Barrier(t->comm.comm);
+    float *scratch = malloc((e->np ? e->np : 1) * sizeof(float));
+    if (!scratch) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    dt_status st = DT_OK;
+    for (int j = 0; j < e->nn && st == DT_OK; j++)
+        for (int i = 0; i < e->T && st == DT_OK; i++) {
+            int fresh;
+            st = dt_win_read(e->win, j, i, scratch + e->off[i], NULL, &fresh);
+        }
+    free(scratch);
+    dt_status st2 = dt_win_free(&e->win);
+    return st != DT_OK ? st : st2;
+}
+
+dt_status dt_eventgrad_setup(dt_strategy *s, int sync, const char *threshold) {
+    eg_impl *e = calloc(1, sizeof *e);
+    if (!e) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    e->sync = sync;
+    char tail;
+    if (!strcmp(threshold, "adaptive")) e->adaptive = 1;
+    else if (sscanf(threshold, "const:%f%c", &e->c_const, &tail) != 1 || !(e->c_const >= 0)) {
+        free(e);
+        return dt_fail(DT_ERR_ARG, "--threshold %s: expected adaptive or const:C with C >= 0", threshold);
+    }
+    if (!dt_topology_known(s->opt->topology ? s->opt->topology : "ring")) {
+        free(e);
+        return dt_fail(DT_ERR_ARG, "--topology %s: expected ring, torus, exponential or complete", s->opt->topology);
+    }
+    s->impl = e;
+    s->decentralized = 1;
+    s->start = eg_start;
+    s->after_backward = eg_after_backward;
+    s->end_epoch = eg_end_epoch;
+    s->finish = eg_finish;
+    s->destroy = eg_destroy;
+    return DT_OK;
+}
+
+dt_status dt_eventgrad_create(dt_strategy *s) {
+    return dt_eventgrad_setup(s, s->opt->sync, s->opt->threshold ? s->opt->threshold : "adaptive");
+}

@@ -1,0 +1,377 @@
+/* One-sided parameter transport: one window per rank, one passive-target epoch for the whole
+ * run, seqlock headers per (slot, tensor). See window.h and docs/transport.md. */
+#include "comm/window.h"
+
+#include <assert.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HDR_BYTES 16 /* {uint64 begin, uint64 end} per (slot, tensor) */
+
+struct dt_win {
+    dt_comm *c;
+    MPI_Win win;
+    MPI_Comm pcomm;          /* private duplicate of c->comm, only for progress polls */
+    int nnbrs, T;
+    int *nbrs;               /* nnbrs ranks */
+    int *peer_slot;          /* peer_slot[k]: index of this rank in nbrs[k]'s list */
+    size_t n;
+    size_t *off, *len;       /* T tensors, in floats */
+    size_t maxlen;
+    unsigned char *base;     /* local window memory: headers, then nnbrs slots of n floats */
+    size_t hdr_region;       /* nnbrs * T * HDR_BYTES */
+    uint64_t *sent;          /* [k * T + t]: puts made to neighbour k of tensor t */
+    uint64_t *last;          /* [k * T + t]: sequence number of the last fresh read */
+    float *scratch;          /* maxlen floats: reads land here until known consistent */
+    dt_win_stats st;
+};
+
+static inline uint64_t *hdr_ptr(const dt_win *w, int slot, int t) {
+    return (uint64_t *)(void *)(w->base + ((size_t)slot * (size_t)w->T + (size_t)t) * HDR_BYTES);
+}
+static inline MPI_Aint hdr_disp(const dt_win *w, int slot, int t) {
+    return (MPI_Aint)(((size_t)slot * (size_t)w->T + (size_t)t) * HDR_BYTES);
+}
+static inline size_t data_byte_off(const dt_win *w, int slot, int t) {
+    return w->hdr_region + ((size_t)slot * w->n + w->off[t]) * sizeof(float);
+}
+
+/* Collective: every rank learns whether any rank failed; returns the local failure, or a
+ * DT_ERR_STATE naming the cause when only another rank failed. */
+static dt_status agree(dt_comm *c, dt_status st) {
+    int bad = st != DT_OK, anybad = 0;
+    int err = MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, c->comm);
+    if (st != DT_OK) return st;
+    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Allreduce (window setup)");
+    if (anybad) return dt_fail(DT_ERR_STATE, "dt_win_create: another rank failed to set up its window");
+    return DT_OK;
+}
+
+static void win_release(dt_win *w) {
+    if (!w) return;
+    free(w->nbrs); free(w->peer_slot); free(w->off); free(w->len);
+    free(w->sent); free(w->last); free(w->scratch);
+    free(w);
+}
+
+dt_status dt_win_create(dt_comm *c, const int *nbrs, int nnbrs, size_t n,
+                        const size_t *tensor_off, const size_t *tensor_len, int ntensors,
+                        dt_win **out) {
+    assert(c && out && nnbrs >= 0 && (nbrs || nnbrs == 0) && ntensors >= 1);
+    assert(tensor_off && tensor_len);
+    *out = NULL;
+    for (int k = 0; k < nnbrs; k++) {
+        assert(nbrs[k] >= 0 && nbrs[k] < c->size && nbrs[k] != c->rank);
+        for (int j = 0; j < k; j++) assert(nbrs[j] != nbrs[k]);
+    }
+    for (int t = 0; t < ntensors; t++) assert(tensor_off[t] <= n && tensor_len[t] <= n - tensor_off[t]);
+    double t0 = dt_now();
+
+    /* Local checks first; every failure is agreed on collectively below, so no rank is left
+     * waiting in MPI_Win_allocate for one that gave up. */
+    dt_status st = DT_OK;
+    int err = MPI_SUCCESS;
+    MPI_Aint bytes = 0;
+    void *base = NULL;
+    dt_win *w = calloc(1, sizeof *w);
+    int *mypos = malloc((size_t)c->size * sizeof *mypos);
+    int *theirpos = malloc((size_t)c->size * sizeof *theirpos);
+    const size_t k_cap = nnbrs ? (size_t)nnbrs : 1;
+    if (w) {
+        w->c = c;
+        w->win = MPI_WIN_NULL;
+        w->pcomm = MPI_COMM_NULL;
+        w->nnbrs = nnbrs;
+        w->T = ntensors;
+        w->n = n;
+        w->nbrs = malloc(k_cap * sizeof *w->nbrs);
+        w->peer_slot = malloc(k_cap * sizeof *w->peer_slot);
+        w->off = malloc((size_t)ntensors * sizeof *w->off);
+        w->len = malloc((size_t)ntensors * sizeof *w->len);
+        w->sent = calloc(k_cap * (size_t)ntensors, sizeof *w->sent);
+        w->last = calloc(k_cap * (size_t)ntensors, sizeof *w->last);
+    }
+    if (!w || !mypos || !theirpos || !w->nbrs || !w->peer_slot || !w->off || !w->len ||
+        !w->sent || !w->last) {
+        st = dt_fail(DT_ERR_NOMEM, "dt_win_create: out of memory");
+    } else {
+        memcpy(w->nbrs, nbrs, (size_t)nnbrs * sizeof *nbrs);
+        memcpy(w->off, tensor_off, (size_t)ntensors * sizeof *tensor_off);
+        memcpy(w->len, tensor_len, (size_t)ntensors * sizeof *tensor_len);
+        for (int t = 0; t < ntensors; t++) {
+            if (tensor_len[t] > w->maxlen) w->maxlen = tensor_len[t];
+            if (tensor_len[t] > (size_t)INT_MAX && st == DT_OK)
+                st = dt_fail(DT_ERR_ARG, "dt_win_create: tensor %d has %zu floats, more than one "
+                             "MPI_Put can carry (%d)", t, tensor_len[t], INT_MAX);
+        }
+        w->hdr_region = (size_t)nnbrs * (size_t)ntensors * HDR_BYTES;
+        /* window bytes = headers + nnbrs * n floats; must fit MPI_Aint */
+        if (st == DT_OK && nnbrs && n > ((size_t)PTRDIFF_MAX - w->hdr_region) / sizeof(float) / (size_t)nnbrs)
+            st = dt_fail(DT_ERR_ARG, "dt_win_create: %d slots of %zu floats do not fit one window",
+                         nnbrs, n);
+        if (st == DT_OK) {
+            w->scratch = malloc((w->maxlen ? w->maxlen : 1) * sizeof(float));
+            if (!w->scratch) st = dt_fail(DT_ERR_NOMEM, "dt_win_create: out of memory for a "
+                                          "%zu-float read buffer", w->maxlen);
+        }
+    }
+
+    /* Every rank must have its buffers before the exchange below. */
+    if ((st = agree(c, st)) != DT_OK) goto fail;
+
+    /* Where am I in each neighbour's list? mypos[j] = position of j in my list or -1; after the
+     * exchange theirpos[j] = position of me in j's list or -1. The graph must be symmetric. */
+    for (int j = 0; j < c->size; j++) mypos[j] = -1;
+    for (int k = 0; k < nnbrs; k++) mypos[nbrs[k]] = k;
+    err = MPI_Alltoall(mypos, 1, MPI_INT, theirpos, 1, MPI_INT, c->comm);
+    if (err != MPI_SUCCESS) st = dt_mpi_check(err, "MPI_Alltoall (window slots)");
+    for (int j = 0; j < c->size && st == DT_OK; j++) {
+        if (j == c->rank || (mypos[j] >= 0) == (theirpos[j] >= 0)) continue;
+        int from = mypos[j] >= 0 ? c->rank : j, to = mypos[j] >= 0 ? j : c->rank;
+        st = dt_fail(DT_ERR_ARG, "dt_win_create: neighbour lists are not symmetric: rank %d "
+                     "lists rank %d but not the other way round", from, to);
+    }
+    for (int k = 0; k < nnbrs && st == DT_OK; k++) w->peer_slot[k] = theirpos[nbrs[k]];
+    if ((st = agree(c, st)) != DT_OK) goto fail;
+    free(mypos);
+    free(theirpos);
+    mypos = theirpos = NULL;
+
+    bytes = (MPI_Aint)(w->hdr_region + (size_t)nnbrs * n * sizeof(float));
+    /* MPI_Alloc_mem + MPI_Win_create, not MPI_Win_allocate: Debian's MPICH 4.0.2 (ch4:ucx)
+     * maps displacements 8 bytes short in windows of MPI_Win_allocate above some size (seen
+     * with cnn1's 154 kB window: every put landed 8 bytes early, over the last header). */
+    err = MPI_Alloc_mem(bytes ? bytes : 8, MPI_INFO_NULL, &base);
+    if (err != MPI_SUCCESS) {
+        st = dt_mpi_check(err, "MPI_Alloc_mem (window memory)");
+        goto fail;
+    }
+    err = MPI_Win_create(base, bytes, 1, MPI_INFO_NULL, c->comm, &w->win);
+    if (err != MPI_SUCCESS) {
+        MPI_Free_mem(base);
+        st = dt_mpi_check(err, "MPI_Win_create");
+        goto fail;
+    }
+    w->base = base;
+    MPI_Win_set_errhandler(w->win, MPI_ERRORS_RETURN);
+    if (bytes) memset(w->base, 0, (size_t)bytes); /* all sequence numbers 0: nothing written */
+
+    /* One epoch for the whole run; NOCHECK: no rank ever takes a conflicting lock. */
+    err = MPI_Win_lock_all(MPI_MODE_NOCHECK, w->win);
+    if (err == MPI_SUCCESS) err = MPI_Win_sync(w->win);
+    if (err == MPI_SUCCESS) err = MPI_Comm_dup(c->comm, &w->pcomm);
+    /* nobody puts before every window is zeroed */
+    if (err == MPI_SUCCESS) err = MPI_Barrier(c->comm);
+    if (err != MPI_SUCCESS) {
+        st = dt_mpi_check(err, "dt_win_create: opening the RMA epoch");
+        MPI_Win_free(&w->win);
+        MPI_Free_mem(base);
+        goto fail;
+    }
+    c->c.t_comm += dt_now() - t0;
+    *out = w;
+    return DT_OK;
+
+fail:
+    free(mypos);
+    free(theirpos);
+    win_release(w);
+    c->c.t_comm += dt_now() - t0;
+    return st;
+}
+
+dt_status dt_win_put(dt_win *w, int k, int t, const float *src) {
+    assert(w && k >= 0 && k < w->nnbrs && t >= 0 && t < w->T && (src || w->len[t] == 0));
+    double t0 = dt_now();
+    const int target = w->nbrs[k], slot = w->peer_slot[k];
+    const int cnt = (int)w->len[t];
+    const uint64_t s = ++w->sent[(size_t)k * (size_t)w->T + (size_t)t];
+    const MPI_Aint hd = hdr_disp(w, slot, t);
+    const MPI_Aint dd = (MPI_Aint)data_byte_off(w, slot, t);
+    const char *what = "MPI_Put (begin header)";
+
+    /* begin = s must be visible before any byte of the new data, and end = s only after all
+     * of it: puts are unordered within an epoch, so each step is completed at the target
+     * (MPI_Win_flush) before the next is issued. */
+    int err = MPI_Put(&s, 1, MPI_UINT64_T, target, hd, 1, MPI_UINT64_T, w->win);
+    if (err == MPI_SUCCESS) { what = "MPI_Win_flush"; err = MPI_Win_flush(target, w->win); }
+    if (err == MPI_SUCCESS) {
+        what = "MPI_Put (tensor data)";
+        err = MPI_Put(src, cnt, MPI_FLOAT, target, dd, cnt, MPI_FLOAT, w->win);
+    }
+    if (err == MPI_SUCCESS) { what = "MPI_Win_flush"; err = MPI_Win_flush(target, w->win); }
+    if (err == MPI_SUCCESS) {
+        what = "MPI_Put (end header)";
+        err = MPI_Put(&s, 1, MPI_UINT64_T, target, hd + (MPI_Aint)sizeof(uint64_t), 1,
+                      MPI_UINT64_T, w->win);
+    }
+    if (err == MPI_SUCCESS) { what = "MPI_Win_flush"; err = MPI_Win_flush(target, w->win); }
+    w->c->c.t_comm += dt_now() - t0;
+    if (err != MPI_SUCCESS) return dt_mpi_check(err, what);
+
+    const uint64_t bytes = (uint64_t)cnt * sizeof(float);
+    dt_count_send(w->c, 1, bytes);
+    w->st.puts++;
+    w->st.put_bytes += bytes;
+    w->st.header_puts += 2;
+    w->st.header_bytes += 2 * sizeof(uint64_t);
+    w->st.flushes += 3;
+    return DT_OK;
+}
+
+dt_status dt_win_put_tensors(dt_win *w, const int *ts, int nt, const float *x) {
+    assert(w && nt >= 0 && (ts || nt == 0) && (x || nt == 0));
+    for (int i = 0; i < nt; i++) {
+        assert(ts[i] >= 0 && ts[i] < w->T);
+        for (int j = 0; j < i; j++) assert(ts[j] != ts[i]); /* one write per (k, t) per phase */
+    }
+    if (nt == 0 || w->nnbrs == 0) return DT_OK;
+    double t0 = dt_now();
+    const char *what = "MPI_Put (begin header)";
+    int err = MPI_SUCCESS;
+    for (int phase = 0; phase < 3 && err == MPI_SUCCESS; phase++) {
+        for (int k = 0; k < w->nnbrs && err == MPI_SUCCESS; k++) {
+            const int target = w->nbrs[k], slot = w->peer_slot[k];
+            for (int i = 0; i < nt && err == MPI_SUCCESS; i++) {
+                const int t = ts[i];
+                uint64_t *sp = &w->sent[(size_t)k * (size_t)w->T + (size_t)t];
+                const MPI_Aint hd = hdr_disp(w, slot, t);
+                if (phase == 0) {
+                    ++*sp; /* origin buffer: stays unchanged until the flush below */
+                    err = MPI_Put(sp, 1, MPI_UINT64_T, target, hd, 1, MPI_UINT64_T, w->win);
+                } else if (phase == 1) {
+                    const int cnt = (int)w->len[t];
+                    err = MPI_Put(x + w->off[t], cnt, MPI_FLOAT, target,
+                                  (MPI_Aint)data_byte_off(w, slot, t), cnt, MPI_FLOAT, w->win);
+                } else {
+                    err = MPI_Put(sp, 1, MPI_UINT64_T, target, hd + (MPI_Aint)sizeof(uint64_t),
+                                  1, MPI_UINT64_T, w->win);
+                }
+            }
+        }
+        if (err == MPI_SUCCESS) {
+            what = "MPI_Win_flush_all";
+            err = MPI_Win_flush_all(w->win);
+            w->st.flushes++;
+        }
+        if (err == MPI_SUCCESS) what = phase == 0 ? "MPI_Put (tensor data)" : "MPI_Put (end header)";
+    }
+    w->c->c.t_comm += dt_now() - t0;
+    if (err != MPI_SUCCESS) return dt_mpi_check(err, what);
+    for (int i = 0; i < nt; i++) {
+        const uint64_t bytes = (uint64_t)w->len[ts[i]] * sizeof(float);
+        dt_count_send(w->c, (uint64_t)w->nnbrs, (uint64_t)w->nnbrs * bytes);
+        w->st.puts += (uint64_t)w->nnbrs;
+        w->st.put_bytes += (uint64_t)w->nnbrs * bytes;
+        w->st.header_puts += 2 * (uint64_t)w->nnbrs;
+        w->st.header_bytes += 2 * (uint64_t)w->nnbrs * sizeof(uint64_t);
+    }
+    return DT_OK;
+}
+
+dt_status dt_win_read(dt_win *w, int k, int t, float *dst, uint64_t *seq, int *fresh) {
+    assert(w && k >= 0 && k < w->nnbrs && t >= 0 && t < w->T && fresh && (dst || w->len[t] == 0));
+    double t0 = dt_now();
+    const size_t idx = (size_t)k * (size_t)w->T + (size_t)t;
+    const uint64_t last = w->last[idx];
+    uint64_t *h = hdr_ptr(w, k, t);
+    const size_t bytes = w->len[t] * sizeof(float);
+    dt_status st = DT_OK;
+    uint64_t e, b;
+    *fresh = 0;
+    w->st.reads++;
+
+    /* Win_sync: puts that completed at this target become visible to local loads */
+    int err = MPI_Win_sync(w->win);
+    if (err != MPI_SUCCESS) { st = dt_mpi_check(err, "MPI_Win_sync"); goto done; }
+    e = __atomic_load_n(&h[1], __ATOMIC_ACQUIRE);
+    if (e == last) {                      /* nothing new */
+        w->st.stale++;
+        goto done;
+    }
+    if (e < last) {
+        st = dt_fail(DT_ERR_STATE, "dt_win_read: slot of rank %d, tensor %d went back from "
+                     "sequence %llu to %llu", w->nbrs[k], t, (unsigned long long)last,
+                     (unsigned long long)e);
+        goto done;
+    }
+    memcpy(w->scratch, w->base + data_byte_off(w, k, t), bytes);
+    err = MPI_Win_sync(w->win);
+    if (err != MPI_SUCCESS) { st = dt_mpi_check(err, "MPI_Win_sync"); goto done; }
+    __atomic_thread_fence(__ATOMIC_ACQUIRE); /* the data loads above happen before this load */
+    b = __atomic_load_n(&h[0], __ATOMIC_ACQUIRE);
+    if (b != e) {
+        /* write e + 1 (or later) began while (or before) we copied: the copy may mix two
+         * writes. Keep dst; the next read will find the newer complete write. */
+        w->st.torn++;
+        w->c->c.torn_retries++;
+        goto done;
+    }
+    memcpy(dst, w->scratch, bytes);
+    w->last[idx] = e;
+    *fresh = 1;
+    w->st.fresh++;
+    w->st.overwritten += e - last - 1;
+    w->c->c.fresh_recv++;
+    w->c->c.overwritten += e - last - 1;
+    dt_count_recv(w->c, 1, bytes);
+
+done:
+    if (seq) *seq = w->last[idx];
+    w->c->c.t_comm += dt_now() - t0;
+    return st;
+}
+
+dt_status dt_win_progress(dt_win *w) {
+    assert(w);
+    double t0 = dt_now();
+    int flag = 0;
+    /* Any call into the progress engine serves incoming RMA that needs the target's help
+     * (active-message puts); the private communicator never carries messages. */
+    int err = MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, w->pcomm, &flag, MPI_STATUS_IGNORE);
+    w->c->c.t_comm += dt_now() - t0;
+    return dt_mpi_check(err, "MPI_Iprobe (RMA progress)");
+}
+
+uint64_t dt_win_sent_seq(const dt_win *w, int k, int t) {
+    assert(w && k >= 0 && k < w->nnbrs && t >= 0 && t < w->T);
+    return w->sent[(size_t)k * (size_t)w->T + (size_t)t];
+}
+
+uint64_t dt_win_slot_seq(dt_win *w, int k, int t) {
+    assert(w && k >= 0 && k < w->nnbrs && t >= 0 && t < w->T);
+    MPI_Win_sync(w->win);
+    return __atomic_load_n(&hdr_ptr(w, k, t)[1], __ATOMIC_ACQUIRE);
+}
+
+uint64_t dt_win_read_seq(const dt_win *w, int k, int t) {
+    assert(w && k >= 0 && k < w->nnbrs && t >= 0 && t < w->T);
+    return w->last[(size_t)k * (size_t)w->T + (size_t)t];
+}
+
+int dt_win_num_neighbors(const dt_win *w) { assert(w); return w->nnbrs; }
+int dt_win_neighbor(const dt_win *w, int k) {
+    assert(w && k >= 0 && k < w->nnbrs);
+    return w->nbrs[k];
+}
+int dt_win_num_tensors(const dt_win *w) { assert(w); return w->T; }
+const dt_win_stats *dt_win_get_stats(const dt_win *w) { assert(w); return &w->st; }
+
+dt_status dt_win_free(dt_win **wp) {
+    assert(wp);
+    dt_win *w = *wp;
+    if (!w) return DT_OK;
+    *wp = NULL;
+    double t0 = dt_now();
+    dt_comm *c = w->c;
+    int err = MPI_Win_unlock_all(w->win);
+    dt_status st = dt_mpi_check(err, "MPI_Win_unlock_all");
+    err = MPI_Win_free(&w->win); /* collective: returns once nobody accesses the window */
+    if (st == DT_OK) st = dt_mpi_check(err, "MPI_Win_free");
+    MPI_Free_mem(w->base);
+    if (w->pcomm != MPI_COMM_NULL) MPI_Comm_free(&w->pcomm);
+    win_release(w);
+    c->c.t_comm += dt_now() - t0;
+    return st;
+}

@@ -1,0 +1,91 @@
+/* One-sided parameter transport for decentralized schemes (eventgrad, dpsgd); protocol and
+ * accounting in docs/transport.md.
+ *
+ * Every rank exposes ONE MPI window (MPI_Win_allocate, displacement unit 1) holding, for each
+ * of its neighbours, one slot that mirrors that neighbour's full flat parameter vector (n
+ * floats, T tensors given as offsets/lengths), plus per-(slot, tensor) seqlock headers
+ * {uint64 begin, uint64 end}. One passive-target epoch (MPI_Win_lock_all, MPI_MODE_NOCHECK)
+ * is open from dt_win_create to dt_win_free; a put is
+ *     begin = s; flush; data; flush; end = s; flush
+ * into this rank's slot in the neighbour's window, and a read copies a tensor out of local
+ * window memory only when end == begin afterwards (a complete write nobody is overwriting),
+ * so a tensor is never used half-written. The receiver takes no part in a put.
+ *
+ * Neighbours are indexed k = 0..nnbrs-1 in the order of the nbrs list given to
+ * dt_win_create; slot k of this rank's window holds neighbour nbrs[k]'s vector.
+ * Not thread-safe: one thread per dt_win. */
+#ifndef DT_WINDOW_H
+#define DT_WINDOW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comm/comm.h"
+
+typedef struct dt_win dt_win;
+
+/* Transport statistics of this rank, beyond dt_counters (which hold the data messages). */
+typedef struct dt_win_stats {
+    uint64_t puts;           /* data puts (= messages counted by dt_count_send) */
+    uint64_t put_bytes;      /* their payload bytes */
+    uint64_t header_puts;    /* seqlock header puts (protocol overhead, 2 per data put) */
+    uint64_t header_bytes;   /* their bytes (not in dt_counters) */
+    uint64_t flushes;        /* MPI_Win_flush / MPI_Win_flush_all calls */
+    uint64_t reads;          /* dt_win_read calls */
+    uint64_t fresh;          /* reads that returned a new complete tensor */
+    uint64_t stale;          /* reads with nothing new */
+    uint64_t torn;           /* reads that caught a write in progress (dst kept) */
+    uint64_t overwritten;    /* writes replaced before this rank read them */
+} dt_win_stats;
+
+/* Collective over c->comm. nbrs: this rank's neighbours (distinct, none equal to c->rank),
+ * and the graph must be symmetric: each neighbour must list this rank too (checked: an
+ * asymmetric graph is DT_ERR_ARG on every rank). tensor_off/tensor_len: T tensors inside the
+ * n-float vector (in floats, each inside [0, n), need not cover it). c must outlive the
+ * window; its counters receive the transport's messages and time. */
+dt_status dt_win_create(dt_comm *c, const int *nbrs, int nnbrs, size_t n,
+                        const size_t *tensor_off, const size_t *tensor_len, int ntensors,
+                        dt_win **out);
+
+/* Writes tensor t of this rank's vector (src = start of that tensor, tensor_len[t] floats)
+ * into this rank's slot in neighbour k's window. Returns when the write is complete at the
+ * target. One counted message of tensor_len[t] * 4 bytes. */
+dt_status dt_win_put(dt_win *w, int k, int t, const float *src);
+
+/* Writes the tensors ts[0..nt) (distinct) of this rank's full vector x (n floats) to EVERY
+ * neighbour, with the same seqlock protocol but one flush per phase for the whole batch
+ * (all begins, MPI_Win_flush_all, all data, flush_all, all ends, flush_all): 3 round trips
+ * per call instead of 3 per (neighbour, tensor). Counted as nnbrs * nt messages. Returns
+ * when every write is complete at its target. */
+dt_status dt_win_put_tensors(dt_win *w, const int *ts, int nt, const float *x);
+
+/* Reads tensor t of neighbour k's slot from local window memory. If a complete write newer
+ * than the last one read is there: copies it into dst (tensor_len[t] floats), *fresh = 1,
+ * *seq = its sequence number. Otherwise dst is left unchanged and *fresh = 0 (*seq = the
+ * last sequence number read): nothing new, or a write in progress (counted as torn; read
+ * again later). seq may be NULL. */
+dt_status dt_win_read(dt_win *w, int k, int t, float *dst, uint64_t *seq, int *fresh);
+
+/* Lets MPI progress incoming RMA (call regularly, e.g. once per training step). */
+dt_status dt_win_progress(dt_win *w);
+
+/* Number of puts this rank made for (k, t). */
+uint64_t dt_win_sent_seq(const dt_win *w, int k, int t);
+/* Sequence number of the last complete write in slot (k, t) of this rank's window (its
+ * 'end' header), now. After a barrier that follows the senders' last puts it is final and
+ * equals the sender's dt_win_sent_seq for this rank and t. */
+uint64_t dt_win_slot_seq(dt_win *w, int k, int t);
+/* Sequence number of the last fresh read of (k, t) (0: none yet). */
+uint64_t dt_win_read_seq(const dt_win *w, int k, int t);
+
+int dt_win_num_neighbors(const dt_win *w);
+int dt_win_neighbor(const dt_win *w, int k);  /* rank of neighbour k */
+int dt_win_num_tensors(const dt_win *w);
+const dt_win_stats *dt_win_get_stats(const dt_win *w);
+
+/* Collective: closes the epoch (MPI_Win_unlock_all), frees the window; *w = NULL. Every
+ * window must be freed before MPI_Finalize, also on error paths: with MPICH/UCX a window
+ * still locked at finalize aborts the process (UCX "destroying inuse region"). */
+dt_status dt_win_free(dt_win **w);
+
+#endif
