@@ -531,8 +531,8 @@ dt_status dt_trainer_run(dt_trainer *t) {
     if ((st = agreed_model(t, &spread_after)) != DT_OK) return st;
     memcpy(dt_model_params(t->model), t->eval_params, dt_model_num_params(t->model) * sizeof(float));
     memcpy(dt_model_state(t->model), t->eval_state, dt_model_num_state(t->model) * sizeof(float));
-    if (t->strategy->nservers > 0 && t->comm.rank == 0) {
-        /* asynchronous schemes report their final model here */
+    if (t->strategy->nservers > 0 && t->comm.rank == 0 && t->last.epoch != cfg->epochs) {
+        /* asynchronous schemes report their final model here, unless the last epoch was */
         st = dt_evaluate(t->model, &t->test, cfg->batch, 0, &t->last.test_acc, &t->last.test_loss);
         if (st != DT_OK) return st;
         if (!cfg->quiet) printf("final model: test accuracy %.2f%%\n", 100 * t->last.test_acc);
