@@ -45,6 +45,9 @@ typedef struct dt_layer_ops {
     size_t (*workspace)(const dt_node *n, int batch);
     /* Bytes of per-node saved data (masks, argmax, statistics) for a batch (may be NULL). */
     size_t (*aux_bytes)(const dt_node *n, int batch);
+    /* 1: forward honours node->relu_out (applies ReLU to its output in its own last pass) and
+     * backward does not read its own output. */
+    int can_fuse_relu;
 } dt_layer_ops;
 
 struct dt_node {
@@ -63,6 +66,10 @@ struct dt_node {
     float *g[DT_MAX_PTENSORS];  /* their gradients */
     float *s[DT_MAX_PTENSORS];  /* state */
     double flops;          /* forward FLOPs per image */
+    /* ReLU fusion, planned by the graph: a producer with relu_out writes ReLU(output) (saves a
+     * pass over memory); the relu node after it (relu_fused) then shares that output buffer and
+     * skips its forward; its backward is unchanged (it reads y, which is the same). */
+    int relu_out, relu_fused;
     /* activations */
     float *y, *dy;
     void *aux;

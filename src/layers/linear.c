@@ -29,6 +29,8 @@ static void linear_forward(dt_node *n, const dt_pass *p) {
         for (int b = 0; b < N; b++) memcpy(n->y + (size_t)b * out, n->w[1], out * sizeof(float));
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, out, in, 1.0f, p->x[0], in, n->w[0], in,
                 n->bias ? 1.0f : 0.0f, n->y, out);
+    if (n->relu_out) /* fused ReLU (the output is still in cache) */
+        for (size_t i = 0; i < (size_t)N * out; i++) n->y[i] = n->y[i] > 0.0f ? n->y[i] : 0.0f;
 }
 
 static void linear_backward(dt_node *n, const dt_pass *p) {
@@ -50,5 +52,5 @@ static void linear_backward(dt_node *n, const dt_pass *p) {
 const dt_layer_ops dt_layer_linear = {
     .kind = "linear", .auto_prefix = "fc", .ninputs = 1,
     .setup = linear_setup, .init = linear_init, .forward = linear_forward,
-    .backward = linear_backward,
+    .backward = linear_backward, .can_fuse_relu = 1,
 };

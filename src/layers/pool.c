@@ -1,6 +1,7 @@
 /* Max pooling, average pooling and global average pooling (k x k windows, stride, padding;
  * floor mode as in PyTorch). Max pooling saves the argmax of every output for backward. */
 #include "layers/layer.h"
+#include "layers/kernels.h"
 
 #include <float.h>
 #include <stdint.h>
@@ -35,10 +36,69 @@ static size_t maxpool_aux(const dt_node *n, int batch) {
     return (size_t)batch * dt_node_out_size(n) * sizeof(int32_t);
 }
 
+/* The common 2x2 stride-2 unpadded window without bounds checks (same tie rule: first max in
+ * row-major window order wins; NaN never wins a compare). AVX-512: 16 outputs at a time, the
+ * even/odd input columns split with permutes; compares select, data-dependent branches would
+ * mispredict on every window. */
+static void maxpool2_forward(dt_node *n, const dt_pass *p) {
+    int32_t *arg = n->aux;
+    const int planes = p->batch * n->ic, ih = n->ih, iw = n->iw, oh = n->oh, ow = n->ow;
+#ifdef DT_KERNELS_AVX512
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
+    const __m512i lane2 = _mm512_slli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 1);
+#endif
+    for (int pl = 0; pl < planes; pl++) {
+        const float *x = p->x[0] + (size_t)pl * ih * iw;
+        float *y = n->y + (size_t)pl * oh * ow;
+        int32_t *a = arg + (size_t)pl * oh * ow;
+        for (int oy = 0; oy < oh; oy++) {
+            const float *r0 = x + (size_t)(2 * oy) * iw, *r1 = r0 + iw;
+            int ox = 0;
+#ifdef DT_KERNELS_AVX512
+            for (; ox < ow; ox += 16) {
+                const __mmask16 mo = dt_mask_range(0, ow, ox);
+                const __mmask16 m0 = dt_mask_range(0, 2 * ow, 2 * ox), m1 = dt_mask_range(0, 2 * ow, 2 * ox + 16);
+                __m512 a0 = _mm512_maskz_loadu_ps(m0, r0 + 2 * ox), a1 = _mm512_maskz_loadu_ps(m1, r0 + 2 * ox + 16);
+                __m512 b0 = _mm512_maskz_loadu_ps(m0, r1 + 2 * ox), b1 = _mm512_maskz_loadu_ps(m1, r1 + 2 * ox + 16);
+                __m512 best = _mm512_permutex2var_ps(a0, ev, a1);
+                __m512i bi = _mm512_add_epi32(lane2, _mm512_set1_epi32(2 * oy * iw + 2 * ox));
+                __m512 v = _mm512_permutex2var_ps(a0, od, a1);
+                __mmask16 c = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ);
+                best = _mm512_mask_blend_ps(c, best, v);
+                bi = _mm512_mask_add_epi32(bi, c, bi, _mm512_set1_epi32(1));
+                __m512i base = _mm512_add_epi32(lane2, _mm512_set1_epi32(2 * oy * iw + 2 * ox));
+                v = _mm512_permutex2var_ps(b0, ev, b1);
+                c = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ);
+                best = _mm512_mask_blend_ps(c, best, v);
+                bi = _mm512_mask_add_epi32(bi, c, base, _mm512_set1_epi32(iw));
+                v = _mm512_permutex2var_ps(b0, od, b1);
+                c = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ);
+                best = _mm512_mask_blend_ps(c, best, v);
+                bi = _mm512_mask_add_epi32(bi, c, base, _mm512_set1_epi32(iw + 1));
+                _mm512_mask_storeu_ps(y + oy * ow + ox, mo, best);
+                _mm512_mask_storeu_epi32(a + oy * ow + ox, mo, bi);
+            }
+#endif
+            for (; ox < ow; ox++) {
+                const int i0 = 2 * oy * iw + 2 * ox;
+                float best = r0[2 * ox], v;
+                int bi = i0, c;
+                v = r0[2 * ox + 1]; c = v > best; best = c ? v : best; bi = c ? i0 + 1 : bi;
+                v = r1[2 * ox];     c = v > best; best = c ? v : best; bi = c ? i0 + iw : bi;
+                v = r1[2 * ox + 1]; c = v > best; best = c ? v : best; bi = c ? i0 + iw + 1 : bi;
+                y[oy * ow + ox] = best;
+                a[oy * ow + ox] = bi;
+            }
+        }
+    }
+}
+
 static void maxpool_forward(dt_node *n, const dt_pass *p) {
     int32_t *arg = n->aux;
     const int planes = p->batch * n->ic, ih = n->ih, iw = n->iw, k = n->k, s = n->stride,
               pd = n->pad, oh = n->oh, ow = n->ow;
+    if (k == 2 && s == 2 && pd == 0) { maxpool2_forward(n, p); return; }
     for (int pl = 0; pl < planes; pl++) {
         const float *x = p->x[0] + (size_t)pl * ih * iw;
         float *y = n->y + (size_t)pl * oh * ow;

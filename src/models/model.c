@@ -6,6 +6,35 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+/* DTRAIN_LAYER_TIMES=1: per-node forward/backward wall time, printed to stderr at free
+ * (profiling aid for bench work; off by default, costs two clock reads per node when on). */
+static int layer_times_on(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("DTRAIN_LAYER_TIMES");
+        on = e && *e && strcmp(e, "0") != 0;
+    }
+    return on;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void print_layer_times(const dt_model *m) {
+    double tf = 0, tb = 0;
+    for (int i = 0; i < m->nn; i++) { tf += m->t_fwd[i]; tb += m->t_bwd[i]; }
+    fprintf(stderr, "%-24s %-10s %10s %10s %6s\n", "layer", "kind", "fwd ms", "bwd ms", "%");
+    for (int i = 0; i < m->nn; i++)
+        fprintf(stderr, "%-24s %-10s %10.1f %10.1f %6.1f\n", m->nodes[i].name, m->nodes[i].ops->kind,
+                1e3 * m->t_fwd[i], 1e3 * m->t_bwd[i],
+                100.0 * (m->t_fwd[i] + m->t_bwd[i]) / (tf + tb > 0 ? tf + tb : 1));
+    fprintf(stderr, "%-24s %-10s %10.1f %10.1f\n", "total", "", 1e3 * tf, 1e3 * tb);
+}
 
 static void set_view(dt_tensor_view *v, const char *node, const dt_ptensor *t, size_t off) {
     snprintf(v->name, sizeof v->name, "%s.%s", node, t->suffix);
@@ -17,6 +46,7 @@ static void set_view(dt_tensor_view *v, const char *node, const dt_ptensor *t, s
 
 void dt_model_free(dt_model *m) {
     if (!m) return;
+    if (m->t_fwd) { print_layer_times(m); free(m->t_fwd); }
     free(m->nodes); free(m->params); free(m->grads); free(m->state);
     free(m->views); free(m->sviews); free(m->dx_acc);
     free(m->work); free(m->act_block);
@@ -67,6 +97,16 @@ dt_status dt_model_build(dt_node *nodes, int nn, int in_c, int in_h, int in_w, c
         for (int t = 0; t < n->nparam; t++) m->np += dt_ptensor_numel(&n->ptens[t]);
         for (int t = 0; t < n->nstate; t++) m->ns += dt_ptensor_numel(&n->stens[t]);
     }
+    /* ReLU fusion: a relu that is the only consumer of a producer that can apply it itself */
+    for (int i = 0; i < nn; i++) {
+        dt_node *r = &nodes[i];
+        int src = r->in[0];
+        if (r->ops == &dt_layer_relu && src >= 0 && uses[src + 1] == 1 &&
+            nodes[src].ops->can_fuse_relu && !nodes[src].relu_out) {
+            nodes[src].relu_out = 1;
+            r->relu_fused = 1;
+        }
+    }
     for (int i = 0; i < nn - 1; i++)
         if (!uses[i + 1]) {
             st = dt_fail(DT_ERR_FORMAT, "%s: output of layer '%s' is never used (only the last layer may be unused)",
@@ -112,6 +152,10 @@ dt_status dt_model_build(dt_node *nodes, int nn, int in_c, int in_h, int in_w, c
             written[src + 1] = 1;
         }
     free(written);
+    if (layer_times_on()) {
+        m->t_fwd = calloc(2 * (size_t)nn, sizeof *m->t_fwd);
+        if (m->t_fwd) m->t_bwd = m->t_fwd + nn;
+    }
     dt_rng_seed(&m->rng, 0);
     dt_model_init(m, 0);
     *out = m;
@@ -138,7 +182,7 @@ dt_status dt_model_reserve(dt_model *m, int max_batch) {
         const dt_node *n = &m->nodes[i];
         size_t act = (size_t)max_batch * dt_node_out_size(n) * sizeof(float);
         size_t aux = n->ops->aux_bytes ? n->ops->aux_bytes(n, max_batch) : 0;
-        total += 2 * ((act + 63) & ~(size_t)63) + ((aux + 63) & ~(size_t)63);
+        total += (n->relu_fused ? 1 : 2) * ((act + 63) & ~(size_t)63) + ((aux + 63) & ~(size_t)63);
         size_t w = n->ops->workspace ? n->ops->workspace(n, max_batch) : 0;
         if (w > work) work = w;
     }
@@ -160,7 +204,11 @@ dt_status dt_model_reserve(dt_model *m, int max_batch) {
         dt_node *n = &m->nodes[i];
         size_t act = (size_t)max_batch * dt_node_out_size(n) * sizeof(float);
         size_t aux = n->ops->aux_bytes ? n->ops->aux_bytes(n, max_batch) : 0;
-        n->y = (float *)cur; cur += (act + 63) & ~(size_t)63;
+        if (n->relu_fused) {
+            n->y = m->nodes[n->in[0]].y; /* the producer already wrote ReLU(its output) there */
+        } else {
+            n->y = (float *)cur; cur += (act + 63) & ~(size_t)63;
+        }
         n->dy = (float *)cur; cur += (act + 63) & ~(size_t)63;
         n->aux = aux ? cur : NULL; cur += (aux + 63) & ~(size_t)63;
     }
@@ -208,7 +256,10 @@ const float *dt_model_forward(dt_model *m, const float *x, int batch, int train)
         dt_node *n = &m->nodes[i];
         dt_pass p = {.batch = batch, .train = train, .work = m->work, .rng = &m->rng};
         for (int j = 0; j < n->ops->ninputs; j++) p.x[j] = node_input(m, n->in[j]);
+        if (n->relu_fused) continue; /* done by its producer (relu_out) */
+        double t0 = m->t_fwd ? now_s() : 0;
         n->ops->forward(n, &p);
+        if (m->t_fwd) m->t_fwd[i] += now_s() - t0;
     }
     return m->nodes[m->nn - 1].y;
 }
@@ -258,7 +309,9 @@ float dt_model_backward_input(dt_model *m, const uint8_t *labels, int *correct, 
             p.dx[j] = src < 0 ? dx_out : m->nodes[src].dy;
             p.dx_acc[j] = m->dx_acc[i][j];
         }
+        double t0 = m->t_bwd ? now_s() : 0;
         n->ops->backward(n, &p);
+        if (m->t_bwd) m->t_bwd[i] += now_s() - t0;
     }
     return loss;
 }

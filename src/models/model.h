@@ -22,6 +22,7 @@ struct dt_model {
     void *act_block;        /* all y, dy and aux buffers */
     const float *input;
     dt_rng rng;
+    double *t_fwd, *t_bwd;  /* per-node seconds when DTRAIN_LAYER_TIMES is set, else NULL */
 };
 
 /* Builds a model from nodes whose ops, names, inputs and hyper-parameters are set; takes

@@ -1,0 +1,49 @@
+/* Small vector kernels shared by the layers (runs of a few dozen floats, where a libc call per
+ * run costs more than the work). AVX-512 masked loads/stores when available; plain loops
+ * otherwise and under AddressSanitizer (which does not model masked or over-wide accesses). */
+#ifndef DT_KERNELS_H
+#define DT_KERNELS_H
+
+#include <stddef.h>
+
+#if defined(__AVX512F__) && !defined(__SANITIZE_ADDRESS__)
+#include <immintrin.h>
+#define DT_KERNELS_AVX512 1
+
+/* Lanes l of a 16-lane vector starting at index base with lo <= base + l < hi. */
+static inline __mmask16 dt_mask_range(int lo, int hi, int base) {
+    int a = lo - base, b = hi - base;
+    if (a < 0) a = 0;
+    if (b > 16) b = 16;
+    if (b <= a) return 0;
+    return (__mmask16)(((1u << (b - a)) - 1u) << a);
+}
+#endif
+
+/* d[0..n) = s[0..n) */
+static inline void dt_copy_run(float *restrict d, const float *restrict s, int n) {
+#ifdef DT_KERNELS_AVX512
+    int i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(d + i, _mm512_loadu_ps(s + i));
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+        _mm512_mask_storeu_ps(d + i, m, _mm512_maskz_loadu_ps(m, s + i));
+    }
+#else
+    for (int i = 0; i < n; i++) d[i] = s[i];
+#endif
+}
+
+/* Sum of a run in 16 independent lanes (fixed order: deterministic, and it vectorises). */
+static inline float dt_sum_run(const float *x, int n) {
+    float acc[16] = {0};
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int l = 0; l < 16; l++) acc[l] += x[i + l];
+    float s = 0;
+    for (; i < n; i++) s += x[i];
+    for (int l = 0; l < 16; l++) s += acc[l];
+    return s;
+}
+
+#endif
