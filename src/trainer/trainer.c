@@ -296,6 +296,13 @@ static dt_status eval_on_rank0(dt_trainer *t, const float *params, const float *
 static void print_epoch(dt_trainer *t, const dt_epoch_stats *e) {
     if (t->cfg->quiet || t->comm.rank != 0) return;
     char extra[160] = "";
+    if (e->msgs_pct < 0) {
+        /* a server's report: it knows the model, not the workers' speed or traffic so far */
+        printf("epoch %3d/%d  loss %.4f  train %6.2f%%  test %6.2f%%  lr %.4g  (server's model at %.1f s)\n", e->epoch,
+               t->cfg->epochs, e->loss, 100 * e->train_acc, 100 * e->test_acc, e->lr, e->seconds);
+        fflush(stdout);
+        return;
+    }
     if (t->comm.size > 1) {
         size_t o = (size_t)snprintf(extra, sizeof extra, "  msgs %5.1f%%  %8.2f MB sent", e->msgs_pct, e->mb_sent);
         if (t->strategy->decentralized) snprintf(extra + o, sizeof extra - o, "  spread %.3g", e->spread);
@@ -307,6 +314,13 @@ static void print_epoch(dt_trainer *t, const dt_epoch_stats *e) {
 
 static dt_status log_epoch(dt_trainer *t, const dt_epoch_stats *e) {
     char line[512];
+    if (e->msgs_pct < 0) {
+        snprintf(line, sizeof line,
+                 "{\"type\":\"epoch\",\"epoch\":%d,\"loss\":%.6f,\"train_acc\":%.6f,\"test_acc\":%.6f,\"test_loss\":%.6f,"
+                 "\"lr\":%.6g,\"seconds\":%.3f,\"images_per_s\":null,\"msgs_pct\":null,\"mb_sent\":null,\"spread\":null}",
+                 e->epoch, e->loss, e->train_acc, e->test_acc, e->test_loss, e->lr, e->seconds);
+        return log_append(t, line);
+    }
     snprintf(line, sizeof line,
              "{\"type\":\"epoch\",\"epoch\":%d,\"loss\":%.6f,\"train_acc\":%.6f,\"test_acc\":%.6f,\"test_loss\":%.6f,"
              "\"lr\":%.6g,\"seconds\":%.3f,\"images_per_s\":%.1f,\"msgs_pct\":%.4f,\"mb_sent\":%.4f,\"spread\":%.6g}",
@@ -331,6 +345,7 @@ dt_status dt_trainer_report_epoch(dt_trainer *t, int epoch, double train_loss, d
     e->train_acc = train_acc;
     e->lr = dt_schedule_lr(&t->sched, epoch, t->cfg->epochs);
     e->seconds = dt_now() - t->t_start;
+    e->msgs_pct = e->mb_sent = e->images_per_s = -1; /* unknown here: "n/a" */
     dt_status st = eval_on_rank0(t, params, state, &e->test_acc, &e->test_loss);
     if (st != DT_OK) return st;
     print_epoch(t, e);
