@@ -1,11 +1,7 @@
 #!/usr/bin/env bash
 # Every bad input gets one line on stderr naming the file or flag and what was expected,
 # exit status 2, no crash, and no output file.
-set -u
-DTRAIN=${1:?usage: cli_bad_input.sh path/to/dtrain}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0 passes=0
+. "$(dirname "$0")/lib.sh"
 
 # expect_fail LABEL SUBSTRING -- COMMAND...
 expect_fail() {
@@ -85,5 +81,4 @@ expect_fail "eval: truncated weights" "cut.weights: truncated"     -- "$DTRAIN" 
 expect_fail "resume: weights not checkpoint" "not a checkpoint"    -- train --data-dir "$T/good" --resume "$T/good.weights"
 expect_fail "unknown command"    "unknown command 'fit'"           -- "$DTRAIN" fit
 
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+finish

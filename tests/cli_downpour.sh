@@ -3,14 +3,8 @@
 # train cnn1 on MNIST well above chance with stale pushes, the saved model is the servers'
 # model, --fetch-every/--push-every thin out the messages, a stalled worker is dropped and
 # named while the others finish, and messages sent equal messages received. Uses `dtrain run`.
-set -u
-DTRAIN=${1:?usage: cli_downpour.sh path/to/dtrain}
+. "$(dirname "$0")/lib.sh"
 DATA=${DTRAIN_DATA:-data}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0 passes=0
-check() { if [ "$2" -eq 0 ]; then echo "ok   $1: $3"; passes=$((passes + 1)); else echo "FAIL $1: $3"; fails=$((fails + 1)); fi; }
-summary_field() { grep '"type":"summary"' "$1" | grep -o "\"$2\":[-0-9.e]*" | head -1 | cut -d: -f2; }
 summary_list() { grep '"type":"summary"' "$1" | grep -o "\"$2\":\[[^]]*\]" | head -1 | cut -d: -f2; }
 ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a >= b) }'; }
 # messages sent == messages received, summed over ranks (every message is taken)
@@ -76,5 +70,4 @@ acc4=$(summary_field "$T/st.jsonl" test_acc)
 ge "${acc4:-0}" 0.70; check "accuracy still reported (>= 0.70)" $? "test_acc=$acc4"
 balanced "stalled worker" "$T/st.jsonl"
 
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+finish

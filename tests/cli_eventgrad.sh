@@ -3,29 +3,22 @@
 # (same messages, same model); without --sync it sends the same number of messages; the
 # adaptive threshold sends fewer; every put is either read or counted as overwritten; and
 # tensors arrive during the run from every neighbour that sent (no starvation).
-set -u
-DTRAIN=${1:?usage: cli_eventgrad.sh path/to/dtrain}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0 passes=0
-check() { if [ "$2" -eq 0 ]; then echo "ok   $1: $3"; passes=$((passes + 1)); else echo "FAIL $1: $3"; fails=$((fails + 1)); fi; }
-field() { grep '"type":"summary"' "$1" | grep -o "\"$2\":[-0-9.e]*" | head -1 | cut -d: -f2; }
-per_rank_sum() { grep '"type":"summary"' "$1" | grep -o '"per_rank".*' | grep -o "\"$2\":[0-9]*" | cut -d: -f2 | paste -sd+ | bc; }
+. "$(dirname "$0")/lib.sh"
 run() { "$DTRAIN" run "$@" --quiet; }
 C=(--model cnn1 --data mnist --train-limit 4000 --test-limit 1000 --epochs 2 --batch 16 --seed 5)
 
 run -n 4 --algo dpsgd "${C[@]}" --out "$T/dp.w" --log "$T/dp.jsonl"
 run -n 4 --algo eventgrad --sync --threshold const:0 "${C[@]}" --out "$T/eg0.w" --log "$T/eg0.jsonl"
 out=$("$DTRAIN" diff "$T/dp.w" "$T/eg0.w" --tol 0); check "eventgrad --sync const:0 == dpsgd (model, bit for bit)" $? "$out"
-a=$(field "$T/dp.jsonl" msgs_sent); b=$(field "$T/eg0.jsonl" msgs_sent)
+a=$(summary_field "$T/dp.jsonl" msgs_sent); b=$(summary_field "$T/eg0.jsonl" msgs_sent)
 [ -n "$a" ] && [ "$a" = "$b" ]; check "... and the same messages" $? "dpsgd $a, eventgrad $b"
-p=$(field "$T/dp.jsonl" msgs_pct); [ "$p" = "100.0000" ]; check "dpsgd sends every tensor every step" $? "msgs_pct=$p"
+p=$(summary_field "$T/dp.jsonl" msgs_pct); [ "$p" = "100.0000" ]; check "dpsgd sends every tensor every step" $? "msgs_pct=$p"
 
 run -n 4 --algo eventgrad --threshold const:0 "${C[@]}" --out "$T/ega.w" --log "$T/ega.jsonl"
-c=$(field "$T/ega.jsonl" msgs_sent); [ "$c" = "$a" ]; check "eventgrad const:0 without --sync: same number of messages" $? "$c vs $a"
+c=$(summary_field "$T/ega.jsonl" msgs_sent); [ "$c" = "$a" ]; check "eventgrad const:0 without --sync: same number of messages" $? "$c vs $a"
 
 run -n 4 --algo eventgrad --threshold adaptive --warmup-steps 10 "${C[@]}" --out "$T/egad.w" --log "$T/egad.jsonl"
-p=$(field "$T/egad.jsonl" msgs_pct); acc=$(field "$T/egad.jsonl" test_acc)
+p=$(summary_field "$T/egad.jsonl" msgs_pct); acc=$(summary_field "$T/egad.jsonl" test_acc)
 awk -v p="$p" 'BEGIN { exit !(p > 0 && p < 90) }'; check "adaptive threshold sends fewer messages" $? "msgs_pct=$p"
 awk -v a="$acc" 'BEGIN { exit !(a > 0.5) }'; check "adaptive eventgrad still learns" $? "test_acc=$acc"
 
@@ -50,10 +43,9 @@ done
 # the topologies run
 for topo in torus exponential complete; do
     run -n 4 --algo dpsgd --topology $topo "${C[@]}" --epochs 1 --max-steps 20 --no-save --log "$T/t.jsonl"
-    check "dpsgd --topology $topo runs" $? "msgs $(field "$T/t.jsonl" msgs_sent)"
+    check "dpsgd --topology $topo runs" $? "msgs $(summary_field "$T/t.jsonl" msgs_sent)"
 done
 "$DTRAIN" run -n 2 --algo eventgrad --threshold bogus "${C[@]}" --no-save >/dev/null 2>"$T/e"
 [ $? -eq 2 ] && [ "$(wc -l <"$T/e")" -eq 1 ]; check "bad --threshold: one line" $? "$(cat "$T/e")"
 
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+finish

@@ -1,16 +1,10 @@
 #!/usr/bin/env bash
 # Distributed schemes checked against each other (shared/spec/algorithms.md), the counters
 # against each other, and errors under MPI printed once. Uses `dtrain run` (mpiexec).
-set -u
-DTRAIN=${1:?usage: cli_mpi.sh path/to/dtrain}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0 passes=0
-check() { if [ "$2" -eq 0 ]; then echo "ok   $1: $3"; passes=$((passes + 1)); else echo "FAIL $1: $3"; fails=$((fails + 1)); fi; }
+. "$(dirname "$0")/lib.sh"
 same() { # LABEL A B TOL
     local out; out=$("$DTRAIN" diff "$2" "$3" --tol "$4" 2>&1); check "$1" $? "$out"
 }
-summary_field() { grep '"type":"summary"' "$1" | grep -o "\"$2\":[-0-9.e]*" | head -1 | cut -d: -f2; }
 run() { "$DTRAIN" run "$@" --quiet; }
 
 C=(--model cnn1 --data mnist --epochs 1 --max-steps 20 --batch 16 --seed 3)
@@ -64,5 +58,4 @@ check "unknown --algo with 2 ranks: one line" $? "$(cat "$T/e")"
 "$DTRAIN" run -n 2 --algo allreduce "${C[@]}" --out "$T/o.w" >"$T/o" 2>"$T/e"
 [ "$(grep -c '^epoch' "$T/o")" -eq 1 ]; check "only rank 0 prints (one epoch line with 2 ranks)" $? "$(grep -c '^epoch' "$T/o") epoch lines"
 
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+finish

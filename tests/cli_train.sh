@@ -2,15 +2,8 @@
 # Real training on MNIST: a short run reaches >= 90% test accuracy, its saved weights
 # evaluate to the same accuracy, a resumed run repeats an uninterrupted one bit for bit,
 # and gzipped Fashion-MNIST trains too. Needs scripts/get-data to have run.
-set -u
-DTRAIN=${1:?usage: cli_train.sh path/to/dtrain}
+. "$(dirname "$0")/lib.sh"
 DATA=${DTRAIN_DATA:-data}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0 passes=0
-check() { # LABEL CONDITION-EXIT-STATUS DETAIL
-    if [ "$2" -eq 0 ]; then echo "ok   $1: $3"; passes=$((passes + 1)); else echo "FAIL $1: $3"; fails=$((fails + 1)); fi
-}
 json_field() { grep "\"type\":\"$2\"" "$1" | tail -1 | sed -n "s/.*\"$3\":\([-0-9.e]*\).*/\1/p"; }
 ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a >= b) }'; }
 
@@ -54,5 +47,4 @@ fi
 "$DTRAIN" info --model resnet18-cifar | grep -q "parameters: 11173962 "
 check "resnet18-cifar has 11,173,962 parameters" $? "$("$DTRAIN" info --model resnet18-cifar | grep parameters)"
 
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+finish
