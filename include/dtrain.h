@@ -73,6 +73,8 @@ uint64_t dt_seed_mix(uint64_t seed, uint64_t a, uint64_t b, uint64_t c);
 /* ---------------------------------------------------------------- runtime */
 /* Pins OpenBLAS to one thread. Call once before training. */
 void dt_runtime_init(void);
+/* Monotonic wall-clock seconds, for timings. */
+double dt_now(void);
 /* Name of the BLAS kernel family in use ("SkylakeX", "Haswell", ...), for reports. */
 const char *dt_blas_core(void);
 

@@ -11,19 +11,6 @@
 
 typedef struct { int weight_mode; float *sum; size_t cap; } ps_impl;
 
-/* Sum of buf over the ranks into sum on rank 0, counted as a gather (each other rank sends
- * its buffer once; rank 0 receives N-1). */
-static dt_status gather_sum(dt_comm *c, const float *buf, float *sum, size_t n) {
-    double t0 = dt_now();
-    int err = MPI_Reduce(buf, sum, (int)n, MPI_FLOAT, MPI_SUM, 0, c->comm);
-    c->c.t_comm += dt_now() - t0;
-    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Reduce");
-    uint64_t bytes = (uint64_t)n * sizeof(float);
-    if (c->rank == 0) dt_count_recv(c, (uint64_t)(c->size - 1), (uint64_t)(c->size - 1) * bytes);
-    else dt_count_send(c, 1, bytes);
-    return DT_OK;
-}
-
 static dt_status reserve(ps_impl *p, size_t n) {
     if (n <= p->cap) return DT_OK;
     float *nb = realloc(p->sum, n * sizeof(float));
@@ -39,7 +26,7 @@ static dt_status ps_grad_step(dt_strategy *s, dt_trainer *t, float lr) {
     const size_t n = dt_model_num_params(t->model);
     uint64_t before = t->comm.c.msgs_sent;
     dt_status st = reserve(p, n);
-    if (st == DT_OK) st = gather_sum(&t->comm, dt_model_grads(t->model), p->sum, n);
+    if (st == DT_OK) st = dt_reduce_sum(&t->comm, dt_model_grads(t->model), p->sum, n);
     if (st != DT_OK) return st;
     if (t->comm.rank == 0) {
         const float inv = 1.0f / (float)t->comm.size;
@@ -59,12 +46,12 @@ static dt_status ps_weight_end_step(dt_strategy *s, dt_trainer *t) {
     float *x = dt_model_params(t->model), *state = dt_model_state(t->model);
     dt_status st = reserve(p, np > ns ? np : ns);
     const float inv = 1.0f / (float)t->comm.size;
-    if (st == DT_OK) st = gather_sum(&t->comm, x, p->sum, np);
+    if (st == DT_OK) st = dt_reduce_sum(&t->comm, x, p->sum, np);
     if (st == DT_OK && t->comm.rank == 0)
         for (size_t i = 0; i < np; i++) x[i] = p->sum[i] * inv;
     if (st == DT_OK) st = dt_bcast(&t->comm, x, np, 0);
     if (st == DT_OK && ns) {
-        st = gather_sum(&t->comm, state, p->sum, ns);
+        st = dt_reduce_sum(&t->comm, state, p->sum, ns);
         if (st == DT_OK && t->comm.rank == 0)
             for (size_t i = 0; i < ns; i++) state[i] = p->sum[i] * inv;
         if (st == DT_OK) st = dt_bcast(&t->comm, state, ns, 0);

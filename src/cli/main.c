@@ -323,11 +323,6 @@ static int cmd_info(int argc, char **argv) {
     return 0;
 }
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* Training-step speed on random data (no data loading, no evaluation), for bench/run. */
 static int cmd_bench(int argc, char **argv) {
@@ -367,12 +362,12 @@ static int cmd_bench(int argc, char **argv) {
     dt_model_init(m, 1);
     double t0 = 0;
     for (int s = 0; s < warmup + steps; s++) {
-        if (s == warmup) t0 = now();
+        if (s == warmup) t0 = dt_now();
         dt_model_forward(m, x, batch, 1);
         dt_model_backward(m, y, NULL);
         dt_sgd_step(&opt, dt_model_params(m), dt_model_grads(m), lr);
     }
-    double secs = now() - t0;
+    double secs = dt_now() - t0;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     printf("dtrain model=%s batch=%d images_per_s=%.1f fwd_flops=%.0f maxrss_kb=%ld blas=%s\n", model, batch,

@@ -1,15 +1,8 @@
 #include "comm/comm.h"
 
 #include <limits.h>
-#include <time.h>
 
 static int we_initialised = 0;
-
-double dt_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 dt_status dt_mpi_check(int err, const char *what) {
     if (err == MPI_SUCCESS) return DT_OK;
@@ -67,6 +60,17 @@ dt_status dt_allreduce_mean(dt_comm *c, float *buf, size_t n) {
     if (st != DT_OK) return st;
     const float inv = 1.0f / (float)c->size;
     for (size_t i = 0; i < n; i++) buf[i] *= inv;
+    return DT_OK;
+}
+
+dt_status dt_reduce_sum(dt_comm *c, const float *buf, float *sum, size_t n) {
+    double t0 = dt_now();
+    int err = MPI_Reduce(buf, sum, (int)n, MPI_FLOAT, MPI_SUM, 0, c->comm);
+    c->c.t_comm += dt_now() - t0;
+    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Reduce");
+    uint64_t bytes = (uint64_t)n * sizeof(float);
+    if (c->rank == 0) dt_count_recv(c, (uint64_t)(c->size - 1), (uint64_t)(c->size - 1) * bytes);
+    else dt_count_send(c, 1, bytes);
     return DT_OK;
 }
 

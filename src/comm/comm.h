@@ -36,8 +36,6 @@ dt_status dt_comm_init(int *argc, char ***argv, dt_comm *c);
 /* Finalises MPI if this process initialised it. */
 void dt_comm_finalize(void);
 
-double dt_now(void);
-
 static inline void dt_count_send(dt_comm *c, uint64_t msgs, uint64_t bytes) {
     c->c.msgs_sent += msgs;
     c->c.bytes_sent += bytes;
@@ -50,6 +48,9 @@ static inline void dt_count_recv(dt_comm *c, uint64_t msgs, uint64_t bytes) {
 /* Counted collectives on floats (in place). They add their time to t_comm. */
 dt_status dt_allreduce_sum(dt_comm *c, float *buf, size_t n);
 dt_status dt_bcast(dt_comm *c, float *buf, size_t n, int root);
+/* Sum of buf over all ranks into sum on rank 0 (MPI_Reduce), counted as a gather: each other
+ * rank sends its buffer once, rank 0 receives N-1. */
+dt_status dt_reduce_sum(dt_comm *c, const float *buf, float *sum, size_t n);
 /* Mean of buf over all ranks, in place (allreduce / N). */
 dt_status dt_allreduce_mean(dt_comm *c, float *buf, size_t n);
 

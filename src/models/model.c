@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* DTRAIN_LAYER_TIMES=1: per-node forward/backward wall time, printed to stderr at free
  * (profiling aid for bench work; off by default, costs two clock reads per node when on). */
@@ -19,11 +18,6 @@ static int layer_times_on(void) {
     return on;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void print_layer_times(const dt_model *m) {
     double tf = 0, tb = 0;
@@ -257,9 +251,9 @@ const float *dt_model_forward(dt_model *m, const float *x, int batch, int train)
         dt_pass p = {.batch = batch, .train = train, .work = m->work, .rng = &m->rng};
         for (int j = 0; j < n->ops->ninputs; j++) p.x[j] = node_input(m, n->in[j]);
         if (n->relu_fused) continue; /* done by its producer (relu_out) */
-        double t0 = m->t_fwd ? now_s() : 0;
+        double t0 = m->t_fwd ? dt_now() : 0;
         n->ops->forward(n, &p);
-        if (m->t_fwd) m->t_fwd[i] += now_s() - t0;
+        if (m->t_fwd) m->t_fwd[i] += dt_now() - t0;
     }
     return m->nodes[m->nn - 1].y;
 }
@@ -309,9 +303,9 @@ float dt_model_backward_input(dt_model *m, const uint8_t *labels, int *correct, 
             p.dx[j] = src < 0 ? dx_out : m->nodes[src].dy;
             p.dx_acc[j] = m->dx_acc[i][j];
         }
-        double t0 = m->t_bwd ? now_s() : 0;
+        double t0 = m->t_bwd ? dt_now() : 0;
         n->ops->backward(n, &p);
-        if (m->t_bwd) m->t_bwd[i] += now_s() - t0;
+        if (m->t_bwd) m->t_bwd[i] += dt_now() - t0;
     }
     return loss;
 }
