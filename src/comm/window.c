@@ -1,13 +1,15 @@
 /* One-sided parameter transport: one window per rank, one passive-target epoch for the whole
- * run, seqlock headers per (slot, tensor). See window.h and docs/transport.md. */
+ * run, a {sequence, check} header per (slot, tensor); a read is accepted only when the copied
+ * data hashes to the header's check. See window.h and docs/transport.md. */
 #include "comm/window.h"
+#include "core/hash.h"
 
 #include <assert.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define HDR_BYTES 16 /* {uint64 begin, uint64 end} per (slot, tensor) */
+#define HDR_BYTES 16 /* {uint64 seq, uint64 check} per (slot, tensor) */
 
 struct dt_win {
     dt_comm *c;
@@ -23,6 +25,8 @@ struct dt_win {
     size_t hdr_region;       /* nnbrs * T * HDR_BYTES */
     uint64_t *sent;          /* [k * T + t]: puts made to neighbour k of tensor t */
     uint64_t *last;          /* [k * T + t]: sequence number of the last fresh read */
+    uint64_t *hdr_out;       /* [2 * (k * T + t)]: header put to neighbour k for tensor t; an
+                              * origin buffer, so it lives until the flush that follows */
     float *scratch;          /* maxlen floats: reads land here until known consistent */
     dt_win_stats st;
 };
@@ -51,7 +55,7 @@ static dt_status agree(dt_comm *c, dt_status st) {
 static void win_release(dt_win *w) {
     if (!w) return;
     free(w->nbrs); free(w->peer_slot); free(w->off); free(w->len);
-    free(w->sent); free(w->last); free(w->scratch);
+    free(w->sent); free(w->last); free(w->hdr_out); free(w->scratch);
     free(w);
 }
 
@@ -69,7 +73,7 @@ dt_status dt_win_create(dt_comm *c, const int *nbrs, int nnbrs, size_t n,
     double t0 = dt_now();
 
     /* Local checks first; every failure is agreed on collectively below, so no rank is left
-     * waiting in MPI_Win_allocate for one that gave up. */
+     * waiting in MPI_Win_create for one that gave up. */
     dt_status st = DT_OK;
     int err = MPI_SUCCESS;
     MPI_Aint bytes = 0;
@@ -91,9 +95,10 @@ dt_status dt_win_create(dt_comm *c, const int *nbrs, int nnbrs, size_t n,
         w->len = malloc((size_t)ntensors * sizeof *w->len);
         w->sent = calloc(k_cap * (size_t)ntensors, sizeof *w->sent);
         w->last = calloc(k_cap * (size_t)ntensors, sizeof *w->last);
+        w->hdr_out = calloc(2 * k_cap * (size_t)ntensors, sizeof *w->hdr_out);
     }
     if (!w || !mypos || !theirpos || !w->nbrs || !w->peer_slot || !w->off || !w->len ||
-        !w->sent || !w->last) {
+        !w->sent || !w->last || !w->hdr_out) {
         st = dt_fail(DT_ERR_NOMEM, "dt_win_create: out of memory");
     } else {
         memcpy(w->nbrs, nbrs, (size_t)nnbrs * sizeof *nbrs);
@@ -181,30 +186,31 @@ fail:
     return st;
 }
 
+/* The check word of write `seq` whose data hashes to `h`: a bijection of seq for a fixed h,
+ * so a header whose two words come from different writes never matches either write's data. */
+static inline uint64_t check_word(uint64_t h, uint64_t seq) {
+    return dt_mix64(h ^ (seq * 0x9E3779B97F4A7C15ULL));
+}
+
+/* Data first, then the header once the data is complete at the target: on an MPI that orders
+ * completion as the standard says, a reader then never meets a header ahead of its data. The
+ * reader does not rely on it (see dt_win_read). */
 dt_status dt_win_put(dt_win *w, int k, int t, const float *src) {
     assert(w && k >= 0 && k < w->nnbrs && t >= 0 && t < w->T && (src || w->len[t] == 0));
     double t0 = dt_now();
     const int target = w->nbrs[k], slot = w->peer_slot[k];
     const int cnt = (int)w->len[t];
-    const uint64_t s = ++w->sent[(size_t)k * (size_t)w->T + (size_t)t];
-    const MPI_Aint hd = hdr_disp(w, slot, t);
-    const MPI_Aint dd = (MPI_Aint)data_byte_off(w, slot, t);
-    const char *what = "MPI_Put (begin header)";
-
-    /* begin = s must be visible before any byte of the new data, and end = s only after all
-     * of it: puts are unordered within an epoch, so each step is completed at the target
-     * (MPI_Win_flush) before the next is issued. */
-    int err = MPI_Put(&s, 1, MPI_UINT64_T, target, hd, 1, MPI_UINT64_T, w->win);
+    const size_t idx = (size_t)k * (size_t)w->T + (size_t)t;
+    uint64_t *hdr = w->hdr_out + 2 * idx;
+    hdr[0] = ++w->sent[idx];
+    hdr[1] = check_word(dt_hash64(src, (size_t)cnt * sizeof(float), 0), hdr[0]);
+    const char *what = "MPI_Put (tensor data)";
+    int err = MPI_Put(src, cnt, MPI_FLOAT, target, (MPI_Aint)data_byte_off(w, slot, t), cnt,
+                      MPI_FLOAT, w->win);
     if (err == MPI_SUCCESS) { what = "MPI_Win_flush"; err = MPI_Win_flush(target, w->win); }
     if (err == MPI_SUCCESS) {
-        what = "MPI_Put (tensor data)";
-        err = MPI_Put(src, cnt, MPI_FLOAT, target, dd, cnt, MPI_FLOAT, w->win);
-    }
-    if (err == MPI_SUCCESS) { what = "MPI_Win_flush"; err = MPI_Win_flush(target, w->win); }
-    if (err == MPI_SUCCESS) {
-        what = "MPI_Put (end header)";
-        err = MPI_Put(&s, 1, MPI_UINT64_T, target, hd + (MPI_Aint)sizeof(uint64_t), 1,
-                      MPI_UINT64_T, w->win);
+        what = "MPI_Put (header)";
+        err = MPI_Put(hdr, 2, MPI_UINT64_T, target, hdr_disp(w, slot, t), 2, MPI_UINT64_T, w->win);
     }
     if (err == MPI_SUCCESS) { what = "MPI_Win_flush"; err = MPI_Win_flush(target, w->win); }
     w->c->c.t_comm += dt_now() - t0;
@@ -214,9 +220,9 @@ dt_status dt_win_put(dt_win *w, int k, int t, const float *src) {
     dt_count_send(w->c, 1, bytes);
     w->st.puts++;
     w->st.put_bytes += bytes;
-    w->st.header_puts += 2;
-    w->st.header_bytes += 2 * sizeof(uint64_t);
-    w->st.flushes += 3;
+    w->st.header_puts++;
+    w->st.header_bytes += HDR_BYTES;
+    w->st.flushes += 2;
     return DT_OK;
 }
 
@@ -224,29 +230,36 @@ dt_status dt_win_put_tensors(dt_win *w, const int *ts, int nt, const float *x) {
     assert(w && nt >= 0 && (ts || nt == 0) && (x || nt == 0));
     for (int i = 0; i < nt; i++) {
         assert(ts[i] >= 0 && ts[i] < w->T);
-        for (int j = 0; j < i; j++) assert(ts[j] != ts[i]); /* one write per (k, t) per phase */
+        for (int j = 0; j < i; j++) assert(ts[j] != ts[i]); /* one write per (k, t) per round */
     }
     if (nt == 0 || w->nnbrs == 0) return DT_OK;
     double t0 = dt_now();
-    const char *what = "MPI_Put (begin header)";
+    /* every neighbour gets the same bytes: hash each tensor once */
+    for (int i = 0; i < nt; i++) {
+        const int t = ts[i];
+        const uint64_t h = dt_hash64(x + w->off[t], w->len[t] * sizeof(float), 0);
+        for (int k = 0; k < w->nnbrs; k++) {
+            const size_t idx = (size_t)k * (size_t)w->T + (size_t)t;
+            uint64_t *hdr = w->hdr_out + 2 * idx;
+            hdr[0] = ++w->sent[idx];
+            hdr[1] = check_word(h, hdr[0]);
+        }
+    }
+    const char *what = "MPI_Put (tensor data)";
     int err = MPI_SUCCESS;
-    for (int phase = 0; phase < 3 && err == MPI_SUCCESS; phase++) {
+    for (int phase = 0; phase < 2 && err == MPI_SUCCESS; phase++) {
         for (int k = 0; k < w->nnbrs && err == MPI_SUCCESS; k++) {
             const int target = w->nbrs[k], slot = w->peer_slot[k];
             for (int i = 0; i < nt && err == MPI_SUCCESS; i++) {
                 const int t = ts[i];
-                uint64_t *sp = &w->sent[(size_t)k * (size_t)w->T + (size_t)t];
-                const MPI_Aint hd = hdr_disp(w, slot, t);
                 if (phase == 0) {
-                    ++*sp; /* origin buffer: stays unchanged until the flush below */
-                    err = MPI_Put(sp, 1, MPI_UINT64_T, target, hd, 1, MPI_UINT64_T, w->win);
-                } else if (phase == 1) {
                     const int cnt = (int)w->len[t];
                     err = MPI_Put(x + w->off[t], cnt, MPI_FLOAT, target,
                                   (MPI_Aint)data_byte_off(w, slot, t), cnt, MPI_FLOAT, w->win);
                 } else {
-                    err = MPI_Put(sp, 1, MPI_UINT64_T, target, hd + (MPI_Aint)sizeof(uint64_t),
-                                  1, MPI_UINT64_T, w->win);
+                    const uint64_t *hdr = w->hdr_out + 2 * ((size_t)k * (size_t)w->T + (size_t)t);
+                    err = MPI_Put(hdr, 2, MPI_UINT64_T, target, hdr_disp(w, slot, t), 2,
+                                  MPI_UINT64_T, w->win);
                 }
             }
         }
@@ -255,7 +268,7 @@ dt_status dt_win_put_tensors(dt_win *w, const int *ts, int nt, const float *x) {
             err = MPI_Win_flush_all(w->win);
             w->st.flushes++;
         }
-        if (err == MPI_SUCCESS) what = phase == 0 ? "MPI_Put (tensor data)" : "MPI_Put (end header)";
+        if (err == MPI_SUCCESS) what = "MPI_Put (header)";
     }
     w->c->c.t_comm += dt_now() - t0;
     if (err != MPI_SUCCESS) return dt_mpi_check(err, what);
@@ -264,12 +277,17 @@ dt_status dt_win_put_tensors(dt_win *w, const int *ts, int nt, const float *x) {
         dt_count_send(w->c, (uint64_t)w->nnbrs, (uint64_t)w->nnbrs * bytes);
         w->st.puts += (uint64_t)w->nnbrs;
         w->st.put_bytes += (uint64_t)w->nnbrs * bytes;
-        w->st.header_puts += 2 * (uint64_t)w->nnbrs;
-        w->st.header_bytes += 2 * (uint64_t)w->nnbrs * sizeof(uint64_t);
+        w->st.header_puts += (uint64_t)w->nnbrs;
+        w->st.header_bytes += (uint64_t)w->nnbrs * HDR_BYTES;
     }
     return DT_OK;
 }
 
+/* A write is accepted only if the copied bytes hash to the header's check word for the
+ * header's sequence number. That holds whatever order the data and header puts land in, and
+ * however a concurrent write interleaves with the copy: this MPICH (ch4:ucx) was seen to make
+ * the data of write s+1 visible while both words of an older begin/end seqlock still said s,
+ * so ordering-based seqlocks are not safe on it. */
 dt_status dt_win_read(dt_win *w, int k, int t, float *dst, uint64_t *seq, int *fresh) {
     assert(w && k >= 0 && k < w->nnbrs && t >= 0 && t < w->T && fresh && (dst || w->len[t] == 0));
     double t0 = dt_now();
@@ -278,14 +296,15 @@ dt_status dt_win_read(dt_win *w, int k, int t, float *dst, uint64_t *seq, int *f
     uint64_t *h = hdr_ptr(w, k, t);
     const size_t bytes = w->len[t] * sizeof(float);
     dt_status st = DT_OK;
-    uint64_t e, b;
+    uint64_t e, chk;
     *fresh = 0;
     w->st.reads++;
 
     /* Win_sync: puts that completed at this target become visible to local loads */
     int err = MPI_Win_sync(w->win);
     if (err != MPI_SUCCESS) { st = dt_mpi_check(err, "MPI_Win_sync"); goto done; }
-    e = __atomic_load_n(&h[1], __ATOMIC_ACQUIRE);
+    e = __atomic_load_n(&h[0], __ATOMIC_ACQUIRE);
+    chk = __atomic_load_n(&h[1], __ATOMIC_ACQUIRE);
     if (e == last) {                      /* nothing new */
         w->st.stale++;
         goto done;
@@ -297,13 +316,9 @@ dt_status dt_win_read(dt_win *w, int k, int t, float *dst, uint64_t *seq, int *f
         goto done;
     }
     memcpy(w->scratch, w->base + data_byte_off(w, k, t), bytes);
-    err = MPI_Win_sync(w->win);
-    if (err != MPI_SUCCESS) { st = dt_mpi_check(err, "MPI_Win_sync"); goto done; }
-    __atomic_thread_fence(__ATOMIC_ACQUIRE); /* the data loads above happen before this load */
-    b = __atomic_load_n(&h[0], __ATOMIC_ACQUIRE);
-    if (b != e) {
-        /* write e + 1 (or later) began while (or before) we copied: the copy may mix two
-         * writes. Keep dst; the next read will find the newer complete write. */
+    if (check_word(dt_hash64(w->scratch, bytes, 0), e) != chk) {
+        /* the data is not (all) write e's: a newer write is landing, or write e's data has
+         * not. Keep dst; a later read finds the complete write. */
         w->st.torn++;
         w->c->c.torn_retries++;
         goto done;
@@ -342,7 +357,7 @@ uint64_t dt_win_sent_seq(const dt_win *w, int k, int t) {
 uint64_t dt_win_slot_seq(dt_win *w, int k, int t) {
     assert(w && k >= 0 && k < w->nnbrs && t >= 0 && t < w->T);
     MPI_Win_sync(w->win);
-    return __atomic_load_n(&hdr_ptr(w, k, t)[1], __ATOMIC_ACQUIRE);
+    return __atomic_load_n(&hdr_ptr(w, k, t)[0], __ATOMIC_ACQUIRE);
 }
 
 uint64_t dt_win_read_seq(const dt_win *w, int k, int t) {

@@ -1,15 +1,17 @@
 /* One-sided parameter transport for decentralized schemes (eventgrad, dpsgd); protocol and
  * accounting in docs/transport.md.
  *
- * Every rank exposes ONE MPI window (MPI_Win_allocate, displacement unit 1) holding, for each
- * of its neighbours, one slot that mirrors that neighbour's full flat parameter vector (n
- * floats, T tensors given as offsets/lengths), plus per-(slot, tensor) seqlock headers
- * {uint64 begin, uint64 end}. One passive-target epoch (MPI_Win_lock_all, MPI_MODE_NOCHECK)
- * is open from dt_win_create to dt_win_free; a put is
- *     begin = s; flush; data; flush; end = s; flush
+ * Every rank exposes ONE MPI window (MPI_Alloc_mem + MPI_Win_create, displacement unit 1)
+ * holding, for each of its neighbours, one slot that mirrors that neighbour's full flat
+ * parameter vector (n floats, T tensors given as offsets/lengths), plus per-(slot, tensor)
+ * headers {uint64 seq, uint64 check}, check = mix(XXH64(data) ^ seq * K). One passive-target
+ * epoch (MPI_Win_lock_all, MPI_MODE_NOCHECK) is open from dt_win_create to dt_win_free; a put
+ * is
+ *     data; flush; header; flush
  * into this rank's slot in the neighbour's window, and a read copies a tensor out of local
- * window memory only when end == begin afterwards (a complete write nobody is overwriting),
- * so a tensor is never used half-written. The receiver takes no part in a put.
+ * window memory and accepts it only when the copy hashes to the header's check for the
+ * header's seq, so a tensor is never used half-written or mixed from two writes, whatever
+ * order the MPI library makes the bytes visible in. The receiver takes no part in a put.
  *
  * Neighbours are indexed k = 0..nnbrs-1 in the order of the nbrs list given to
  * dt_win_create; slot k of this rank's window holds neighbour nbrs[k]'s vector.
@@ -28,7 +30,7 @@ typedef struct dt_win dt_win;
 typedef struct dt_win_stats {
     uint64_t puts;           /* data puts (= messages counted by dt_count_send) */
     uint64_t put_bytes;      /* their payload bytes */
-    uint64_t header_puts;    /* seqlock header puts (protocol overhead, 2 per data put) */
+    uint64_t header_puts;    /* header puts (protocol overhead, 1 of 16 bytes per data put) */
     uint64_t header_bytes;   /* their bytes (not in dt_counters) */
     uint64_t flushes;        /* MPI_Win_flush / MPI_Win_flush_all calls */
     uint64_t reads;          /* dt_win_read calls */
@@ -53,9 +55,9 @@ dt_status dt_win_create(dt_comm *c, const int *nbrs, int nnbrs, size_t n,
 dt_status dt_win_put(dt_win *w, int k, int t, const float *src);
 
 /* Writes the tensors ts[0..nt) (distinct) of this rank's full vector x (n floats) to EVERY
- * neighbour, with the same seqlock protocol but one flush per phase for the whole batch
- * (all begins, MPI_Win_flush_all, all data, flush_all, all ends, flush_all): 3 round trips
- * per call instead of 3 per (neighbour, tensor). Counted as nnbrs * nt messages. Returns
+ * neighbour, with the same protocol but one flush per phase for the whole batch (all data,
+ * MPI_Win_flush_all, all headers, flush_all): 2 round trips per call instead of 2 per
+ * (neighbour, tensor); each tensor is hashed once. Counted as nnbrs * nt messages. Returns
  * when every write is complete at its target. */
 dt_status dt_win_put_tensors(dt_win *w, const int *ts, int nt, const float *x);
 
@@ -71,8 +73,8 @@ dt_status dt_win_progress(dt_win *w);
 
 /* Number of puts this rank made for (k, t). */
 uint64_t dt_win_sent_seq(const dt_win *w, int k, int t);
-/* Sequence number of the last complete write in slot (k, t) of this rank's window (its
- * 'end' header), now. After a barrier that follows the senders' last puts it is final and
+/* Sequence number in the header of slot (k, t) of this rank's window, now (its data has
+ * landed too unless a write is in progress). After a barrier that follows the senders' last puts it is final and
  * equals the sender's dt_win_sent_seq for this rank and t. */
 uint64_t dt_win_slot_seq(dt_win *w, int k, int t);
 /* Sequence number of the last fresh read of (k, t) (0: none yet). */
