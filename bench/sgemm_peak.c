@@ -234,8 +234,14 @@ int main(int argc, char **argv)
         }
     }
 
+    /* best of three windows: one slow window (clock ramp-up, another process waking on this
+     * core) would otherwise set the yardstick every %-of-peak figure is divided by */
     struct shape sq = {peak_n, peak_n, peak_n, 'N', 'N', "peak"};
-    double g = bench_shape(&sq, peak_time);
+    double g = 0;
+    for (int rep = 0; rep < 3; rep++) {
+        double gr = bench_shape(&sq, peak_time);
+        if (gr > g) g = gr;
+    }
     printf("sgemm_peak gflops=%.2f core=%s n=%d\n", g, core, peak_n);
     free(user);
     return 0;

@@ -185,7 +185,7 @@ static dt_status eg_after_backward(dt_strategy *s, dt_trainer *t) {
     }
     c->c.baseline_msgs += (uint64_t)e->nn * (uint64_t)e->T;
     e->sent_epoch += (uint64_t)e->nn * (uint64_t)nsend;
-    /* all triggered tensors to all neighbours: two flush rounds per step */
+    /* all triggered tensors to all neighbours: one flush round per step */
     if ((st = dt_win_put_tensors(e->win, e->send_list, nsend, x)) != DT_OK) return st;
     if (e->sync) {
         for (int j = 0; j < e->nn; j++)

@@ -192,9 +192,10 @@ static inline uint64_t check_word(uint64_t h, uint64_t seq) {
     return dt_mix64(h ^ (seq * 0x9E3779B97F4A7C15ULL));
 }
 
-/* Data first, then the header once the data is complete at the target: on an MPI that orders
- * completion as the standard says, a reader then never meets a header ahead of its data. The
- * reader does not rely on it (see dt_win_read). */
+/* Data and header in one round trip: dt_win_read accepts a copy only when it hashes to the
+ * header, so it needs no order between the two; the flush at the end completes both at the
+ * target before the next write of the same slot is issued, so writes of one slot never
+ * overtake each other. */
 dt_status dt_win_put(dt_win *w, int k, int t, const float *src) {
     assert(w && k >= 0 && k < w->nnbrs && t >= 0 && t < w->T && (src || w->len[t] == 0));
     double t0 = dt_now();
@@ -207,7 +208,6 @@ dt_status dt_win_put(dt_win *w, int k, int t, const float *src) {
     const char *what = "MPI_Put (tensor data)";
     int err = MPI_Put(src, cnt, MPI_FLOAT, target, (MPI_Aint)data_byte_off(w, slot, t), cnt,
                       MPI_FLOAT, w->win);
-    if (err == MPI_SUCCESS) { what = "MPI_Win_flush"; err = MPI_Win_flush(target, w->win); }
     if (err == MPI_SUCCESS) {
         what = "MPI_Put (header)";
         err = MPI_Put(hdr, 2, MPI_UINT64_T, target, hdr_disp(w, slot, t), 2, MPI_UINT64_T, w->win);
@@ -222,7 +222,7 @@ dt_status dt_win_put(dt_win *w, int k, int t, const float *src) {
     w->st.put_bytes += bytes;
     w->st.header_puts++;
     w->st.header_bytes += HDR_BYTES;
-    w->st.flushes += 2;
+    w->st.flushes++;
     return DT_OK;
 }
 
@@ -245,30 +245,24 @@ dt_status dt_win_put_tensors(dt_win *w, const int *ts, int nt, const float *x) {
             hdr[1] = check_word(h, hdr[0]);
         }
     }
-    const char *what = "MPI_Put (tensor data)";
+    const char *what = "MPI_Put";
     int err = MPI_SUCCESS;
-    for (int phase = 0; phase < 2 && err == MPI_SUCCESS; phase++) {
-        for (int k = 0; k < w->nnbrs && err == MPI_SUCCESS; k++) {
-            const int target = w->nbrs[k], slot = w->peer_slot[k];
-            for (int i = 0; i < nt && err == MPI_SUCCESS; i++) {
-                const int t = ts[i];
-                if (phase == 0) {
-                    const int cnt = (int)w->len[t];
-                    err = MPI_Put(x + w->off[t], cnt, MPI_FLOAT, target,
-                                  (MPI_Aint)data_byte_off(w, slot, t), cnt, MPI_FLOAT, w->win);
-                } else {
-                    const uint64_t *hdr = w->hdr_out + 2 * ((size_t)k * (size_t)w->T + (size_t)t);
-                    err = MPI_Put(hdr, 2, MPI_UINT64_T, target, hdr_disp(w, slot, t), 2,
-                                  MPI_UINT64_T, w->win);
-                }
-            }
+    for (int k = 0; k < w->nnbrs && err == MPI_SUCCESS; k++) {
+        const int target = w->nbrs[k], slot = w->peer_slot[k];
+        for (int i = 0; i < nt && err == MPI_SUCCESS; i++) {
+            const int t = ts[i], cnt = (int)w->len[t];
+            const uint64_t *hdr = w->hdr_out + 2 * ((size_t)k * (size_t)w->T + (size_t)t);
+            err = MPI_Put(x + w->off[t], cnt, MPI_FLOAT, target,
+                          (MPI_Aint)data_byte_off(w, slot, t), cnt, MPI_FLOAT, w->win);
+            if (err == MPI_SUCCESS)
+                err = MPI_Put(hdr, 2, MPI_UINT64_T, target, hdr_disp(w, slot, t), 2,
+                              MPI_UINT64_T, w->win);
         }
-        if (err == MPI_SUCCESS) {
-            what = "MPI_Win_flush_all";
-            err = MPI_Win_flush_all(w->win);
-            w->st.flushes++;
-        }
-        if (err == MPI_SUCCESS) what = "MPI_Put (header)";
+    }
+    if (err == MPI_SUCCESS) {
+        what = "MPI_Win_flush_all";
+        err = MPI_Win_flush_all(w->win);
+        w->st.flushes++;
     }
     w->c->c.t_comm += dt_now() - t0;
     if (err != MPI_SUCCESS) return dt_mpi_check(err, what);

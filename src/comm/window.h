@@ -7,7 +7,7 @@
  * headers {uint64 seq, uint64 check}, check = mix(XXH64(data) ^ seq * K). One passive-target
  * epoch (MPI_Win_lock_all, MPI_MODE_NOCHECK) is open from dt_win_create to dt_win_free; a put
  * is
- *     data; flush; header; flush
+ *     data, header; flush
  * into this rank's slot in the neighbour's window, and a read copies a tensor out of local
  * window memory and accepts it only when the copy hashes to the header's check for the
  * header's seq, so a tensor is never used half-written or mixed from two writes, whatever
@@ -55,9 +55,8 @@ dt_status dt_win_create(dt_comm *c, const int *nbrs, int nnbrs, size_t n,
 dt_status dt_win_put(dt_win *w, int k, int t, const float *src);
 
 /* Writes the tensors ts[0..nt) (distinct) of this rank's full vector x (n floats) to EVERY
- * neighbour, with the same protocol but one flush per phase for the whole batch (all data,
- * MPI_Win_flush_all, all headers, flush_all): 2 round trips per call instead of 2 per
- * (neighbour, tensor); each tensor is hashed once. Counted as nnbrs * nt messages. Returns
+ * neighbour, with the same protocol but one MPI_Win_flush_all for the whole batch: 1 round
+ * trip per call instead of 1 per (neighbour, tensor); each tensor is hashed once. Counted as nnbrs * nt messages. Returns
  * when every write is complete at its target. */
 dt_status dt_win_put_tensors(dt_win *w, const int *ts, int nt, const float *x);
 
