@@ -157,8 +157,11 @@ static dt_status read_expected(eg_impl *e, dt_comm *c) {
                 if (!fresh) {
                     if ((st = dt_win_progress(e->win)) != DT_OK) return st;
                     if (dt_now() > deadline)
-                        return dt_fail(DT_ERR_MPI, "eventgrad --sync: tensor %d from rank %d did not arrive within 120 s",
-                                       i, e->nbrs[j]);
+                        return dt_fail(DT_ERR_MPI, "eventgrad: write %llu of tensor %d announced by rank %d did "
+                                       "not arrive within 120 s (slot header at %llu, last read %llu)",
+                                       (unsigned long long)want, i, e->nbrs[j],
+                                       (unsigned long long)dt_win_slot_seq(e->win, j, i),
+                                       (unsigned long long)dt_win_read_seq(e->win, j, i));
                 }
             }
         }
@@ -262,24 +265,18 @@ static dt_status eg_end_epoch(dt_strategy *s, dt_trainer *t) {
     return st;
 }
 
-/* All writes are complete once everyone is past the barrier: read what is left so every put
- * is either read or counted as overwritten, then close the window. */
+/* Drain: every neighbour announces how many writes it made to this rank, per tensor, and
+ * this rank reads until all of them have arrived, so every put ends up read or counted as
+ * overwritten. Waiting for announced numbers, not a barrier: this MPICH can show a write's
+ * header before its data even after the writer's flush returned (docs/transport.md). */
 static dt_status eg_finish(dt_strategy *s, dt_trainer *t) {
     eg_impl *e = s->impl;
-    /* everyone's puts have completed at their origin before anyone passes the barrier; the
-     * flush round below makes this rank apply what is still queued for it */
-    MPI_Barrier(t->comm.comm);
-    dt_win_progress(e->win);
-    MPI_Barrier(t->comm.comm);
-    float *scratch = malloc((e->np ? e->np : 1) * sizeof(float));
-    if (!scratch) return dt_fail(DT_ERR_NOMEM, "out of memory");
-    dt_status st = DT_OK;
-    for (int j = 0; j < e->nn && st == DT_OK; j++)
-        for (int i = 0; i < e->T && st == DT_OK; i++) {
-            int fresh;
-            st = dt_win_read(e->win, j, i, scratch + e->off[i], NULL, &fresh);
-        }
-    free(scratch);
+    dt_comm *c = &t->comm;
+    for (int j = 0; j < e->nn; j++)
+        for (int i = 0; i < e->T; i++) e->seq_out[(size_t)j * e->T + i] = dt_win_sent_seq(e->win, j, i);
+    dt_status st = exchange_tokens(e, c, TAG_READY, e->seq_out, e->seq_in);
+    if (st == DT_OK) st = read_expected(e, c);
+    /* nobody frees (collective) while a neighbour still reads */
     dt_status st2 = dt_win_free(&e->win);
     return st != DT_OK ? st : st2;
 }

@@ -28,6 +28,8 @@ struct dt_win {
     uint64_t *hdr_out;       /* [2 * (k * T + t)]: header put to neighbour k for tensor t; an
                               * origin buffer, so it lives until the flush that follows */
     float *scratch;          /* maxlen floats: reads land here until known consistent */
+    float *stage;            /* n floats: what was last sent of each tensor; the puts' origin
+                              * buffer, unchanged until the next write of that tensor */
     dt_win_stats st;
 };
 
@@ -55,7 +57,7 @@ static dt_status agree(dt_comm *c, dt_status st) {
 static void win_release(dt_win *w) {
     if (!w) return;
     free(w->nbrs); free(w->peer_slot); free(w->off); free(w->len);
-    free(w->sent); free(w->last); free(w->hdr_out); free(w->scratch);
+    free(w->sent); free(w->last); free(w->hdr_out); free(w->scratch); free(w->stage);
     free(w);
 }
 
@@ -117,8 +119,10 @@ dt_status dt_win_create(dt_comm *c, const int *nbrs, int nnbrs, size_t n,
                          nnbrs, n);
         if (st == DT_OK) {
             w->scratch = malloc((w->maxlen ? w->maxlen : 1) * sizeof(float));
-            if (!w->scratch) st = dt_fail(DT_ERR_NOMEM, "dt_win_create: out of memory for a "
-                                          "%zu-float read buffer", w->maxlen);
+            w->stage = malloc((n ? n : 1) * sizeof(float));
+            if (!w->scratch || !w->stage)
+                st = dt_fail(DT_ERR_NOMEM, "dt_win_create: out of memory for %zu-float read and "
+                             "send buffers", w->maxlen + n);
         }
     }
 
@@ -193,9 +197,11 @@ static inline uint64_t check_word(uint64_t h, uint64_t seq) {
 }
 
 /* Data and header in one round trip: dt_win_read accepts a copy only when it hashes to the
- * header, so it needs no order between the two; the flush at the end completes both at the
- * target before the next write of the same slot is issued, so writes of one slot never
- * overtake each other. */
+ * header, so it needs no order between the two. The data goes out from a staging copy that
+ * stays unchanged until the next write of the same tensor: this MPICH (ch4:ucx) was seen to
+ * take a large put's bytes from the origin buffer after MPI_Win_flush had returned (the
+ * target fetches them when it next runs MPI), so a caller's buffer changed after the flush
+ * could land under the old header (docs/transport.md). */
 dt_status dt_win_put(dt_win *w, int k, int t, const float *src) {
     assert(w && k >= 0 && k < w->nnbrs && t >= 0 && t < w->T && (src || w->len[t] == 0));
     double t0 = dt_now();
@@ -203,10 +209,12 @@ dt_status dt_win_put(dt_win *w, int k, int t, const float *src) {
     const int cnt = (int)w->len[t];
     const size_t idx = (size_t)k * (size_t)w->T + (size_t)t;
     uint64_t *hdr = w->hdr_out + 2 * idx;
+    float *stage = w->stage + w->off[t];
+    memcpy(stage, src, (size_t)cnt * sizeof(float));
     hdr[0] = ++w->sent[idx];
-    hdr[1] = check_word(dt_hash64(src, (size_t)cnt * sizeof(float), 0), hdr[0]);
+    hdr[1] = check_word(dt_hash64(stage, (size_t)cnt * sizeof(float), 0), hdr[0]);
     const char *what = "MPI_Put (tensor data)";
-    int err = MPI_Put(src, cnt, MPI_FLOAT, target, (MPI_Aint)data_byte_off(w, slot, t), cnt,
+    int err = MPI_Put(stage, cnt, MPI_FLOAT, target, (MPI_Aint)data_byte_off(w, slot, t), cnt,
                       MPI_FLOAT, w->win);
     if (err == MPI_SUCCESS) {
         what = "MPI_Put (header)";
@@ -237,7 +245,8 @@ dt_status dt_win_put_tensors(dt_win *w, const int *ts, int nt, const float *x) {
     /* every neighbour gets the same bytes: hash each tensor once */
     for (int i = 0; i < nt; i++) {
         const int t = ts[i];
-        const uint64_t h = dt_hash64(x + w->off[t], w->len[t] * sizeof(float), 0);
+        memcpy(w->stage + w->off[t], x + w->off[t], w->len[t] * sizeof(float));
+        const uint64_t h = dt_hash64(w->stage + w->off[t], w->len[t] * sizeof(float), 0);
         for (int k = 0; k < w->nnbrs; k++) {
             const size_t idx = (size_t)k * (size_t)w->T + (size_t)t;
             uint64_t *hdr = w->hdr_out + 2 * idx;
@@ -252,7 +261,7 @@ dt_status dt_win_put_tensors(dt_win *w, const int *ts, int nt, const float *x) {
         for (int i = 0; i < nt && err == MPI_SUCCESS; i++) {
             const int t = ts[i], cnt = (int)w->len[t];
             const uint64_t *hdr = w->hdr_out + 2 * ((size_t)k * (size_t)w->T + (size_t)t);
-            err = MPI_Put(x + w->off[t], cnt, MPI_FLOAT, target,
+            err = MPI_Put(w->stage + w->off[t], cnt, MPI_FLOAT, target,
                           (MPI_Aint)data_byte_off(w, slot, t), cnt, MPI_FLOAT, w->win);
             if (err == MPI_SUCCESS)
                 err = MPI_Put(hdr, 2, MPI_UINT64_T, target, hdr_disp(w, slot, t), 2,

@@ -7,7 +7,7 @@
  * headers {uint64 seq, uint64 check}, check = mix(XXH64(data) ^ seq * K). One passive-target
  * epoch (MPI_Win_lock_all, MPI_MODE_NOCHECK) is open from dt_win_create to dt_win_free; a put
  * is
- *     data, header; flush
+ *     copy to a staging buffer; data, header; flush
  * into this rank's slot in the neighbour's window, and a read copies a tensor out of local
  * window memory and accepts it only when the copy hashes to the header's check for the
  * header's seq, so a tensor is never used half-written or mixed from two writes, whatever
@@ -72,9 +72,9 @@ dt_status dt_win_progress(dt_win *w);
 
 /* Number of puts this rank made for (k, t). */
 uint64_t dt_win_sent_seq(const dt_win *w, int k, int t);
-/* Sequence number in the header of slot (k, t) of this rank's window, now (its data has
- * landed too unless a write is in progress). After a barrier that follows the senders' last puts it is final and
- * equals the sender's dt_win_sent_seq for this rank and t. */
+/* Sequence number in the header of slot (k, t) of this rank's window, now; its data may still
+ * be landing (dt_win_read tells). Once the sender's last write has completed it equals the
+ * sender's dt_win_sent_seq for this rank and t. */
 uint64_t dt_win_slot_seq(dt_win *w, int k, int t);
 /* Sequence number of the last fresh read of (k, t) (0: none yet). */
 uint64_t dt_win_read_seq(const dt_win *w, int k, int t);
