@@ -2,11 +2,17 @@
  * (--local-steps K, or --local-epochs E = E epochs of steps), then the models are averaged
  * with aggregation weights: average 1/N; samples proportional to the shard size; loss
  * proportional to the rank's mean training loss over the round (worse ranks count more).
- * One allreduce carries w_r*x_r and w_r together, so the weights need no extra message. */
+ * One allreduce carries w_r*x_r and w_r together, so the weights need no extra message.
+ *
+ * --compress C (not none): the models are averaged through rank 0 with parameter payloads
+ * against copies in both directions (paramavg.h), w_r riding in the uplink message; a round
+ * is then a gather and a broadcast (N-1 messages at rank 0, 1 elsewhere). */
 #include <stdlib.h>
 #include <string.h>
 
+#include "algorithms/paramavg.h"
 #include "algorithms/strategy.h"
+#include "comm/codec.h"
 #include "trainer/trainer.h"
 
 typedef enum { AGG_AVERAGE, AGG_SAMPLES, AGG_LOSS } agg_kind;
@@ -16,6 +22,8 @@ typedef struct {
     long every;       /* K */
     long since;       /* steps since the last averaging */
     float *buf;       /* [w*x | w*state | w] */
+    dt_codec_spec spec;
+    dt_param_avg *avg; /* --compress */
 } fedavg_impl;
 
 static dt_status fedavg_average(dt_trainer *t, fedavg_impl *f) {
@@ -24,6 +32,13 @@ static dt_status fedavg_average(dt_trainer *t, fedavg_impl *f) {
     float w = 1.0f;
     if (f->agg == AGG_SAMPLES) w = (float)t->shard_n;
     else if (f->agg == AGG_LOSS) w = t->round_batches ? (float)(t->round_loss / t->round_batches) : 1.0f;
+    if (f->avg) {
+        dt_status st = dt_param_avg_run(f->avg, &t->comm, x, state, w);
+        t->round_loss = 0;
+        t->round_batches = 0;
+        f->since = 0;
+        return st;
+    }
     for (size_t i = 0; i < np; i++) f->buf[i] = w * x[i];
     for (size_t i = 0; i < ns; i++) f->buf[np + i] = w * state[i];
     f->buf[np + ns] = w;
@@ -44,20 +59,29 @@ static dt_status fedavg_start(dt_strategy *s, dt_trainer *t) {
     if (o->local_steps > 0 && o->local_epochs > 0)
         return dt_fail(DT_ERR_ARG, "--local-steps and --local-epochs: give one of them");
     f->every = o->local_steps > 0 ? o->local_steps : (long)(o->local_epochs > 0 ? o->local_epochs : 1) * t->steps_per_epoch;
-    const size_t n = dt_model_num_params(t->model) + dt_model_num_state(t->model) + 1;
-    f->buf = malloc(n * sizeof(float));
-    if (!f->buf) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (f->spec.kind != DT_CODEC_NONE) {
+        dt_status st = dt_param_avg_create(&f->spec, &t->comm, dt_model_params(t->model),
+                                           dt_model_num_params(t->model), dt_model_num_state(t->model), &f->avg);
+        if (st != DT_OK) return st;
+    } else {
+        const size_t n = dt_model_num_params(t->model) + dt_model_num_state(t->model) + 1;
+        f->buf = malloc(n * sizeof(float));
+        if (!f->buf) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    }
     t->round_loss = 0;
     t->round_batches = 0;
     return DT_OK;
 }
 
 /* messages of one averaging: what averaging at every step would send per step */
-static uint64_t round_msgs(const dt_trainer *t) { return t->comm.size > 1 ? 2 * (uint64_t)(t->comm.size - 1) : 0; }
+static uint64_t round_msgs(const dt_trainer *t, const fedavg_impl *f) {
+    if (f->avg) return dt_param_avg_round_msgs(&t->comm);
+    return t->comm.size > 1 ? 2 * (uint64_t)(t->comm.size - 1) : 0;
+}
 
 static dt_status fedavg_end_step(dt_strategy *s, dt_trainer *t) {
     fedavg_impl *f = s->impl;
-    t->comm.c.baseline_msgs += round_msgs(t);
+    t->comm.c.baseline_msgs += round_msgs(t, f);
     if (++f->since < f->every) return DT_OK;
     return fedavg_average(t, f);
 }
@@ -70,7 +94,10 @@ static dt_status fedavg_finish(dt_strategy *s, dt_trainer *t) {
 
 static void fedavg_destroy(dt_strategy *s) {
     fedavg_impl *f = s->impl;
-    if (f) free(f->buf);
+    if (f) {
+        free(f->buf);
+        dt_param_avg_free(f->avg);
+    }
     free(f);
 }
 
@@ -85,6 +112,9 @@ dt_status dt_fedavg_create(dt_strategy *s) {
     if (!f) return dt_fail(DT_ERR_NOMEM, "out of memory");
     f->agg = k;
     s->impl = f;
+    s->destroy = fedavg_destroy;
+    dt_status st = dt_codec_parse(s->opt->compress, &f->spec);
+    if (st != DT_OK) return st;
     s->decentralized = 1;
     s->start = fedavg_start;
     s->end_step = fedavg_end_step;

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "algorithms/strategy.h"
+#include "comm/codec.h"
 
 typedef struct { const char *name; dt_status (*create)(dt_strategy *s); } entry;
 
@@ -36,6 +37,13 @@ dt_status dt_strategy_create(const char *name, const dt_algo_options *opt, dt_st
     const entry *t = table(&n);
     for (int i = 0; i < n; i++)
         if (!strcmp(t[i].name, name)) {
+            /* --compress: a valid value, and a scheme that knows how to use it */
+            dt_codec_spec spec;
+            dt_status cs = dt_codec_parse(opt->compress, &spec);
+            if (cs != DT_OK) return cs;
+            if (spec.kind != DT_CODEC_NONE && strcmp(name, "allreduce") && strcmp(name, "ps") && strcmp(name, "fedavg"))
+                return dt_fail(DT_ERR_ARG, "--compress %s: not supported by --algo %s yet (supported: allreduce, ps, fedavg)",
+                               opt->compress, name);
             dt_strategy *s = calloc(1, sizeof *s);
             if (!s) return dt_fail(DT_ERR_NOMEM, "out of memory");
             s->name = t[i].name;

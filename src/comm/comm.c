@@ -89,3 +89,54 @@ dt_status dt_bcast(dt_comm *c, float *buf, size_t n, int root) {
     c->c.t_comm += dt_now() - t0;
     return DT_OK;
 }
+
+/* ------------------------------------------------------------------ encoded payloads */
+
+static dt_status fits_int(size_t bytes, const char *what) {
+    if (bytes > (size_t)INT_MAX)
+        return dt_fail(DT_ERR_ARG, "%s: a payload of %zu bytes is too large for one MPI message", what, bytes);
+    return DT_OK;
+}
+
+dt_status dt_allgather_bytes(dt_comm *c, const void *send, void *recv, size_t bytes) {
+    dt_status st = fits_int(bytes, "MPI_Allgather");
+    if (st != DT_OK) return st;
+    double t0 = dt_now();
+    int err = MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, c->comm);
+    c->c.t_comm += dt_now() - t0;
+    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Allgather");
+    if (c->size > 1) {
+        const uint64_t m = (uint64_t)(c->size - 1);
+        dt_count_send(c, m, m * bytes);
+        dt_count_recv(c, m, m * bytes);
+    }
+    return DT_OK;
+}
+
+dt_status dt_gather_bytes(dt_comm *c, const void *send, void *recv, size_t bytes) {
+    dt_status st = fits_int(bytes, "MPI_Gather");
+    if (st != DT_OK) return st;
+    double t0 = dt_now();
+    int err = MPI_Gather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, 0, c->comm);
+    c->c.t_comm += dt_now() - t0;
+    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Gather");
+    if (c->size > 1) {
+        if (c->rank == 0) dt_count_recv(c, (uint64_t)(c->size - 1), (uint64_t)(c->size - 1) * bytes);
+        else dt_count_send(c, 1, bytes);
+    }
+    return DT_OK;
+}
+
+dt_status dt_bcast_bytes(dt_comm *c, void *buf, size_t bytes, int root) {
+    dt_status st = fits_int(bytes, "MPI_Bcast");
+    if (st != DT_OK) return st;
+    double t0 = dt_now();
+    int err = MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, c->comm);
+    c->c.t_comm += dt_now() - t0;
+    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Bcast");
+    if (c->size > 1) {
+        if (c->rank == root) dt_count_send(c, (uint64_t)(c->size - 1), (uint64_t)(c->size - 1) * bytes);
+        else dt_count_recv(c, 1, bytes);
+    }
+    return DT_OK;
+}

@@ -54,6 +54,16 @@ dt_status dt_reduce_sum(dt_comm *c, const float *buf, float *sum, size_t n);
 /* Mean of buf over all ranks, in place (allreduce / N). */
 dt_status dt_allreduce_mean(dt_comm *c, float *buf, size_t n);
 
+/* Counted collectives on encoded payloads (--compress): B bytes from every rank.
+ * allgather: every rank gets all N payloads in rank order (recv holds N*B bytes), counted as a
+ *   ring allgather: N-1 messages and (N-1)*B bytes sent and received per rank;
+ * gather to rank 0 (recv: N*B bytes on rank 0, unused elsewhere): one message of B bytes from
+ *   every other rank, N-1 received at rank 0;
+ * broadcast from root: N-1 messages of B bytes at the root, one received elsewhere. */
+dt_status dt_allgather_bytes(dt_comm *c, const void *send, void *recv, size_t bytes);
+dt_status dt_gather_bytes(dt_comm *c, const void *send, void *recv, size_t bytes);
+dt_status dt_bcast_bytes(dt_comm *c, void *buf, size_t bytes, int root);
+
 /* Turns an MPI error code into a dt_status with a message naming the call. */
 dt_status dt_mpi_check(int err, const char *what);
 
