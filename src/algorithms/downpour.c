@@ -59,13 +59,30 @@
  * out measurement and control tokens; their time still goes to comm s. Baseline
  * (what the run would send communicating every step): per trained step, the worker's 2S
  * messages (a push and a pull request per server) on the worker, and one reply per worker
- * step on each server (added when the worker's DONE tells its step count). */
+ * step on each server (added when the worker's DONE tells its step count).
+ *
+ * --compress C (not none; shared/spec/algorithms.md "Compression"): the same messages, the
+ * same 64-byte header, an encoded payload (src/comm/codec.h) instead of the fp32 slice.
+ *   - PUSH is a gradient payload: the worker keeps one error-feedback residual per server
+ *     slice (dt_codec_encode_ef over [lo_k, lo_{k+1})); the server decodes and applies it.
+ *   - REPLY is a parameter payload: server k keeps, for every worker, the copy of its slice
+ *     that worker holds and replies encode(x_k - copy_w) (dt_codec_encode_delta); the worker
+ *     adds decode(...) to its copy (dt_codec_decode_add), so the two copies stay identical bit
+ *     for bit and what topk does not send stays owed. The worker's copy is its parameters
+ *     (with --fetch-every 1 nothing else changes them); with --fetch-every F > 1 it is a
+ *     separate buffer, and a pull overwrites the replica with it as before.
+ *   - Set-up, not counted: each server broadcasts its slice once at start, so every copy
+ *     starts equal to the server's (they already are, from the common seed, unless resumed).
+ * Message sizes are fixed per (codec, slice length): HDR + dt_codec_bytes(spec, n_k); bytes
+ * counted are those sizes. Encoding and decoding time goes to comm s. With --compress none
+ * the fp32 path above runs unchanged. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "algorithms/strategy.h"
+#include "comm/codec.h"
 #include "trainer/trainer.h"
 
 enum { TAG_PULL = 7301, TAG_PUSH, TAG_EPOCH, TAG_DONE, TAG_REPLY, TAG_DROPPED };
@@ -112,6 +129,14 @@ typedef struct {
     int reports, last_reported;
     double *e_loss, *e_seen, *e_correct, *e_n;
     float *e_state;
+    /* --compress (codec NULL: fp32 payloads) */
+    dt_codec_spec spec;
+    dt_codec *codec;
+    size_t *pbytes;         /* per server: payload bytes of its slice (encoded or 4n) */
+    float *residual;        /* worker: error feedback, np floats (slice k at lo[k]) */
+    float *wcopy;           /* worker, --fetch-every > 1: its copy of the servers' parameters */
+    float *scopy;           /* server: per worker, the copy of this server's slice it holds */
+    float *grad;            /* server: a decoded push */
 } dp_impl;
 
 static void nap(long ns) {
@@ -120,6 +145,8 @@ static void nap(long ns) {
 }
 
 static size_t slice_n(const dp_impl *p, int k) { return p->lo[k + 1] - p->lo[k]; }
+/* Bytes of server k's slice in a PUSH or REPLY (after the header). */
+static size_t pay_bytes(const dp_impl *p, int k) { return p->pbytes[k]; }
 
 /* ------------------------------------------------------------------ worker */
 
@@ -165,7 +192,7 @@ static dt_status worker_pull(dt_trainer *t, dp_impl *p) {
     msg_hdr h = {.steps = p->trained};
     double t0 = dt_now();
     for (int k = 0; k < S; k++) {
-        int err = MPI_Irecv(p->rbuf[k], (int)(HDR + slice_n(p, k) * sizeof(float)), MPI_BYTE, k, MPI_ANY_TAG,
+        int err = MPI_Irecv(p->rbuf[k], (int)(HDR + pay_bytes(p, k)), MPI_BYTE, k, MPI_ANY_TAG,
                             t->comm.comm, &p->req[k]);
         if (err == MPI_SUCCESS) err = MPI_Isend(&h, (int)HDR, MPI_BYTE, k, TAG_PULL, t->comm.comm, &p->req[S + k]);
         if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Irecv/MPI_Isend (downpour pull)");
@@ -176,20 +203,29 @@ static dt_status worker_pull(dt_trainer *t, dp_impl *p) {
     if (st != DT_OK) return st;
     float *x = dt_model_params(t->model);
     int dropped = 0;
+    const double t1 = dt_now();
     for (int k = 0; k < S; k++) {
         int cnt = 0;
         MPI_Get_count(&p->sts[k], MPI_BYTE, &cnt);
         dt_count_recv(&t->comm, 1, (uint64_t)cnt);
         if (p->sts[k].MPI_TAG == TAG_DROPPED) { dropped = 1; continue; }
-        const size_t bytes = slice_n(p, k) * sizeof(float);
+        const size_t bytes = pay_bytes(p, k);
         if (p->sts[k].MPI_TAG != TAG_REPLY || (size_t)cnt != HDR + bytes)
             return dt_fail(DT_ERR_MPI, "downpour: unexpected reply from server rank %d (tag %d, %d bytes)", k,
                            p->sts[k].MPI_TAG, cnt);
         msg_hdr r;
         memcpy(&r, p->rbuf[k], HDR);
         p->version[k] = r.version;
-        memcpy(x + p->lo[k], p->rbuf[k] + HDR, bytes);
+        if (!p->codec) {
+            memcpy(x + p->lo[k], p->rbuf[k] + HDR, bytes);
+            continue;
+        }
+        /* the copy of server k's slice: += decode, as the server did to its copy of ours */
+        float *c = p->wcopy ? p->wcopy : x;
+        dt_codec_decode_add(p->codec, p->rbuf[k] + HDR, slice_n(p, k), c + p->lo[k]);
+        if (p->wcopy) memcpy(x + p->lo[k], c + p->lo[k], slice_n(p, k) * sizeof(float));
     }
+    if (p->codec) t->comm.c.t_comm += dt_now() - t1;
     if (dropped) {
         /* told by a server: stop training; the servers stop waiting for us */
         p->dropped = 1;
@@ -203,9 +239,12 @@ static dt_status worker_push(dt_trainer *t, dp_impl *p, const float *g, long cou
     double t0 = dt_now();
     for (int k = 0; k < p->S; k++) {
         msg_hdr h = {.version = p->version[k], .steps = p->trained, .count = count, .epoch_pos = pos};
-        const size_t bytes = slice_n(p, k) * sizeof(float);
+        const size_t bytes = pay_bytes(p, k);
         memcpy(p->sbuf[k], &h, HDR);
-        memcpy(p->sbuf[k] + HDR, g + p->lo[k], bytes);
+        if (p->codec) /* gradient payload: error feedback per server slice */
+            dt_codec_encode_ef(p->codec, g + p->lo[k], p->residual + p->lo[k], slice_n(p, k), p->sbuf[k] + HDR);
+        else
+            memcpy(p->sbuf[k] + HDR, g + p->lo[k], bytes);
         int err = MPI_Isend(p->sbuf[k], (int)(HDR + bytes), MPI_BYTE, k, TAG_PUSH, t->comm.comm, &p->req[k]);
         if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Isend (downpour push)");
         dt_count_send(&t->comm, 1, HDR + bytes);
@@ -344,8 +383,12 @@ static dt_status server_reply(dt_trainer *t, dp_impl *p, int w) {
     int tag = TAG_DROPPED;
     if (!p->wdropped[w]) {
         const size_t n = slice_n(p, p->server);
-        memcpy(p->obuf[w] + HDR, dt_model_params(t->model) + p->lo[p->server], n * sizeof(float));
-        bytes += n * sizeof(float);
+        const float *x = dt_model_params(t->model) + p->lo[p->server];
+        if (p->codec) /* parameter payload: the change since the copy worker w holds */
+            dt_codec_encode_delta(p->codec, x, p->scopy + (size_t)w * n, n, p->obuf[w] + HDR);
+        else
+            memcpy(p->obuf[w] + HDR, x, n * sizeof(float));
+        bytes += pay_bytes(p, p->server);
         tag = TAG_REPLY;
     }
     if (err == MPI_SUCCESS) err = MPI_Isend(p->obuf[w], (int)bytes, MPI_BYTE, dest, tag, t->comm.comm, &p->oreq[w]);
@@ -402,10 +445,17 @@ static dt_status server_handle(dt_trainer *t, dp_impl *p, MPI_Message *msg, MPI_
     case TAG_PULL:
         return server_reply(t, p, w);
     case TAG_PUSH:
-        if ((size_t)cnt != HDR + slice_n(p, p->server) * sizeof(float))
+        if ((size_t)cnt != HDR + pay_bytes(p, p->server))
             return dt_fail(DT_ERR_MPI, "downpour: push of %d bytes from rank %d, expected %zu", cnt, src,
-                           HDR + slice_n(p, p->server) * sizeof(float));
-        return live ? server_apply(t, p, w, &h, payload) : DT_OK; /* a dropped worker's: discarded */
+                           HDR + pay_bytes(p, p->server));
+        if (!live) return DT_OK; /* a dropped worker's: discarded */
+        if (p->codec) {
+            t0 = dt_now();
+            dt_codec_decode(p->codec, p->inbuf + HDR, slice_n(p, p->server), p->grad);
+            t->comm.c.t_comm += dt_now() - t0;
+            payload = p->grad;
+        }
+        return server_apply(t, p, w, &h, payload);
     case TAG_EPOCH:
         if ((size_t)cnt != HDR + p->ns * sizeof(float) || h.epoch < 1 || h.epoch > t->cfg->epochs)
             return dt_fail(DT_ERR_MPI, "downpour: bad epoch report from rank %d", src);
@@ -633,16 +683,26 @@ static dt_status dp_start(dt_strategy *s, dt_trainer *t) {
     p->lo = malloc((size_t)(S + 1) * sizeof *p->lo);
     if (!p->lo) return dt_fail(DT_ERR_NOMEM, "out of memory");
     for (int k = 0; k <= S; k++) p->lo[k] = (size_t)((unsigned long long)p->np * (unsigned long long)k / (unsigned long long)S);
-    size_t biggest = 0;
-    for (int k = 0; k < S; k++)
+    size_t biggest = 0, bigpay = 0;
+    p->pbytes = malloc((size_t)S * sizeof *p->pbytes);
+    if (!p->pbytes) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    const int zip = p->spec.kind != DT_CODEC_NONE;
+    for (int k = 0; k < S; k++) {
         if (slice_n(p, k) > biggest) biggest = slice_n(p, k);
-    if ((HDR + (biggest > p->ns ? biggest : p->ns) * sizeof(float)) > (size_t)2147483647)
+        p->pbytes[k] = zip ? dt_codec_bytes(&p->spec, slice_n(p, k)) : slice_n(p, k) * sizeof(float);
+        if (p->pbytes[k] > bigpay) bigpay = p->pbytes[k];
+    }
+    if ((HDR + (biggest > p->ns ? biggest : p->ns) * sizeof(float)) > (size_t)2147483647 || HDR + bigpay > (size_t)2147483647)
         return dt_fail(DT_ERR_ARG, "downpour: a slice of %zu parameters is too large for one message (use more --servers)", biggest);
+    if (zip) { /* scratch for the largest slice: encoding and decoding allocate nothing */
+        dt_status st = dt_codec_create(&p->spec, biggest, &p->codec);
+        if (st != DT_OK) return st;
+    }
     if (p->server >= 0) {
-        const size_t mine = slice_n(p, p->server);
-        p->incap = HDR + (mine > p->ns ? mine : p->ns) * sizeof(float);
+        const size_t mine = slice_n(p, p->server), pay = pay_bytes(p, p->server);
+        p->incap = HDR + (pay > p->ns * sizeof(float) ? pay : p->ns * sizeof(float));
         p->inbuf = malloc(p->incap);
-        p->obuf = alloc_bufs(W, HDR + mine * sizeof(float));
+        p->obuf = alloc_bufs(W, HDR + pay);
         p->oreq = malloc((size_t)W * sizeof *p->oreq);
         p->last_heard = calloc((size_t)W, sizeof(double));
         p->silent = calloc((size_t)W, sizeof(double));
@@ -655,6 +715,11 @@ static dt_status dp_start(dt_strategy *s, dt_trainer *t) {
             !p->wdropped || !p->wep || !p->pushes || !p->wsteps)
             return dt_fail(DT_ERR_NOMEM, "out of memory");
         for (int w = 0; w < W; w++) p->oreq[w] = MPI_REQUEST_NULL;
+        if (p->codec) {
+            p->scopy = malloc(((size_t)W * mine > 0 ? (size_t)W * mine : 1) * sizeof(float));
+            p->grad = malloc((mine ? mine : 1) * sizeof(float));
+            if (!p->scopy || !p->grad) return dt_fail(DT_ERR_NOMEM, "out of memory (compression buffers)");
+        }
         p->reports = S == 1 && t->comm.rank == 0;
         if (p->reports) {
             const size_t E = (size_t)t->cfg->epochs + 1;
@@ -670,8 +735,8 @@ static dt_status dp_start(dt_strategy *s, dt_trainer *t) {
         p->sbuf = calloc((size_t)S, sizeof *p->sbuf);
         if (!p->rbuf || !p->sbuf) return dt_fail(DT_ERR_NOMEM, "out of memory");
         for (int k = 0; k < S; k++) {
-            p->rbuf[k] = malloc(HDR + slice_n(p, k) * sizeof(float));
-            p->sbuf[k] = malloc(HDR + slice_n(p, k) * sizeof(float));
+            p->rbuf[k] = malloc(HDR + pay_bytes(p, k));
+            p->sbuf[k] = malloc(HDR + pay_bytes(p, k));
             if (!p->rbuf[k] || !p->sbuf[k]) return dt_fail(DT_ERR_NOMEM, "out of memory");
         }
         p->req = malloc((size_t)(2 * S) * sizeof *p->req);
@@ -682,6 +747,26 @@ static dt_status dp_start(dt_strategy *s, dt_trainer *t) {
         if (!p->req || !p->sts || !p->version || !p->ebuf || (s->opt->push_every > 1 && !p->accum))
             return dt_fail(DT_ERR_NOMEM, "out of memory");
         for (int i = 0; i < 2 * S; i++) p->req[i] = MPI_REQUEST_NULL;
+        if (p->codec) {
+            const size_t n1 = p->np ? p->np : 1;
+            p->residual = calloc(n1, sizeof(float));
+            if (s->opt->fetch_every > 1) p->wcopy = malloc(n1 * sizeof(float));
+            if (!p->residual || (s->opt->fetch_every > 1 && !p->wcopy))
+                return dt_fail(DT_ERR_NOMEM, "out of memory (compression buffers)");
+        }
+    }
+    if (!p->codec) return DT_OK;
+    /* set-up, not counted: every copy of server k's slice starts equal to server k's */
+    float *x = dt_model_params(t->model);
+    for (int k = 0; k < S; k++) {
+        int err = MPI_Bcast(x + p->lo[k], (int)slice_n(p, k), MPI_FLOAT, k, t->comm.comm);
+        if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Bcast (downpour starting weights)");
+    }
+    if (p->server >= 0) {
+        const size_t n = slice_n(p, p->server);
+        for (int w = 0; w < W; w++) memcpy(p->scopy + (size_t)w * n, x + p->lo[p->server], n * sizeof(float));
+    } else if (p->wcopy) {
+        memcpy(p->wcopy, x, p->np * sizeof(float));
     }
     return DT_OK;
 }
@@ -697,6 +782,8 @@ static void dp_destroy(dt_strategy *s) {
     free_bufs(p->obuf, p->W);
     free(p->oreq); free(p->last_heard); free(p->silent); free(p->done); free(p->wdropped); free(p->wep);
     free(p->pushes); free(p->wsteps); free(p->e_loss); free(p->e_state);
+    dt_codec_free(p->codec);
+    free(p->pbytes); free(p->residual); free(p->wcopy); free(p->scopy); free(p->grad);
     free(p);
 }
 
@@ -705,6 +792,8 @@ dt_status dt_downpour_create(dt_strategy *s) {
     if (!p) return dt_fail(DT_ERR_NOMEM, "out of memory");
     s->impl = p;
     s->nservers = s->opt->servers > 1 ? s->opt->servers : 1;
+    dt_status st = dt_codec_parse(s->opt->compress, &p->spec); /* the codec is made at start */
+    if (st != DT_OK) return st;
     s->start = dp_start;
     s->serve = dp_serve;
     s->begin_step = dp_begin_step;
