@@ -11,7 +11,12 @@
  *     30 s): a slot that never does; any (neighbour, tensor) whose final sequence number
  *     differs from the sender's number of puts, or whose fresh + overwritten differs from it;
  *     total puts (all ranks) != total final sequence numbers; library counters that disagree.
- * Usage: mpi_window_stress [iterations] [--no-progress] [--probe-progress]
+ * Usage: mpi_window_stress [iterations] [--bytes] [--no-progress] [--probe-progress]
+ *   --bytes           the byte API (dt_win_create_bytes, dt_win_put_bytes,
+ *                     dt_win_put_tensors_bytes, dt_win_read_bytes): each put of tensor t
+ *                     carries its floats plus 1..3 tail bytes (an odd size, below a capacity
+ *                     5 bytes larger), the tail bytes derived from the value, so a fresh copy
+ *                     must also carry the tail of its own write
  *   --no-progress     never call dt_win_progress (puts then complete only while the target
  *                     is inside some other MPI call)
  *   --probe-progress  instead of the test: time one put to a neighbour that computes for 1 s
@@ -43,6 +48,9 @@ static void die(const char *what) {
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
+/* byte mode: the tail bytes of a put of value v (0 for the zeroed start) */
+static unsigned tail_byte(float v) { return (unsigned)((long)v % 251); }
+
 /* index of the first element of x[0..n) that differs from x[0], or n */
 static size_t first_mismatch(const float *x, size_t n) {
     for (size_t i = 1; i < n; i++)
@@ -58,9 +66,10 @@ int main(int argc, char **argv) {
     }
     rank = c.rank;
     long iters = 300;
-    int use_progress = 1, probe = 0;
+    int use_progress = 1, probe = 0, bytes_mode = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--no-progress")) use_progress = 0;
+        else if (!strcmp(argv[i], "--bytes")) bytes_mode = 1;
         else if (!strcmp(argv[i], "--probe-progress")) probe = 1;
         else iters = strtol(argv[i], NULL, 10);
     }
@@ -73,11 +82,23 @@ int main(int argc, char **argv) {
 
     size_t off[T], n = 0;
     for (int t = 0; t < T; t++) { off[t] = n; n += LENS[t]; }
+    if (probe) bytes_mode = 0;
+    /* byte mode: bytes per put, capacity, and where tensor t sits in the test's byte buffers
+     * (8-aligned, so its floats can be read in place) */
+    size_t pb[T], capb[T], boffr[T], nb = 0;
+    for (int t = 0; t < T; t++) {
+        pb[t] = LENS[t] * sizeof(float) + 1 + (size_t)(t % 3);
+        capb[t] = pb[t] + 5;
+        boffr[t] = nb;
+        nb += (capb[t] + 7) / 8 * 8;
+    }
 
     int nbrs[MAXNB], nn = 0;
     if (dt_topology_neighbors("ring", rank, c.size, nbrs, MAXNB, &nn) != DT_OK) die("topology");
     dt_win *w = NULL;
-    if (dt_win_create(&c, nbrs, nn, n, off, LENS, T, &w) != DT_OK) die("dt_win_create");
+    if (bytes_mode) {
+        if (dt_win_create_bytes(&c, nbrs, nn, capb, T, &w) != DT_OK) die("dt_win_create_bytes");
+    } else if (dt_win_create(&c, nbrs, nn, n, off, LENS, T, &w) != DT_OK) die("dt_win_create");
 
     if (probe) {
         /* Does a put complete while its target computes without calling MPI? Rank 1 computes
@@ -102,6 +123,12 @@ int main(int argc, char **argv) {
 
     float *mine = malloc(n * sizeof *mine);
     float *recv = calloc((size_t)nn * n, sizeof *recv);  /* what we hold of each neighbour */
+    unsigned char *mineb = NULL, *recvb = NULL;           /* the same in byte mode */
+    if (bytes_mode) {
+        mineb = malloc(nb);
+        recvb = calloc((size_t)nn * nb, 1);
+        if (!mineb || !recvb) die("out of memory");
+    }
     uint64_t fresh_cnt[MAXNB][T] = {{0}}, gaps[MAXNB][T] = {{0}}, lastseq[MAXNB][T] = {{0}};
     uint64_t fresh_during[MAXNB] = {0};
     if (!mine || !recv) die("out of memory");
@@ -111,14 +138,25 @@ int main(int argc, char **argv) {
     /* reads every slot (k, t), checking each result; returns the number of fresh reads */
     #define READ_ALL() do { \
         for (int k = 0; k < nn; k++) for (int t = 0; t < T; t++) { \
-            float *dst = recv + (size_t)k * n + off[t]; \
+            float *dst = bytes_mode ? (float *)(void *)(recvb + (size_t)k * nb + boffr[t]) \
+                                    : recv + (size_t)k * n + off[t]; \
             const float before = dst[0]; \
             uint64_t seq = 0; int fresh = 0; \
-            if (dt_win_read(w, k, t, dst, &seq, &fresh) != DT_OK) die("dt_win_read"); \
+            if (bytes_mode) { \
+                if (dt_win_read_bytes(w, k, t, dst, pb[t], &seq, &fresh) != DT_OK) die("dt_win_read_bytes"); \
+            } else if (dt_win_read(w, k, t, dst, &seq, &fresh) != DT_OK) die("dt_win_read"); \
             size_t bad = first_mismatch(dst, LENS[t]); \
             if (bad != LENS[t]) \
                 FAIL("%s copy from rank %d tensor %d: element 0 = %.0f, element %zu = %.0f", \
                      fresh ? "TORN fresh" : "changed non-fresh", nbrs[k], t, dst[0], bad, dst[bad]); \
+            if (bytes_mode) { \
+                const unsigned char *tail = (const unsigned char *)dst + LENS[t] * sizeof(float); \
+                for (size_t b = 0; b < pb[t] - LENS[t] * sizeof(float); b++) \
+                    if (tail[b] != tail_byte(dst[0])) \
+                        FAIL("%s copy from rank %d tensor %d: tail byte %zu is %u, value %.0f wants %u", \
+                             fresh ? "TORN fresh" : "changed non-fresh", nbrs[k], t, b, tail[b], dst[0], \
+                             tail_byte(dst[0])); \
+            } \
             if (fresh) { \
                 long v = (long)dst[0], sender = v / 1000000, s = v % 1000000; \
                 if (sender != nbrs[k] || (uint64_t)s != seq || seq <= lastseq[k][t]) \
@@ -156,8 +194,22 @@ int main(int argc, char **argv) {
                 if (dt_win_sent_seq(w, k, t) + 1 != s) FAIL("sent counters of tensor %d diverge", t);
             const float v = (float)((double)rank * 1e6 + (double)s);
             for (size_t j = 0; j < LENS[t]; j++) mine[off[t] + j] = v;
+            if (bytes_mode) {
+                memcpy(mineb + boffr[t], mine + off[t], LENS[t] * sizeof(float));
+                memset(mineb + boffr[t] + LENS[t] * sizeof(float), (int)tail_byte(v), pb[t] - LENS[t] * sizeof(float));
+            }
         }
-        if (batch) {
+        if (bytes_mode) {
+            const void *src[T];
+            size_t sz[T];
+            for (int i = 0; i < nt; i++) { src[i] = mineb + boffr[ts[i]]; sz[i] = pb[ts[i]]; }
+            if (batch) {
+                if (dt_win_put_tensors_bytes(w, ts, nt, src, sz) != DT_OK) die("dt_win_put_tensors_bytes");
+            } else {
+                for (int k = 0; k < nn; k++)
+                    if (dt_win_put_bytes(w, k, ts[0], src[0], sz[0]) != DT_OK) die("dt_win_put_bytes");
+            }
+        } else if (batch) {
             if (dt_win_put_tensors(w, ts, nt, mine) != DT_OK) die("dt_win_put_tensors");
         } else {
             for (int k = 0; k < nn; k++)
@@ -227,7 +279,14 @@ int main(int argc, char **argv) {
              (unsigned long long)c.c.msgs_sent, (unsigned long long)puts);
     uint64_t bytes_expect = 0;
     for (int k = 0; k < nn; k++)
-        for (int t = 0; t < T; t++) bytes_expect += sent_to[k][t] * LENS[t] * sizeof(float);
+        for (int t = 0; t < T; t++) bytes_expect += sent_to[k][t] * (bytes_mode ? pb[t] : LENS[t] * sizeof(float));
+    if (bytes_mode) {
+        uint64_t recv_expect = 0;
+        for (int k = 0; k < nn; k++)
+            for (int t = 0; t < T; t++) recv_expect += fresh_cnt[k][t] * pb[t];
+        if (c.c.bytes_recv != recv_expect) FAIL("bytes received %llu, expected %llu",
+            (unsigned long long)c.c.bytes_recv, (unsigned long long)recv_expect);
+    }
     if (c.c.bytes_sent != bytes_expect) FAIL("bytes sent %llu, expected %llu",
         (unsigned long long)c.c.bytes_sent, (unsigned long long)bytes_expect);
 
@@ -249,13 +308,15 @@ int main(int argc, char **argv) {
     if (rank == 0)
         printf("mpi_window_stress: %d ranks, %llu puts, %llu fresh reads (min %llu from one "
                "neighbour during the run), %llu overwritten, %llu torn reads avoided (%llu while "
-               "draining), %.2f s%s: %s\n",
+               "draining), %.2f s%s%s: %s\n",
                c.size, (unsigned long long)glob[0], (unsigned long long)glob[2],
                (unsigned long long)gfd_min, (unsigned long long)glob[3],
-               (unsigned long long)glob[4], (unsigned long long)glob[5], tmax, use_progress ? "" : " (no dt_win_progress)",
+               (unsigned long long)glob[4], (unsigned long long)glob[5], tmax, use_progress ? "" : " (no dt_win_progress)", bytes_mode ? " (byte API)" : "",
                anybad ? "FAILED" : "OK");
     free(mine);
     free(recv);
+    free(mineb);
+    free(recvb);
     dt_comm_finalize();
     return anybad ? 1 : 0;
 }

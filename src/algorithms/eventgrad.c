@@ -9,18 +9,25 @@
  * --sync makes it lock-step: two rounds of control messages per step ("my step-k writes are
  * complete, up to these sequence numbers", "I have read step k") so every rank mixes exactly
  * its neighbours' step-k values; without --sync nobody waits. Control messages are not counted
- * as payload. */
+ * as payload.
+ * --compress (with --sync only; dpsgd always is): parameter payloads against copies. The rank
+ * keeps cself, the copy of its parameters that all its neighbours hold (a triggered tensor
+ * goes to every neighbour, so one copy serves them all), sends encode(x[t] - cself[t]) and
+ * adds the decoded change to cself; each neighbour adds the same decoded change to its xhat.
+ * A one-sided slot keeps only the newest write, so every write must be read exactly once:
+ * lock-step guarantees it (checked at each read). */
 #include "algorithms/eventgrad.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/codec.h"
 #include "comm/topology.h"
 #include "comm/window.h"
 #include "trainer/trainer.h"
 
-enum { TAG_READY = 7101, TAG_READ = 7102 };
+enum { TAG_READY = 7101, TAG_READ = 7102, TAG_INIT = 7103 };
 
 typedef struct {
     int sync, adaptive;
@@ -40,6 +47,15 @@ typedef struct {
     uint64_t *seq_out, *seq_in; /* lock-step: nn x T sequence numbers sent / to expect */
     /* this epoch's transport figures */
     uint64_t sent_epoch, *fresh_epoch, overwritten_mark;
+    /* --compress (NULL codec: none, the plain float window) */
+    dt_codec_spec spec;
+    dt_codec *codec;
+    float *cself;       /* np: the copy of x every neighbour holds */
+    unsigned char *enc; /* per tensor ebytes[t] at eoff[t]: this step's encoded change */
+    size_t *eoff, *ebytes;
+    const void **send_src; /* T: this step's payloads, in send_list order */
+    size_t *send_bytes;
+    unsigned char *rbuf;   /* max ebytes: a payload read from the window */
 } eg_impl;
 
 static void eg_destroy(dt_strategy *s) {
@@ -48,7 +64,49 @@ static void eg_destroy(dt_strategy *s) {
     free(e->nbrs); free(e->off); free(e->len); free(e->xhat); free(e->n_last); free(e->delta);
     free(e->slopes); free(e->k_last); free(e->nslopes); free(e->req); free(e->statuses); free(e->fresh_epoch);
     free(e->send_list); free(e->seq_out); free(e->seq_in);
+    dt_codec_free(e->codec);
+    free(e->cself); free(e->enc); free(e->eoff); free(e->ebytes); free(e->send_src); free(e->send_bytes);
+    free(e->rbuf);
     free(e);
+}
+
+/* --compress: codec, copies and buffers, a byte window with each tensor's encoded size as its
+ * capacity, and the starting copies: cself = x, xhat_j = neighbour j's x (exchanged once, not
+ * counted; equal to x from the common seed unless the ranks resumed from their own
+ * checkpoints). */
+static dt_status start_compressed(eg_impl *e, dt_comm *c, const float *x) {
+    size_t maxlen = 0, total = 0, maxb = 0;
+    for (int i = 0; i < e->T; i++) if (e->len[i] > maxlen) maxlen = e->len[i];
+    e->eoff = malloc((size_t)e->T * sizeof *e->eoff);
+    e->ebytes = malloc((size_t)e->T * sizeof *e->ebytes);
+    e->send_src = malloc((size_t)e->T * sizeof *e->send_src);
+    e->send_bytes = malloc((size_t)e->T * sizeof *e->send_bytes);
+    e->cself = malloc((e->np ? e->np : 1) * sizeof *e->cself);
+    if (!e->eoff || !e->ebytes || !e->send_src || !e->send_bytes || !e->cself)
+        return dt_fail(DT_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < e->T; i++) {
+        e->eoff[i] = total;
+        e->ebytes[i] = dt_codec_bytes(&e->spec, e->len[i]);
+        total += e->ebytes[i];
+        if (e->ebytes[i] > maxb) maxb = e->ebytes[i];
+    }
+    e->enc = malloc(total ? total : 1);
+    e->rbuf = malloc(maxb ? maxb : 1);
+    if (!e->enc || !e->rbuf) return dt_fail(DT_ERR_NOMEM, "out of memory for %zu bytes of encoded payloads", total + maxb);
+    dt_status st = dt_codec_create(&e->spec, maxlen, &e->codec);
+    if (st != DT_OK) return st;
+    memcpy(e->cself, x, e->np * sizeof(float));
+    if ((st = dt_win_create_bytes(c, e->nbrs, e->nn, e->ebytes, e->T, &e->win)) != DT_OK) return st;
+    double t0 = dt_now();
+    int err = MPI_SUCCESS;
+    for (int k = 0; k < e->nn && err == MPI_SUCCESS; k++) {
+        err = MPI_Irecv(e->xhat + (size_t)k * e->np, (int)e->np, MPI_FLOAT, e->nbrs[k], TAG_INIT, c->comm, &e->req[k]);
+        if (err == MPI_SUCCESS)
+            err = MPI_Isend(x, (int)e->np, MPI_FLOAT, e->nbrs[k], TAG_INIT, c->comm, &e->req[e->nn + k]);
+    }
+    if (err == MPI_SUCCESS) err = MPI_Waitall(2 * e->nn, e->req, e->statuses);
+    c->c.t_comm += dt_now() - t0;
+    return dt_mpi_check(err, "eventgrad --compress: exchanging the starting parameters");
 }
 
 static dt_status eg_start(dt_strategy *s, dt_trainer *t) {
@@ -92,7 +150,9 @@ static dt_status eg_start(dt_strategy *s, dt_trainer *t) {
     }
     /* every rank starts from the same weights, so that is what each neighbour holds */
     for (int k = 0; k < e->nn; k++) memcpy(e->xhat + (size_t)k * e->np, dt_model_params(m), e->np * sizeof(float));
-    return dt_win_create(c, e->nbrs, e->nn, e->np, e->off, e->len, e->T, &e->win);
+    if (e->spec.kind == DT_CODEC_NONE)
+        return dt_win_create(c, e->nbrs, e->nn, e->np, e->off, e->len, e->T, &e->win);
+    return start_compressed(e, c, dt_model_params(m));
 }
 
 /* Lock-step control messages to and from every neighbour: with out/in (T sequence numbers
@@ -142,6 +202,25 @@ static void after_send(dt_strategy *s, eg_impl *e, int i, long k, double n) {
     e->k_last[i] = k;
 }
 
+/* Reads tensor i of neighbour j into xhat: the floats themselves, or with --compress the
+ * encoded change, added to xhat; a change can only be applied if no write was missed. */
+static dt_status read_slot(eg_impl *e, dt_comm *c, int j, int i, int *fresh) {
+    float *dst = e->xhat + (size_t)j * e->np + e->off[i];
+    if (!e->codec) return dt_win_read(e->win, j, i, dst, NULL, fresh);
+    const uint64_t before = dt_win_read_seq(e->win, j, i);
+    uint64_t seq = 0;
+    dt_status st = dt_win_read_bytes(e->win, j, i, e->rbuf, e->ebytes[i], &seq, fresh);
+    if (st != DT_OK || !*fresh) return st;
+    if (seq != before + 1)
+        return dt_fail(DT_ERR_STATE, "eventgrad --compress: writes %llu..%llu of tensor %d from rank %d were "
+                       "overwritten before they were read: the copies would diverge",
+                       (unsigned long long)before + 1, (unsigned long long)seq - 1, i, e->nbrs[j]);
+    double t0 = dt_now();
+    dt_codec_decode_add(e->codec, e->rbuf, e->len[i], dst);
+    c->c.t_comm += dt_now() - t0;
+    return DT_OK;
+}
+
 /* Lock-step: MPICH may apply a completed put only when this rank next calls into MPI, so
  * read each tensor until the sequence number the neighbour announced has arrived. */
 static dt_status read_expected(eg_impl *e, dt_comm *c) {
@@ -151,7 +230,7 @@ static dt_status read_expected(eg_impl *e, dt_comm *c) {
             const uint64_t want = e->seq_in[(size_t)j * e->T + i];
             while (dt_win_read_seq(e->win, j, i) < want) {
                 int fresh = 0;
-                dt_status st = dt_win_read(e->win, j, i, e->xhat + (size_t)j * e->np + e->off[i], NULL, &fresh);
+                dt_status st = read_slot(e, c, j, i, &fresh);
                 if (st != DT_OK) return st;
                 e->fresh_epoch[j] += (uint64_t)fresh;
                 if (!fresh) {
@@ -165,7 +244,6 @@ static dt_status read_expected(eg_impl *e, dt_comm *c) {
                 }
             }
         }
-    (void)c;
     return DT_OK;
 }
 
@@ -189,7 +267,20 @@ static dt_status eg_after_backward(dt_strategy *s, dt_trainer *t) {
     c->c.baseline_msgs += (uint64_t)e->nn * (uint64_t)e->T;
     e->sent_epoch += (uint64_t)e->nn * (uint64_t)nsend;
     /* all triggered tensors to all neighbours: one flush round per step */
-    if ((st = dt_win_put_tensors(e->win, e->send_list, nsend, x)) != DT_OK) return st;
+    if (!e->codec) {
+        if ((st = dt_win_put_tensors(e->win, e->send_list, nsend, x)) != DT_OK) return st;
+    } else {
+        /* the change against the copy every neighbour holds, encoded; cself += decode */
+        double t0 = dt_now();
+        for (int q = 0; q < nsend; q++) {
+            const int i = e->send_list[q];
+            unsigned char *buf = e->enc + e->eoff[i];
+            e->send_bytes[q] = dt_codec_encode_delta(e->codec, x + e->off[i], e->cself + e->off[i], e->len[i], buf);
+            e->send_src[q] = buf;
+        }
+        c->c.t_comm += dt_now() - t0;
+        if ((st = dt_win_put_tensors_bytes(e->win, e->send_list, nsend, e->send_src, e->send_bytes)) != DT_OK) return st;
+    }
     if (e->sync) {
         for (int j = 0; j < e->nn; j++)
             for (int i = 0; i < e->T; i++) e->seq_out[(size_t)j * e->T + i] = dt_win_sent_seq(e->win, j, i);
@@ -201,7 +292,7 @@ static dt_status eg_after_backward(dt_strategy *s, dt_trainer *t) {
         for (int j = 0; j < e->nn; j++)
             for (int i = 0; i < e->T; i++) {
                 int fresh = 0;
-                if ((st = dt_win_read(e->win, j, i, e->xhat + (size_t)j * e->np + e->off[i], NULL, &fresh)) != DT_OK) return st;
+                if ((st = read_slot(e, c, j, i, &fresh)) != DT_OK) return st;
                 e->fresh_epoch[j] += (uint64_t)fresh;
             }
     }
@@ -290,6 +381,13 @@ dt_status dt_eventgrad_setup(dt_strategy *s, int sync, const char *threshold) {
     else if (sscanf(threshold, "const:%f%c", &e->c_const, &tail) != 1 || !(e->c_const >= 0)) {
         free(e);
         return dt_fail(DT_ERR_ARG, "--threshold %s: expected adaptive or const:C with C >= 0", threshold);
+    }
+    dt_status cs = dt_codec_parse(s->opt->compress, &e->spec);
+    if (cs != DT_OK) { free(e); return cs; }
+    if (e->spec.kind != DT_CODEC_NONE && !sync) {
+        free(e);
+        return dt_fail(DT_ERR_ARG, "--compress %s: eventgrad needs --sync (a one-sided slot keeps only the newest "
+                       "write, so a change could be overwritten before it is read)", s->opt->compress);
     }
     if (!dt_topology_known(s->opt->topology ? s->opt->topology : "ring")) {
         free(e);

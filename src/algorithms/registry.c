@@ -42,8 +42,9 @@ dt_status dt_strategy_create(const char *name, const dt_algo_options *opt, dt_st
             dt_status cs = dt_codec_parse(opt->compress, &spec);
             if (cs != DT_OK) return cs;
             if (spec.kind != DT_CODEC_NONE && strcmp(name, "allreduce") && strcmp(name, "ps") && strcmp(name, "fedavg") &&
-                strcmp(name, "downpour"))
-                return dt_fail(DT_ERR_ARG, "--compress %s: not supported by --algo %s yet (supported: allreduce, ps, fedavg, downpour)",
+                strcmp(name, "downpour") && strcmp(name, "dpsgd") && strcmp(name, "eventgrad"))
+                return dt_fail(DT_ERR_ARG, "--compress %s: not supported by --algo %s yet (supported: allreduce, ps, fedavg, "
+                               "downpour, dpsgd, eventgrad with --sync)",
                                opt->compress, name);
             dt_strategy *s = calloc(1, sizeof *s);
             if (!s) return dt_fail(DT_ERR_NOMEM, "out of memory");

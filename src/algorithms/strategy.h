@@ -26,7 +26,7 @@ typedef struct dt_algo_options {
     int fetch_every, push_every, servers; /* downpour */
     float worker_timeout;      /* downpour: seconds */
     float stall_seconds;       /* downpour tests: the last worker sleeps this long once */
-    const char *compress;      /* allreduce, ps, fedavg, downpour: none | fp16 | bf16 | int8 | topk:F (NULL: none) */
+    const char *compress;      /* allreduce, ps, fedavg, downpour, dpsgd, eventgrad --sync: none | fp16 | bf16 | int8 | topk:F (NULL: none) */
 } dt_algo_options;
 
 struct dt_strategy {

@@ -105,7 +105,7 @@ static int train_options(train_flags *f, dt_opt *opts) {
         {"push-every", OPT_INT, &a->push_every, "downpour: push accumulated gradients every N steps [1]", 1, 1e9, 0},
         {"servers", OPT_INT, &a->servers, "downpour: parameter-server ranks [1]", 1, 1e6, 0},
         {"worker-timeout", OPT_FLOAT, &a->worker_timeout, "downpour: drop a worker silent this long, seconds [30]", 0, 1e9, 1},
-        {"compress", OPT_STR, &a->compress, "allreduce, ps, fedavg, downpour: payload codec none | fp16 | bf16 | int8 | topk:F (0 < F <= 1) [none]", 0, 0, 0},
+        {"compress", OPT_STR, &a->compress, "allreduce, ps, fedavg, downpour, dpsgd, eventgrad --sync: payload codec none | fp16 | bf16 | int8 | topk:F (0 < F <= 1) [none]", 0, 0, 0},
         {"stall-seconds", OPT_FLOAT, &a->stall_seconds, "downpour tests: the last worker stalls this long once", 0, 1e9, 1},
         {"out", OPT_STR, &f->out, "final weights file [dtrain-MODEL-DATA.weights]", 0, 0, 0},
         {"no-save", OPT_FLAG, &f->no_save, "do not write final weights", 0, 0, 0},

@@ -18,17 +18,19 @@ struct dt_win {
     int nnbrs, T;
     int *nbrs;               /* nnbrs ranks */
     int *peer_slot;          /* peer_slot[k]: index of this rank in nbrs[k]'s list */
-    size_t n;
-    size_t *off, *len;       /* T tensors, in floats */
-    size_t maxlen;
-    unsigned char *base;     /* local window memory: headers, then nnbrs slots of n floats */
+    int float_layout;        /* made by dt_win_create: tensor t is floats [off, off+len) of
+                              * the n-float vector, boff = 4 off, cap = 4 len */
+    size_t slot_bytes;       /* bytes of one slot: 4n, or the sum of the byte capacities */
+    size_t *boff, *cap;      /* T tensors: byte offset inside a slot, capacity in bytes */
+    size_t maxcap;
+    unsigned char *base;     /* local window memory: headers, then nnbrs slots of slot_bytes */
     size_t hdr_region;       /* nnbrs * T * HDR_BYTES */
     uint64_t *sent;          /* [k * T + t]: puts made to neighbour k of tensor t */
     uint64_t *last;          /* [k * T + t]: sequence number of the last fresh read */
     uint64_t *hdr_out;       /* [2 * (k * T + t)]: header put to neighbour k for tensor t; an
                               * origin buffer, so it lives until the flush that follows */
-    float *scratch;          /* maxlen floats: reads land here until known consistent */
-    float *stage;            /* n floats: what was last sent of each tensor; the puts' origin
+    unsigned char *scratch;  /* maxcap bytes: reads land here until known consistent */
+    unsigned char *stage;    /* slot_bytes: what was last sent of each tensor; the puts' origin
                               * buffer, unchanged until the next write of that tensor */
     dt_win_stats st;
 };
@@ -40,7 +42,7 @@ static inline MPI_Aint hdr_disp(const dt_win *w, int slot, int t) {
     return (MPI_Aint)(((size_t)slot * (size_t)w->T + (size_t)t) * HDR_BYTES);
 }
 static inline size_t data_byte_off(const dt_win *w, int slot, int t) {
-    return w->hdr_region + ((size_t)slot * w->n + w->off[t]) * sizeof(float);
+    return w->hdr_region + (size_t)slot * w->slot_bytes + w->boff[t];
 }
 
 /* Collective: every rank learns whether any rank failed; returns the local failure, or a
@@ -56,22 +58,27 @@ static dt_status agree(dt_comm *c, dt_status st) {
 
 static void win_release(dt_win *w) {
     if (!w) return;
-    free(w->nbrs); free(w->peer_slot); free(w->off); free(w->len);
+    free(w->nbrs); free(w->peer_slot); free(w->boff); free(w->cap);
     free(w->sent); free(w->last); free(w->hdr_out); free(w->scratch); free(w->stage);
     free(w);
 }
 
-dt_status dt_win_create(dt_comm *c, const int *nbrs, int nnbrs, size_t n,
-                        const size_t *tensor_off, const size_t *tensor_len, int ntensors,
-                        dt_win **out) {
+/* Both layouts. Float layout (dt_win_create): tensor t is floats [off[t], off[t] + len[t]) of
+ * an n-float slot. Byte layout (dt_win_create_bytes, off == NULL): tensor t has len[t] bytes
+ * at the running sum of the capacities before it, and a slot is the sum of them all. */
+static dt_status win_create(dt_comm *c, const int *nbrs, int nnbrs, size_t n,
+                            const size_t *tensor_off, const size_t *tensor_len, int ntensors,
+                            dt_win **out) {
     assert(c && out && nnbrs >= 0 && (nbrs || nnbrs == 0) && ntensors >= 1);
-    assert(tensor_off && tensor_len);
+    assert(tensor_len);
     *out = NULL;
+    const int floats = tensor_off != NULL;
     for (int k = 0; k < nnbrs; k++) {
         assert(nbrs[k] >= 0 && nbrs[k] < c->size && nbrs[k] != c->rank);
         for (int j = 0; j < k; j++) assert(nbrs[j] != nbrs[k]);
     }
-    for (int t = 0; t < ntensors; t++) assert(tensor_off[t] <= n && tensor_len[t] <= n - tensor_off[t]);
+    if (floats)
+        for (int t = 0; t < ntensors; t++) assert(tensor_off[t] <= n && tensor_len[t] <= n - tensor_off[t]);
     double t0 = dt_now();
 
     /* Local checks first; every failure is agreed on collectively below, so no rank is left
@@ -90,39 +97,59 @@ dt_status dt_win_create(dt_comm *c, const int *nbrs, int nnbrs, size_t n,
         w->pcomm = MPI_COMM_NULL;
         w->nnbrs = nnbrs;
         w->T = ntensors;
-        w->n = n;
+        w->float_layout = floats;
         w->nbrs = malloc(k_cap * sizeof *w->nbrs);
         w->peer_slot = malloc(k_cap * sizeof *w->peer_slot);
-        w->off = malloc((size_t)ntensors * sizeof *w->off);
-        w->len = malloc((size_t)ntensors * sizeof *w->len);
+        w->boff = malloc((size_t)ntensors * sizeof *w->boff);
+        w->cap = malloc((size_t)ntensors * sizeof *w->cap);
         w->sent = calloc(k_cap * (size_t)ntensors, sizeof *w->sent);
         w->last = calloc(k_cap * (size_t)ntensors, sizeof *w->last);
         w->hdr_out = calloc(2 * k_cap * (size_t)ntensors, sizeof *w->hdr_out);
     }
-    if (!w || !mypos || !theirpos || !w->nbrs || !w->peer_slot || !w->off || !w->len ||
+    if (!w || !mypos || !theirpos || !w->nbrs || !w->peer_slot || !w->boff || !w->cap ||
         !w->sent || !w->last || !w->hdr_out) {
         st = dt_fail(DT_ERR_NOMEM, "dt_win_create: out of memory");
     } else {
         memcpy(w->nbrs, nbrs, (size_t)nnbrs * sizeof *nbrs);
-        memcpy(w->off, tensor_off, (size_t)ntensors * sizeof *tensor_off);
-        memcpy(w->len, tensor_len, (size_t)ntensors * sizeof *tensor_len);
-        for (int t = 0; t < ntensors; t++) {
-            if (tensor_len[t] > w->maxlen) w->maxlen = tensor_len[t];
-            if (tensor_len[t] > (size_t)INT_MAX && st == DT_OK)
-                st = dt_fail(DT_ERR_ARG, "dt_win_create: tensor %d has %zu floats, more than one "
-                             "MPI_Put can carry (%d)", t, tensor_len[t], INT_MAX);
-        }
         w->hdr_region = (size_t)nnbrs * (size_t)ntensors * HDR_BYTES;
-        /* window bytes = headers + nnbrs * n floats; must fit MPI_Aint */
-        if (st == DT_OK && nnbrs && n > ((size_t)PTRDIFF_MAX - w->hdr_region) / sizeof(float) / (size_t)nnbrs)
-            st = dt_fail(DT_ERR_ARG, "dt_win_create: %d slots of %zu floats do not fit one window",
-                         nnbrs, n);
+        /* window bytes = headers + nnbrs slots; must fit MPI_Aint */
+        const size_t room = ((size_t)PTRDIFF_MAX - w->hdr_region) / (nnbrs ? (size_t)nnbrs : 1);
+        if (floats) {
+            for (int t = 0; t < ntensors; t++) {
+                w->boff[t] = tensor_off[t] * sizeof(float);
+                w->cap[t] = tensor_len[t] * sizeof(float);
+                if (tensor_len[t] > (size_t)INT_MAX && st == DT_OK)
+                    st = dt_fail(DT_ERR_ARG, "dt_win_create: tensor %d has %zu floats, more than one "
+                                 "MPI_Put can carry (%d)", t, tensor_len[t], INT_MAX);
+            }
+            if (st == DT_OK && nnbrs && n > room / sizeof(float))
+                st = dt_fail(DT_ERR_ARG, "dt_win_create: %d slots of %zu floats do not fit one window",
+                             nnbrs, n);
+            w->slot_bytes = n * sizeof(float);
+        } else {
+            size_t sum = 0;
+            for (int t = 0; t < ntensors && st == DT_OK; t++) {
+                w->boff[t] = sum;
+                w->cap[t] = tensor_len[t];
+                if (tensor_len[t] > (size_t)INT_MAX)
+                    st = dt_fail(DT_ERR_ARG, "dt_win_create_bytes: tensor %d has %zu bytes, more than "
+                                 "one MPI_Put can carry (%d)", t, tensor_len[t], INT_MAX);
+                else if (tensor_len[t] > room - sum)
+                    st = dt_fail(DT_ERR_ARG, "dt_win_create_bytes: %d slots of more than %zu bytes do "
+                                 "not fit one window", nnbrs, sum);
+                else
+                    sum += tensor_len[t];
+            }
+            w->slot_bytes = sum;
+        }
+        for (int t = 0; t < ntensors; t++)
+            if (w->cap[t] > w->maxcap) w->maxcap = w->cap[t];
         if (st == DT_OK) {
-            w->scratch = malloc((w->maxlen ? w->maxlen : 1) * sizeof(float));
-            w->stage = malloc((n ? n : 1) * sizeof(float));
+            w->scratch = malloc(w->maxcap ? w->maxcap : 1);
+            w->stage = malloc(w->slot_bytes ? w->slot_bytes : 1);
             if (!w->scratch || !w->stage)
-                st = dt_fail(DT_ERR_NOMEM, "dt_win_create: out of memory for %zu-float read and "
-                             "send buffers", w->maxlen + n);
+                st = dt_fail(DT_ERR_NOMEM, "dt_win_create: out of memory for %zu-byte read and "
+                             "send buffers", w->maxcap + w->slot_bytes);
         }
     }
 
@@ -147,7 +174,8 @@ dt_status dt_win_create(dt_comm *c, const int *nbrs, int nnbrs, size_t n,
     free(theirpos);
     mypos = theirpos = NULL;
 
-    bytes = (MPI_Aint)(w->hdr_region + (size_t)nnbrs * n * sizeof(float));
+    bytes = (MPI_Aint)(w->hdr_region + (size_t)nnbrs * w->slot_bytes);
+
     /* MPI_Alloc_mem + MPI_Win_create, not MPI_Win_allocate: Debian's MPICH 4.0.2 (ch4:ucx)
      * maps displacements 8 bytes short in windows of MPI_Win_allocate above some size (seen
      * with cnn1's 154 kB window: every put landed 8 bytes early, over the last header). */
@@ -190,10 +218,36 @@ fail:
     return st;
 }
 
+dt_status dt_win_create(dt_comm *c, const int *nbrs, int nnbrs, size_t n,
+                        const size_t *tensor_off, const size_t *tensor_len, int ntensors,
+                        dt_win **out) {
+    assert(tensor_off && tensor_len);
+    return win_create(c, nbrs, nnbrs, n, tensor_off, tensor_len, ntensors, out);
+}
+
+dt_status dt_win_create_bytes(dt_comm *c, const int *nbrs, int nnbrs, const size_t *tensor_cap,
+                              int ntensors, dt_win **out) {
+    assert(tensor_cap);
+    return win_create(c, nbrs, nnbrs, 0, NULL, tensor_cap, ntensors, out);
+}
+
 /* The check word of write `seq` whose data hashes to `h`: a bijection of seq for a fixed h,
  * so a header whose two words come from different writes never matches either write's data. */
 static inline uint64_t check_word(uint64_t h, uint64_t seq) {
     return dt_mix64(h ^ (seq * 0x9E3779B97F4A7C15ULL));
+}
+
+/* The data put of `bytes` bytes of tensor t from the staging copy: as floats in the float
+ * layout (as it always was), as bytes otherwise. */
+static int put_data(dt_win *w, int target, int slot, int t, size_t bytes) {
+    const unsigned char *src = w->stage + w->boff[t];
+    const MPI_Aint disp = (MPI_Aint)data_byte_off(w, slot, t);
+    if (w->float_layout && bytes % sizeof(float) == 0) {
+        const int cnt = (int)(bytes / sizeof(float));
+        return MPI_Put(src, cnt, MPI_FLOAT, target, disp, cnt, MPI_FLOAT, w->win);
+    }
+    assert(bytes <= (size_t)INT_MAX);
+    return MPI_Put(src, (int)bytes, MPI_BYTE, target, disp, (int)bytes, MPI_BYTE, w->win);
 }
 
 /* Data and header in one round trip: dt_win_read accepts a copy only when it hashes to the
@@ -202,20 +256,18 @@ static inline uint64_t check_word(uint64_t h, uint64_t seq) {
  * take a large put's bytes from the origin buffer after MPI_Win_flush had returned (the
  * target fetches them when it next runs MPI), so a caller's buffer changed after the flush
  * could land under the old header (docs/transport.md). */
-dt_status dt_win_put(dt_win *w, int k, int t, const float *src) {
-    assert(w && k >= 0 && k < w->nnbrs && t >= 0 && t < w->T && (src || w->len[t] == 0));
+dt_status dt_win_put_bytes(dt_win *w, int k, int t, const void *src, size_t bytes) {
+    assert(w && k >= 0 && k < w->nnbrs && t >= 0 && t < w->T && bytes <= w->cap[t] && (src || bytes == 0));
     double t0 = dt_now();
     const int target = w->nbrs[k], slot = w->peer_slot[k];
-    const int cnt = (int)w->len[t];
     const size_t idx = (size_t)k * (size_t)w->T + (size_t)t;
     uint64_t *hdr = w->hdr_out + 2 * idx;
-    float *stage = w->stage + w->off[t];
-    memcpy(stage, src, (size_t)cnt * sizeof(float));
+    unsigned char *stage = w->stage + w->boff[t];
+    if (bytes) memcpy(stage, src, bytes);
     hdr[0] = ++w->sent[idx];
-    hdr[1] = check_word(dt_hash64(stage, (size_t)cnt * sizeof(float), 0), hdr[0]);
+    hdr[1] = check_word(dt_hash64(stage, bytes, 0), hdr[0]);
     const char *what = "MPI_Put (tensor data)";
-    int err = MPI_Put(stage, cnt, MPI_FLOAT, target, (MPI_Aint)data_byte_off(w, slot, t), cnt,
-                      MPI_FLOAT, w->win);
+    int err = put_data(w, target, slot, t, bytes);
     if (err == MPI_SUCCESS) {
         what = "MPI_Put (header)";
         err = MPI_Put(hdr, 2, MPI_UINT64_T, target, hdr_disp(w, slot, t), 2, MPI_UINT64_T, w->win);
@@ -224,20 +276,29 @@ dt_status dt_win_put(dt_win *w, int k, int t, const float *src) {
     w->c->c.t_comm += dt_now() - t0;
     if (err != MPI_SUCCESS) return dt_mpi_check(err, what);
 
-    const uint64_t bytes = (uint64_t)cnt * sizeof(float);
-    dt_count_send(w->c, 1, bytes);
+    dt_count_send(w->c, 1, (uint64_t)bytes);
     w->st.puts++;
-    w->st.put_bytes += bytes;
+    w->st.put_bytes += (uint64_t)bytes;
     w->st.header_puts++;
     w->st.header_bytes += HDR_BYTES;
     w->st.flushes++;
     return DT_OK;
 }
 
-dt_status dt_win_put_tensors(dt_win *w, const int *ts, int nt, const float *x) {
-    assert(w && nt >= 0 && (ts || nt == 0) && (x || nt == 0));
+dt_status dt_win_put(dt_win *w, int k, int t, const float *src) {
+    assert(w && w->float_layout && t >= 0 && t < w->T);
+    return dt_win_put_bytes(w, k, t, src, w->cap[t]);
+}
+
+/* Tensors ts[0..nt) to every neighbour, one flush for all: from src[i] (bytes[i] bytes), or,
+ * when x is given (float layout), from x's own bytes at each tensor's place. */
+static dt_status put_batch(dt_win *w, const int *ts, int nt, const void *const *src,
+                           const size_t *nbytes, const unsigned char *x) {
+    assert(w && nt >= 0 && (ts || nt == 0));
     for (int i = 0; i < nt; i++) {
         assert(ts[i] >= 0 && ts[i] < w->T);
+        assert(x || nbytes[i] <= w->cap[ts[i]]);
+        assert(x || src[i] || nbytes[i] == 0);
         for (int j = 0; j < i; j++) assert(ts[j] != ts[i]); /* one write per (k, t) per round */
     }
     if (nt == 0 || w->nnbrs == 0) return DT_OK;
@@ -245,8 +306,10 @@ dt_status dt_win_put_tensors(dt_win *w, const int *ts, int nt, const float *x) {
     /* every neighbour gets the same bytes: hash each tensor once */
     for (int i = 0; i < nt; i++) {
         const int t = ts[i];
-        memcpy(w->stage + w->off[t], x + w->off[t], w->len[t] * sizeof(float));
-        const uint64_t h = dt_hash64(w->stage + w->off[t], w->len[t] * sizeof(float), 0);
+        const size_t bytes = x ? w->cap[t] : nbytes[i];
+        const void *from = x ? (const void *)(x + w->boff[t]) : src[i];
+        if (bytes) memcpy(w->stage + w->boff[t], from, bytes);
+        const uint64_t h = dt_hash64(w->stage + w->boff[t], bytes, 0);
         for (int k = 0; k < w->nnbrs; k++) {
             const size_t idx = (size_t)k * (size_t)w->T + (size_t)t;
             uint64_t *hdr = w->hdr_out + 2 * idx;
@@ -259,10 +322,9 @@ dt_status dt_win_put_tensors(dt_win *w, const int *ts, int nt, const float *x) {
     for (int k = 0; k < w->nnbrs && err == MPI_SUCCESS; k++) {
         const int target = w->nbrs[k], slot = w->peer_slot[k];
         for (int i = 0; i < nt && err == MPI_SUCCESS; i++) {
-            const int t = ts[i], cnt = (int)w->len[t];
+            const int t = ts[i];
             const uint64_t *hdr = w->hdr_out + 2 * ((size_t)k * (size_t)w->T + (size_t)t);
-            err = MPI_Put(w->stage + w->off[t], cnt, MPI_FLOAT, target,
-                          (MPI_Aint)data_byte_off(w, slot, t), cnt, MPI_FLOAT, w->win);
+            err = put_data(w, target, slot, t, x ? w->cap[t] : nbytes[i]);
             if (err == MPI_SUCCESS)
                 err = MPI_Put(hdr, 2, MPI_UINT64_T, target, hdr_disp(w, slot, t), 2,
                               MPI_UINT64_T, w->win);
@@ -276,7 +338,7 @@ dt_status dt_win_put_tensors(dt_win *w, const int *ts, int nt, const float *x) {
     w->c->c.t_comm += dt_now() - t0;
     if (err != MPI_SUCCESS) return dt_mpi_check(err, what);
     for (int i = 0; i < nt; i++) {
-        const uint64_t bytes = (uint64_t)w->len[ts[i]] * sizeof(float);
+        const uint64_t bytes = (uint64_t)(x ? w->cap[ts[i]] : nbytes[i]);
         dt_count_send(w->c, (uint64_t)w->nnbrs, (uint64_t)w->nnbrs * bytes);
         w->st.puts += (uint64_t)w->nnbrs;
         w->st.put_bytes += (uint64_t)w->nnbrs * bytes;
@@ -286,18 +348,29 @@ dt_status dt_win_put_tensors(dt_win *w, const int *ts, int nt, const float *x) {
     return DT_OK;
 }
 
+dt_status dt_win_put_tensors(dt_win *w, const int *ts, int nt, const float *x) {
+    assert(w && w->float_layout && (x || nt == 0));
+    return put_batch(w, ts, nt, NULL, NULL, (const unsigned char *)x);
+}
+
+dt_status dt_win_put_tensors_bytes(dt_win *w, const int *ts, int nt, const void *const *src,
+                                   const size_t *bytes) {
+    assert(w && (nt == 0 || (src && bytes)));
+    return put_batch(w, ts, nt, src, bytes, NULL);
+}
+
 /* A write is accepted only if the copied bytes hash to the header's check word for the
  * header's sequence number. That holds whatever order the data and header puts land in, and
  * however a concurrent write interleaves with the copy: this MPICH (ch4:ucx) was seen to make
  * the data of write s+1 visible while both words of an older begin/end seqlock still said s,
  * so ordering-based seqlocks are not safe on it. */
-dt_status dt_win_read(dt_win *w, int k, int t, float *dst, uint64_t *seq, int *fresh) {
-    assert(w && k >= 0 && k < w->nnbrs && t >= 0 && t < w->T && fresh && (dst || w->len[t] == 0));
+dt_status dt_win_read_bytes(dt_win *w, int k, int t, void *dst, size_t bytes, uint64_t *seq, int *fresh) {
+    assert(w && k >= 0 && k < w->nnbrs && t >= 0 && t < w->T && fresh && bytes <= w->cap[t] &&
+           (dst || bytes == 0));
     double t0 = dt_now();
     const size_t idx = (size_t)k * (size_t)w->T + (size_t)t;
     const uint64_t last = w->last[idx];
     uint64_t *h = hdr_ptr(w, k, t);
-    const size_t bytes = w->len[t] * sizeof(float);
     dt_status st = DT_OK;
     uint64_t e, chk;
     *fresh = 0;
@@ -318,7 +391,7 @@ dt_status dt_win_read(dt_win *w, int k, int t, float *dst, uint64_t *seq, int *f
                      (unsigned long long)e);
         goto done;
     }
-    memcpy(w->scratch, w->base + data_byte_off(w, k, t), bytes);
+    if (bytes) memcpy(w->scratch, w->base + data_byte_off(w, k, t), bytes);
     if (check_word(dt_hash64(w->scratch, bytes, 0), e) != chk) {
         /* the data is not (all) write e's: a newer write is landing, or write e's data has
          * not. Keep dst; a later read finds the complete write. */
@@ -326,19 +399,24 @@ dt_status dt_win_read(dt_win *w, int k, int t, float *dst, uint64_t *seq, int *f
         w->c->c.torn_retries++;
         goto done;
     }
-    memcpy(dst, w->scratch, bytes);
+    if (bytes) memcpy(dst, w->scratch, bytes);
     w->last[idx] = e;
     *fresh = 1;
     w->st.fresh++;
     w->st.overwritten += e - last - 1;
     w->c->c.fresh_recv++;
     w->c->c.overwritten += e - last - 1;
-    dt_count_recv(w->c, 1, bytes);
+    dt_count_recv(w->c, 1, (uint64_t)bytes);
 
 done:
     if (seq) *seq = w->last[idx];
     w->c->c.t_comm += dt_now() - t0;
     return st;
+}
+
+dt_status dt_win_read(dt_win *w, int k, int t, float *dst, uint64_t *seq, int *fresh) {
+    assert(w && w->float_layout && t >= 0 && t < w->T);
+    return dt_win_read_bytes(w, k, t, dst, w->cap[t], seq, fresh);
 }
 
 dt_status dt_win_progress(dt_win *w) {
@@ -374,6 +452,10 @@ int dt_win_neighbor(const dt_win *w, int k) {
     return w->nbrs[k];
 }
 int dt_win_num_tensors(const dt_win *w) { assert(w); return w->T; }
+size_t dt_win_capacity(const dt_win *w, int t) {
+    assert(w && t >= 0 && t < w->T);
+    return w->cap[t];
+}
 const dt_win_stats *dt_win_get_stats(const dt_win *w) { assert(w); return &w->st; }
 
 dt_status dt_win_free(dt_win **wp) {

@@ -13,6 +13,12 @@
  * header's seq, so a tensor is never used half-written or mixed from two writes, whatever
  * order the MPI library makes the bytes visible in. The receiver takes no part in a put.
  *
+ * Two layouts: dt_win_create's tensors are float ranges of an n-float vector (the float API:
+ * dt_win_put, dt_win_put_tensors, dt_win_read); dt_win_create_bytes's tensors are byte
+ * capacities, and a put carries any number of bytes up to the capacity (compressed payloads:
+ * dt_win_put_bytes, dt_win_put_tensors_bytes, dt_win_read_bytes; they also work on a float
+ * window, in bytes). The float API is the byte API with bytes = 4 * tensor_len[t].
+ *
  * Neighbours are indexed k = 0..nnbrs-1 in the order of the nbrs list given to
  * dt_win_create; slot k of this rank's window holds neighbour nbrs[k]'s vector.
  * Not thread-safe: one thread per dt_win. */
@@ -49,6 +55,11 @@ dt_status dt_win_create(dt_comm *c, const int *nbrs, int nnbrs, size_t n,
                         const size_t *tensor_off, const size_t *tensor_len, int ntensors,
                         dt_win **out);
 
+/* Collective, like dt_win_create, with the byte layout: tensor t has tensor_cap[t] bytes
+ * (<= INT_MAX), placed one after the other in each slot. Only the byte API applies. */
+dt_status dt_win_create_bytes(dt_comm *c, const int *nbrs, int nnbrs, const size_t *tensor_cap,
+                              int ntensors, dt_win **out);
+
 /* Writes tensor t of this rank's vector (src = start of that tensor, tensor_len[t] floats)
  * into this rank's slot in neighbour k's window. Returns when the write is complete at the
  * target. One counted message of tensor_len[t] * 4 bytes. */
@@ -59,6 +70,20 @@ dt_status dt_win_put(dt_win *w, int k, int t, const float *src);
  * trip per call instead of 1 per (neighbour, tensor); each tensor is hashed once. Counted as nnbrs * nt messages. Returns
  * when every write is complete at its target. */
 dt_status dt_win_put_tensors(dt_win *w, const int *ts, int nt, const float *x);
+
+/* The byte API. A put of tensor t carries `bytes` <= capacity bytes from src (copied to the
+ * staging copy first; the check hashes exactly these bytes) and counts one message of
+ * `bytes` bytes; the reader must ask for the same number of bytes (a payload size both sides
+ * know: per tensor and codec), else the check fails and the read stays "torn". */
+dt_status dt_win_put_bytes(dt_win *w, int k, int t, const void *src, size_t bytes);
+/* Tensors ts[0..nt) (distinct) to EVERY neighbour, one MPI_Win_flush_all for the batch:
+ * tensor ts[i] carries bytes[i] bytes from src[i]. nnbrs * nt messages. */
+dt_status dt_win_put_tensors_bytes(dt_win *w, const int *ts, int nt, const void *const *src,
+                                   const size_t *bytes);
+/* dt_win_read of `bytes` bytes into dst; counts `bytes` received on a fresh read. */
+dt_status dt_win_read_bytes(dt_win *w, int k, int t, void *dst, size_t bytes, uint64_t *seq, int *fresh);
+/* Capacity of tensor t in bytes (4 * tensor_len[t] in the float layout). */
+size_t dt_win_capacity(const dt_win *w, int t);
 
 /* Reads tensor t of neighbour k's slot from local window memory. If a complete write newer
  * than the last one read is there: copies it into dst (tensor_len[t] floats), *fresh = 1,
