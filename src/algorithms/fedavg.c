@@ -26,19 +26,10 @@ typedef struct {
     dt_param_avg *avg; /* --compress */
 } fedavg_impl;
 
-static dt_status fedavg_average(dt_trainer *t, fedavg_impl *f) {
+/* One allreduce of [w*x | w*state | w]: the weighted mean without an extra message for w. */
+static dt_status allreduce_average(dt_trainer *t, fedavg_impl *f, float w) {
     const size_t np = dt_model_num_params(t->model), ns = dt_model_num_state(t->model);
     float *x = dt_model_params(t->model), *state = dt_model_state(t->model);
-    float w = 1.0f;
-    if (f->agg == AGG_SAMPLES) w = (float)t->shard_n;
-    else if (f->agg == AGG_LOSS) w = t->round_batches ? (float)(t->round_loss / t->round_batches) : 1.0f;
-    if (f->avg) {
-        dt_status st = dt_param_avg_run(f->avg, &t->comm, x, state, w);
-        t->round_loss = 0;
-        t->round_batches = 0;
-        f->since = 0;
-        return st;
-    }
     for (size_t i = 0; i < np; i++) f->buf[i] = w * x[i];
     for (size_t i = 0; i < ns; i++) f->buf[np + i] = w * state[i];
     f->buf[np + ns] = w;
@@ -47,10 +38,19 @@ static dt_status fedavg_average(dt_trainer *t, fedavg_impl *f) {
     const float inv = 1.0f / f->buf[np + ns];
     for (size_t i = 0; i < np; i++) x[i] = f->buf[i] * inv;
     for (size_t i = 0; i < ns; i++) state[i] = f->buf[np + i] * inv;
+    return DT_OK;
+}
+
+static dt_status fedavg_average(dt_trainer *t, fedavg_impl *f) {
+    float w = 1.0f;
+    if (f->agg == AGG_SAMPLES) w = (float)t->shard_n;
+    else if (f->agg == AGG_LOSS) w = t->round_batches ? (float)(t->round_loss / t->round_batches) : 1.0f;
+    dt_status st = f->avg ? dt_param_avg_run(f->avg, &t->comm, dt_model_params(t->model), dt_model_state(t->model), w)
+                          : allreduce_average(t, f, w);
     t->round_loss = 0;
     t->round_batches = 0;
     f->since = 0;
-    return DT_OK;
+    return st;
 }
 
 static dt_status fedavg_start(dt_strategy *s, dt_trainer *t) {
