@@ -759,8 +759,8 @@ static dt_status dp_start(dt_strategy *s, dt_trainer *t) {
     /* set-up, not counted: every copy of server k's slice starts equal to server k's */
     float *x = dt_model_params(t->model);
     for (int k = 0; k < S; k++) {
-        int err = MPI_Bcast(x + p->lo[k], (int)slice_n(p, k), MPI_FLOAT, k, t->comm.comm);
-        if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Bcast (downpour starting weights)");
+        dt_status st = dt_bcast_setup(&t->comm, x + p->lo[k], slice_n(p, k), k, "MPI_Bcast (downpour starting weights)");
+        if (st != DT_OK) return st;
     }
     if (p->server >= 0) {
         const size_t n = slice_n(p, p->server);

@@ -58,11 +58,8 @@ dt_status dt_param_avg_create(const dt_codec_spec *spec, dt_comm *c, const float
     if (!ok) { dt_param_avg_free(a); return dt_fail(DT_ERR_NOMEM, "out of memory (compression buffers)"); }
     /* every copy starts from rank 0's parameters (set-up, not counted) */
     if (c->rank == 0) memcpy(a->global, x, np * sizeof(float));
-    for (size_t off = 0; off < np; off += (size_t)1 << 28) {
-        size_t cnt = np - off < ((size_t)1 << 28) ? np - off : ((size_t)1 << 28);
-        int err = MPI_Bcast(a->global + off, (int)cnt, MPI_FLOAT, 0, c->comm);
-        if (err != MPI_SUCCESS) { dt_param_avg_free(a); return dt_mpi_check(err, "MPI_Bcast (starting copies)"); }
-    }
+    st = dt_bcast_setup(c, a->global, np, 0, "MPI_Bcast (starting copies)");
+    if (st != DT_OK) { dt_param_avg_free(a); return st; }
     if (c->rank == 0)
         for (size_t r = 0; r < N; r++) memcpy(a->copies + r * np, a->global, np * sizeof(float));
     else

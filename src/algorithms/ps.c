@@ -106,11 +106,8 @@ static dt_status ps_compressed_start(dt_strategy *s, dt_trainer *t) {
     }
     if (!ok) return dt_fail(DT_ERR_NOMEM, "out of memory (compression buffers)");
     /* every rank's model is the copy of rank 0's master: start them equal (set-up, not counted) */
-    for (size_t off = 0; off < np; off += (size_t)1 << 28) {
-        size_t cnt = np - off < ((size_t)1 << 28) ? np - off : ((size_t)1 << 28);
-        int err = MPI_Bcast(x + off, (int)cnt, MPI_FLOAT, 0, t->comm.comm);
-        if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Bcast (starting weights)");
-    }
+    st = dt_bcast_setup(&t->comm, x, np, 0, "MPI_Bcast (starting weights)");
+    if (st != DT_OK) return st;
     if (t->comm.rank == 0) memcpy(p->master, x, np * sizeof(float));
     return DT_OK;
 }

@@ -74,13 +74,19 @@ dt_status dt_reduce_sum(dt_comm *c, const float *buf, float *sum, size_t n) {
     return DT_OK;
 }
 
-dt_status dt_bcast(dt_comm *c, float *buf, size_t n, int root) {
-    double t0 = dt_now();
+dt_status dt_bcast_setup(dt_comm *c, float *buf, size_t n, int root, const char *what) {
     for (size_t off = 0; off < n; off += CHUNK) {
         int cnt = (int)(n - off < CHUNK ? n - off : CHUNK);
         int err = MPI_Bcast(buf + off, cnt, MPI_FLOAT, root, c->comm);
-        if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Bcast");
+        if (err != MPI_SUCCESS) return dt_mpi_check(err, what);
     }
+    return DT_OK;
+}
+
+dt_status dt_bcast(dt_comm *c, float *buf, size_t n, int root) {
+    double t0 = dt_now();
+    dt_status st = dt_bcast_setup(c, buf, n, root, "MPI_Bcast");
+    if (st != DT_OK) return st;
     if (c->size > 1) {
         uint64_t bytes = (uint64_t)n * sizeof(float);
         if (c->rank == root) dt_count_send(c, (uint64_t)(c->size - 1), (uint64_t)(c->size - 1) * bytes);

@@ -48,6 +48,9 @@ static inline void dt_count_recv(dt_comm *c, uint64_t msgs, uint64_t bytes) {
 /* Counted collectives on floats (in place). They add their time to t_comm. */
 dt_status dt_allreduce_sum(dt_comm *c, float *buf, size_t n);
 dt_status dt_bcast(dt_comm *c, float *buf, size_t n, int root);
+/* The same broadcast, neither counted nor timed: set-up traffic (e.g. starting copies of
+ * compressed schemes). what names the call in an error. */
+dt_status dt_bcast_setup(dt_comm *c, float *buf, size_t n, int root, const char *what);
 /* Sum of buf over all ranks into sum on rank 0 (MPI_Reduce), counted as a gather: each other
  * rank sends its buffer once, rank 0 receives N-1. */
 dt_status dt_reduce_sum(dt_comm *c, const float *buf, float *sum, size_t n);
