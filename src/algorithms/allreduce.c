@@ -12,6 +12,7 @@
 
 #include "algorithms/strategy.h"
 #include "comm/codec.h"
+#include "core/tensorfile.h"
 #include "trainer/trainer.h"
 
 typedef struct {
@@ -59,6 +60,17 @@ static dt_status allreduce_after_backward(dt_strategy *s, dt_trainer *t) {
     return st;
 }
 
+/* checkpoints: the error-feedback residual */
+static dt_status allreduce_save(dt_strategy *s, dt_trainer *t, dt_records *out) {
+    allreduce_impl *a = s->impl;
+    return dt_records_add(out, "allreduce:residual", a->residual, dt_model_num_params(t->model));
+}
+
+static dt_status allreduce_load(dt_strategy *s, dt_trainer *t, const dt_tfile *f, const char *path) {
+    allreduce_impl *a = s->impl;
+    return dt_tfile_take(f, path, "allreduce:residual", a->residual, dt_model_num_params(t->model) * sizeof(float));
+}
+
 static void allreduce_destroy(dt_strategy *s) {
     allreduce_impl *a = s->impl;
     if (!a) return;
@@ -79,6 +91,8 @@ dt_status dt_allreduce_create(dt_strategy *s) {
     a->spec = spec;
     s->impl = a;
     s->start = allreduce_start;
+    s->save_state = allreduce_save;
+    s->load_state = allreduce_load;
     s->destroy = allreduce_destroy;
     return DT_OK;
 }

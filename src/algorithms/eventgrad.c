@@ -25,6 +25,7 @@
 #include "comm/codec.h"
 #include "comm/topology.h"
 #include "comm/window.h"
+#include "core/tensorfile.h"
 #include "trainer/trainer.h"
 
 enum { TAG_READY = 7101, TAG_READ = 7102, TAG_INIT = 7103 };
@@ -372,6 +373,44 @@ static dt_status eg_finish(dt_strategy *s, dt_trainer *t) {
     return st != DT_OK ? st : st2;
 }
 
+/* Checkpoints: the sender rule's state per tensor, the neighbours' values this rank holds
+ * and (--compress) the copy of its own they hold. Taken at an epoch's end; with --sync every
+ * write has been read by then, so a resumed run repeats the uninterrupted one (the windows
+ * start afresh on both sides, their sequence numbers with them). */
+typedef struct { const char *name; void *p; size_t bytes; } eg_field;
+
+static int eg_fields(const eg_impl *e, const dt_algo_options *o, eg_field *f) {
+    const size_t T = (size_t)e->T, h = (size_t)(o->history > 0 ? o->history : 1);
+    int n = 0;
+    f[n++] = (eg_field){"eventgrad:norm_last", e->n_last, T * sizeof *e->n_last};
+    f[n++] = (eg_field){"eventgrad:threshold", e->delta, T * sizeof *e->delta};
+    f[n++] = (eg_field){"eventgrad:slopes", e->slopes, T * h * sizeof *e->slopes};
+    f[n++] = (eg_field){"eventgrad:step_last", e->k_last, T * sizeof *e->k_last};
+    f[n++] = (eg_field){"eventgrad:nslopes", e->nslopes, T * sizeof *e->nslopes};
+    f[n++] = (eg_field){"eventgrad:neighbours", e->xhat, (size_t)e->nn * e->np * sizeof(float)};
+    if (e->codec) f[n++] = (eg_field){"eventgrad:own_copy", e->cself, e->np * sizeof(float)};
+    return n;
+}
+
+static dt_status eg_save(dt_strategy *s, dt_trainer *t, dt_records *out) {
+    (void)t;
+    eg_field f[8];
+    const int n = eg_fields(s->impl, s->opt, f);
+    dt_status st = DT_OK;
+    for (int i = 0; i < n && st == DT_OK; i++) st = dt_records_add_raw(out, f[i].name, f[i].p, f[i].bytes);
+    return st;
+}
+
+static dt_status eg_load(dt_strategy *s, dt_trainer *t, const dt_tfile *tf, const char *path) {
+    eg_impl *e = s->impl;
+    eg_field f[8];
+    const int n = eg_fields(e, s->opt, f);
+    dt_status st = DT_OK;
+    for (int i = 0; i < n && st == DT_OK; i++) st = dt_tfile_take(tf, path, f[i].name, f[i].p, f[i].bytes);
+    e->overwritten_mark = t->comm.c.overwritten; /* the counters were restored first */
+    return st;
+}
+
 dt_status dt_eventgrad_setup(dt_strategy *s, int sync, const char *threshold) {
     eg_impl *e = calloc(1, sizeof *e);
     if (!e) return dt_fail(DT_ERR_NOMEM, "out of memory");
@@ -399,6 +438,8 @@ dt_status dt_eventgrad_setup(dt_strategy *s, int sync, const char *threshold) {
     s->after_backward = eg_after_backward;
     s->end_epoch = eg_end_epoch;
     s->finish = eg_finish;
+    s->save_state = eg_save;
+    s->load_state = eg_load;
     s->destroy = eg_destroy;
     return DT_OK;
 }

@@ -24,6 +24,7 @@ typedef struct {
     float *buf;       /* [w*x | w*state | w] */
     dt_codec_spec spec;
     dt_param_avg *avg; /* --compress */
+    double round[3];  /* checkpoints: since, round_loss, round_batches */
 } fedavg_impl;
 
 /* One allreduce of [w*x | w*state | w]: the weighted mean without an extra message for w. */
@@ -92,6 +93,28 @@ static dt_status fedavg_finish(dt_strategy *s, dt_trainer *t) {
     return f->since > 0 ? fedavg_average(t, f) : DT_OK;
 }
 
+/* checkpoints: where the round stands (steps since the last averaging, the loss summed for
+ * --aggregate loss) and, with --compress, the copies */
+static dt_status fedavg_save(dt_strategy *s, dt_trainer *t, dt_records *out) {
+    fedavg_impl *f = s->impl;
+    f->round[0] = (double)f->since;
+    f->round[1] = t->round_loss;
+    f->round[2] = (double)t->round_batches;
+    dt_status st = dt_records_add_raw(out, "fedavg:round", f->round, sizeof f->round);
+    if (st == DT_OK && f->avg) st = dt_param_avg_save(f->avg, &t->comm, "fedavg", out);
+    return st;
+}
+
+static dt_status fedavg_load(dt_strategy *s, dt_trainer *t, const dt_tfile *tf, const char *path) {
+    fedavg_impl *f = s->impl;
+    dt_status st = dt_tfile_take(tf, path, "fedavg:round", f->round, sizeof f->round);
+    if (st != DT_OK) return st;
+    f->since = (long)f->round[0];
+    t->round_loss = f->round[1];
+    t->round_batches = (long)f->round[2];
+    return f->avg ? dt_param_avg_load(f->avg, &t->comm, "fedavg", tf, path) : DT_OK;
+}
+
 static void fedavg_destroy(dt_strategy *s) {
     fedavg_impl *f = s->impl;
     if (f) {
@@ -119,6 +142,8 @@ dt_status dt_fedavg_create(dt_strategy *s) {
     s->start = fedavg_start;
     s->end_step = fedavg_end_step;
     s->finish = fedavg_finish;
+    s->save_state = fedavg_save;
+    s->load_state = fedavg_load;
     s->destroy = fedavg_destroy;
     return DT_OK;
 }

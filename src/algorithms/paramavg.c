@@ -1,8 +1,11 @@
 /* Compressed averaging of parameters through rank 0 (see paramavg.h). */
 #include "algorithms/paramavg.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "core/tensorfile.h"
 
 struct dt_param_avg {
     dt_codec *codec;
@@ -106,4 +109,27 @@ dt_status dt_param_avg_run(dt_param_avg *a, dt_comm *c, float *x, float *state, 
     memcpy(x, a->global, np * sizeof(float));
     c->c.t_comm = comm0 + (dt_now() - t0); /* the codec's time is communication's */
     return DT_OK;
+}
+
+/* rank 0: every rank's copy (N x np); elsewhere the one copy rank 0 holds of mine; all: g */
+dt_status dt_param_avg_save(const dt_param_avg *a, const dt_comm *c, const char *prefix, dt_records *out) {
+    char name[64];
+    snprintf(name, sizeof name, "%s:global", prefix);
+    dt_status st = dt_records_add(out, name, a->global, a->np);
+    snprintf(name, sizeof name, "%s:copies", prefix);
+    if (st == DT_OK)
+        st = dt_records_add(out, name, c->rank == 0 ? a->copies : a->mine, (c->rank == 0 ? (size_t)c->size : 1) * a->np);
+    return st;
+}
+
+dt_status dt_param_avg_load(dt_param_avg *a, const dt_comm *c, const char *prefix, const dt_tfile *f,
+                            const char *path) {
+    char name[64];
+    snprintf(name, sizeof name, "%s:global", prefix);
+    dt_status st = dt_tfile_take(f, path, name, a->global, a->np * sizeof(float));
+    snprintf(name, sizeof name, "%s:copies", prefix);
+    if (st == DT_OK)
+        st = dt_tfile_take(f, path, name, c->rank == 0 ? a->copies : a->mine,
+                           (c->rank == 0 ? (size_t)c->size : 1) * a->np * sizeof(float));
+    return st;
 }

@@ -18,6 +18,7 @@
 
 #include "comm/codec.h"
 #include "comm/comm.h"
+#include "core/tensorfile.h"
 
 typedef struct dt_param_avg dt_param_avg;
 
@@ -27,6 +28,10 @@ dt_status dt_param_avg_create(const dt_codec_spec *spec, dt_comm *c, const float
 void dt_param_avg_free(dt_param_avg *a);
 /* Collective: x (np) and state (ns) become the weighted average (weight w of this rank). */
 dt_status dt_param_avg_run(dt_param_avg *a, dt_comm *c, float *x, float *state, float w);
+/* Checkpoints: the copies and the global model, as records "<prefix>:..." */
+dt_status dt_param_avg_save(const dt_param_avg *a, const dt_comm *c, const char *prefix, dt_records *out);
+dt_status dt_param_avg_load(dt_param_avg *a, const dt_comm *c, const char *prefix, const dt_tfile *f,
+                            const char *path);
 /* Messages this rank sends per round (N-1 on rank 0, 1 elsewhere; 0 alone). */
 uint64_t dt_param_avg_round_msgs(const dt_comm *c);
 

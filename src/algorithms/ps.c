@@ -144,6 +144,26 @@ static dt_status ps_weight_compressed_end_step(dt_strategy *s, dt_trainer *t) {
     return st;
 }
 
+/* checkpoints (--compress): grad keeps the residual and, on rank 0, the fp32 master weights
+ * (the model is only their copy); weight keeps the copies of paramavg.h */
+static dt_status ps_save(dt_strategy *s, dt_trainer *t, dt_records *out) {
+    ps_impl *p = s->impl;
+    const size_t n = dt_model_num_params(t->model);
+    if (p->weight_mode) return dt_param_avg_save(p->avg, &t->comm, "ps", out);
+    dt_status st = dt_records_add(out, "ps:residual", p->residual, n);
+    if (st == DT_OK && t->comm.rank == 0) st = dt_records_add(out, "ps:master", p->master, n);
+    return st;
+}
+
+static dt_status ps_load(dt_strategy *s, dt_trainer *t, const dt_tfile *f, const char *path) {
+    ps_impl *p = s->impl;
+    const size_t bytes = dt_model_num_params(t->model) * sizeof(float);
+    if (p->weight_mode) return dt_param_avg_load(p->avg, &t->comm, "ps", f, path);
+    dt_status st = dt_tfile_take(f, path, "ps:residual", p->residual, bytes);
+    if (st == DT_OK && t->comm.rank == 0) st = dt_tfile_take(f, path, "ps:master", p->master, bytes);
+    return st;
+}
+
 static void ps_destroy(dt_strategy *s) {
     ps_impl *p = s->impl;
     if (p) {
@@ -169,6 +189,8 @@ dt_status dt_ps_create(dt_strategy *s) {
     if (st != DT_OK) return st;
     if (p->spec.kind != DT_CODEC_NONE) {
         s->start = ps_compressed_start;
+        s->save_state = ps_save;
+        s->load_state = ps_load;
         if (p->weight_mode) s->end_step = ps_weight_compressed_end_step;
         else s->optimizer_step = ps_grad_compressed_step;
         return DT_OK;

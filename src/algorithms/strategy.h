@@ -9,6 +9,8 @@
 
 typedef struct dt_trainer dt_trainer;
 typedef struct dt_strategy dt_strategy;
+struct dt_records;
+struct dt_tfile;
 
 /* Every scheme's options, as given on the command line (see dtrain train --help). */
 typedef struct dt_algo_options {
@@ -51,6 +53,11 @@ struct dt_strategy {
     dt_status (*finish)(dt_strategy *s, dt_trainer *t);
     /* collective: the model to evaluate and keep, into params/state (all ranks) */
     dt_status (*model_for_eval)(dt_strategy *s, dt_trainer *t, float *params, float *state);
+    /* checkpoints: add the scheme's own state (records named "<algo>:...") to what is saved
+     * after every epoch, and restore it on --resume, called after start; NULL: the scheme
+     * has no state beyond the model and the optimiser */
+    dt_status (*save_state)(dt_strategy *s, dt_trainer *t, struct dt_records *out);
+    dt_status (*load_state)(dt_strategy *s, dt_trainer *t, const struct dt_tfile *f, const char *path);
     void (*destroy)(dt_strategy *s);
 };
 

@@ -1,5 +1,6 @@
 #include "core/tensorfile.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,4 +161,62 @@ const dt_record *dt_tfile_find(const dt_tfile *f, const char *name) {
     for (int i = 0; i < f->n; i++)
         if (!strcmp(f->recs[i].name, name)) return &f->recs[i];
     return NULL;
+}
+
+/* ------------------------------------------------------------------ building a record list */
+
+static dt_status records_push(dt_records *l, const char *name, const void *data, size_t numel) {
+    assert(strlen(name) < sizeof l->r[0].name);
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 64;
+        dt_record *nr = realloc(l->r, (size_t)cap * sizeof *nr);
+        if (!nr) return dt_fail(DT_ERR_NOMEM, "out of memory");
+        l->r = nr;
+        l->cap = cap;
+    }
+    dt_record *r = &l->r[l->n++];
+    memset(r, 0, sizeof *r);
+    snprintf(r->name, sizeof r->name, "%s", name);
+    r->ndim = 1;
+    r->shape[0] = (int)numel;
+    r->numel = numel;
+    r->data = (float *)data; /* not owned; written as bytes, never read as floats here */
+    return DT_OK;
+}
+
+dt_status dt_records_add(dt_records *l, const char *name, const float *data, size_t numel) {
+    return records_push(l, name, data, numel);
+}
+
+dt_status dt_records_put(dt_records *l, const dt_record *r) {
+    dt_status st = records_push(l, r->name, r->data, r->numel);
+    if (st == DT_OK) {
+        dt_record *mine = &l->r[l->n - 1];
+        mine->ndim = r->ndim;
+        memcpy(mine->shape, r->shape, sizeof mine->shape);
+    }
+    return st;
+}
+
+dt_status dt_records_add_raw(dt_records *l, const char *name, const void *data, size_t bytes) {
+    assert(bytes % sizeof(float) == 0);
+    return records_push(l, name, data, bytes / sizeof(float));
+}
+
+void dt_records_free(dt_records *l) {
+    free(l->r);
+    memset(l, 0, sizeof *l);
+}
+
+dt_status dt_tfile_take(const dt_tfile *f, const char *path, const char *name, void *dst, size_t bytes) {
+    const dt_record *r = dt_tfile_find(f, name);
+    if (!r)
+        return dt_fail(DT_ERR_FORMAT, "%s: checkpoint has no '%s' (saved by another --algo, --compress or "
+                       "number of ranks?)", path, name);
+    if (r->numel * sizeof(float) != bytes)
+        return dt_fail(DT_ERR_FORMAT, "%s: checkpoint record '%s' has %zu bytes, this run expects %zu (saved by "
+                       "another model, --algo, --compress or number of ranks?)", path, name,
+                       r->numel * sizeof(float), bytes);
+    memcpy(dst, r->data, bytes);
+    return DT_OK;
 }

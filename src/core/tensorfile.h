@@ -25,6 +25,23 @@ dt_status dt_tfile_read(const char *path, dt_tfile *out);
 const dt_record *dt_tfile_find(const dt_tfile *f, const char *name);
 void dt_tfile_free(dt_tfile *f);
 
+/* A list of records to write, growing as they are added. The data is not copied: it must
+ * stay valid until dt_tfile_write. Raw records keep non-float state (counters, doubles)
+ * bit for bit: their size must be a multiple of 4 bytes. */
+typedef struct dt_records {
+    dt_record *r;
+    int n, cap;
+} dt_records;
+
+dt_status dt_records_add(dt_records *l, const char *name, const float *data, size_t numel);
+/* a record as it is, shape included */
+dt_status dt_records_put(dt_records *l, const dt_record *r);
+dt_status dt_records_add_raw(dt_records *l, const char *name, const void *data, size_t bytes);
+void dt_records_free(dt_records *l);
+/* Copies record `name` of exactly `bytes` bytes into dst; otherwise a one-line error naming
+ * path and the record. */
+dt_status dt_tfile_take(const dt_tfile *f, const char *path, const char *name, void *dst, size_t bytes);
+
 /* Creates path atomically from the bytes a callback writes to a FILE*. */
 dt_status dt_write_atomic(const char *path, dt_status (*fill)(void *ctx, void *file), void *ctx);
 

@@ -62,8 +62,9 @@ dt_status dt_model_load(dt_model *m, const char *path) {
     for (int i = 0; st == DT_OK && i < m->nsviews; i++) st = copy_in(&f, path, &m->sviews[i], s);
     int known = m->nviews + m->nsviews;
     for (int i = 0; st == DT_OK && i < f.n; i++) {
-        /* checkpoint extras (optimiser, trainer) are namespaced and not the model's business */
-        if (!strncmp(f.recs[i].name, "optim:", 6) || !strncmp(f.recs[i].name, "train:", 6)) continue;
+        /* checkpoint extras (optimiser, trainer, the scheme's state: "owner:what") are not the
+         * model's business; model tensors are named "layer.what" */
+        if (strchr(f.recs[i].name, ':')) continue;
         int found = 0;
         for (int j = 0; j < m->nviews && !found; j++) found = !strcmp(m->views[j].name, f.recs[i].name);
         for (int j = 0; j < m->nsviews && !found; j++) found = !strcmp(m->sviews[j].name, f.recs[i].name);

@@ -102,42 +102,74 @@ static void rank_path(const dt_trainer *t, const char *base, char *out, size_t l
     else snprintf(out, len, "%s", base);
 }
 
+/* Which run wrote a checkpoint: resuming it under another scheme, codec or number of ranks
+ * would mix state that does not belong together. */
+static void run_signature(const dt_trainer *t, char out[64]) {
+    memset(out, 0, 64);
+    const char *c = t->cfg->algo_opt.compress ? t->cfg->algo_opt.compress : "none";
+    snprintf(out, 64, "--algo %s --compress %s on %d ranks", t->strategy->name, c, t->comm.size);
+}
+
+/* Model, momentum, progress, this rank's counters and the scheme's own state: everything a
+ * resumed run needs to repeat the uninterrupted one. */
 static dt_status save_checkpoint(dt_trainer *t) {
-    char path[1100];
+    char path[1100], sig[64];
     rank_path(t, t->cfg->checkpoint, path, sizeof path);
+    run_signature(t, sig);
     dt_model *m = t->model;
-    dt_record *r = calloc((size_t)(dt_model_num_tensors(m) + dt_model_num_state_tensors(m) + 2), sizeof *r);
-    if (!r) return dt_fail(DT_ERR_NOMEM, "out of memory");
-    int n = dt_model_records(m, r);
+    dt_record *mr = calloc((size_t)(dt_model_num_tensors(m) + dt_model_num_state_tensors(m)), sizeof *mr);
+    if (!mr) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    const int nm = dt_model_records(m, mr);
     float progress[2] = {(float)(t->epoch + 1), (float)t->step};
-    if (t->opt.buf)
-        r[n++] = (dt_record){.name = "optim:momentum", .ndim = 1, .shape = {(int)t->opt.n},
-                             .numel = t->opt.n, .data = t->opt.buf};
-    r[n++] = (dt_record){.name = "train:progress", .ndim = 1, .shape = {2}, .numel = 2, .data = progress};
-    dt_status st = dt_tfile_write(path, r, n);
-    free(r);
+    dt_records l = {0};
+    dt_status st = DT_OK;
+    for (int i = 0; i < nm && st == DT_OK; i++) st = dt_records_put(&l, &mr[i]);
+    if (st == DT_OK && t->opt.buf) st = dt_records_add(&l, "optim:momentum", t->opt.buf, t->opt.n);
+    if (st == DT_OK) st = dt_records_add(&l, "train:progress", progress, 2);
+    if (st == DT_OK) st = dt_records_add_raw(&l, "train:run", sig, sizeof sig);
+    if (st == DT_OK) st = dt_records_add_raw(&l, "train:counters", &t->comm.c, sizeof t->comm.c);
+    if (st == DT_OK && t->strategy->save_state) st = t->strategy->save_state(t->strategy, t, &l);
+    if (st == DT_OK) st = dt_tfile_write(path, l.r, l.n);
+    dt_records_free(&l);
+    free(mr);
     return st;
 }
 
-static dt_status load_checkpoint(dt_trainer *t, int *start_epoch) {
-    char path[1100];
-    rank_path(t, t->cfg->resume, path, sizeof path);
+/* Before the scheme starts: model, momentum and progress. */
+static dt_status load_checkpoint(dt_trainer *t, dt_tfile *f, char *path, size_t len, int *start_epoch) {
+    rank_path(t, t->cfg->resume, path, len);
     dt_status st = dt_model_load(t->model, path);
     if (st != DT_OK) return st;
-    dt_tfile f;
-    if ((st = dt_tfile_read(path, &f)) != DT_OK) return st;
-    const dt_record *prog = dt_tfile_find(&f, "train:progress");
-    const dt_record *mom = dt_tfile_find(&f, "optim:momentum");
-    if (!prog || prog->numel != 2) st = dt_fail(DT_ERR_FORMAT, "%s: not a checkpoint (no train:progress; a weights file?)", path);
-    else if (t->opt.buf && (!mom || mom->numel != t->opt.n))
-        st = dt_fail(DT_ERR_FORMAT, "%s: has no momentum buffer for this model (saved with --momentum 0?)", path);
-    else {
-        *start_epoch = (int)prog->data[0];
-        t->step = (long)prog->data[1];
-        if (t->opt.buf) { memcpy(t->opt.buf, mom->data, t->opt.n * sizeof(float)); t->opt.started = 1; }
+    if ((st = dt_tfile_read(path, f)) != DT_OK) return st;
+    const dt_record *prog = dt_tfile_find(f, "train:progress");
+    const dt_record *mom = dt_tfile_find(f, "optim:momentum");
+    const dt_record *run = dt_tfile_find(f, "train:run");
+    char sig[64];
+    run_signature(t, sig);
+    if (!prog || prog->numel != 2)
+        return dt_fail(DT_ERR_FORMAT, "%s: not a checkpoint (no train:progress; a weights file?)", path);
+    if (run && (run->numel * sizeof(float) != sizeof sig || memcmp(run->data, sig, sizeof sig) != 0)) {
+        char saved[64] = "";
+        memcpy(saved, run->data, run->numel * sizeof(float) < sizeof saved ? run->numel * sizeof(float) : sizeof saved);
+        saved[63] = 0;
+        return dt_fail(DT_ERR_ARG, "--resume %s: saved by a run with %s, this run has %s", path, saved, sig);
     }
-    dt_tfile_free(&f);
-    return st;
+    if (t->opt.buf && (!mom || mom->numel != t->opt.n))
+        return dt_fail(DT_ERR_FORMAT, "%s: has no momentum buffer for this model (saved with --momentum 0?)", path);
+    *start_epoch = (int)prog->data[0];
+    t->step = (long)prog->data[1];
+    if (t->opt.buf) { memcpy(t->opt.buf, mom->data, t->opt.n * sizeof(float)); t->opt.started = 1; }
+    return DT_OK;
+}
+
+/* After the scheme started (its buffers exist, its set-up exchanges are done): the counters
+ * and the scheme's own state, which overwrite what start set up. */
+static dt_status load_run_state(dt_trainer *t, const dt_tfile *f, const char *path) {
+    if (dt_tfile_find(f, "train:counters")) {
+        dt_status st = dt_tfile_take(f, path, "train:counters", &t->comm.c, sizeof t->comm.c);
+        if (st != DT_OK) return st;
+    }
+    return t->strategy->load_state ? t->strategy->load_state(t->strategy, t, f, path) : DT_OK;
 }
 
 /* ------------------------------------------------------------------ set-up */
@@ -209,6 +241,10 @@ dt_status dt_trainer_init(dt_trainer *t, const dt_train_config *cfg) {
     if (t->strategy->nservers >= t->comm.size)
         return dt_fail(DT_ERR_ARG, "--algo %s: %d server rank(s) need at least one more rank to train (started %d)",
                        t->strategy->name, t->strategy->nservers, t->comm.size);
+    if (t->strategy->nservers > 0 && (cfg->checkpoint || cfg->resume))
+        return dt_fail(DT_ERR_ARG, "%s: --algo %s cannot checkpoint: its servers run asynchronously of the workers' "
+                       "epochs, so there is no point at which the whole run's state is consistent",
+                       cfg->checkpoint ? "--checkpoint" : "--resume", t->strategy->name);
     t->nworkers = t->comm.size - t->strategy->nservers;
     t->worker = t->comm.rank - t->strategy->nservers;
     if (t->worker < 0) t->worker = -1;
@@ -229,10 +265,17 @@ dt_status dt_trainer_init(dt_trainer *t, const dt_train_config *cfg) {
     t->steps_per_epoch = t->comm.size == 1 ? (smallest + cfg->batch - 1) / cfg->batch : smallest / cfg->batch;
     if (t->steps_per_epoch < 1)
         return dt_fail(DT_ERR_ARG, "--batch %d is larger than the smallest shard (%d examples)", cfg->batch, smallest);
-    return DT_OK;
+    if (cfg->resume) {
+        st = load_checkpoint(t, &t->resume_file, t->resume_path, sizeof t->resume_path, &t->start_epoch);
+        if (st == DT_OK && t->start_epoch >= cfg->epochs)
+            st = dt_fail(DT_ERR_ARG, "--resume %s: the checkpoint already finished %d epochs (--epochs %d)",
+                         cfg->resume, t->start_epoch, cfg->epochs);
+    }
+    return st;
 }
 
 void dt_trainer_free(dt_trainer *t) {
+    dt_tfile_free(&t->resume_file);
     dt_strategy_free(t->strategy);
     dt_model_free(t->model);
     dt_sgd_free(&t->opt);
@@ -516,15 +559,16 @@ done:
     return st;
 }
 
+dt_status dt_trainer_start(dt_trainer *t) {
+    dt_status st = HOOK(t, start);
+    if (st == DT_OK && t->cfg->resume) st = load_run_state(t, &t->resume_file, t->resume_path);
+    dt_tfile_free(&t->resume_file);
+    return st;
+}
+
 dt_status dt_trainer_run(dt_trainer *t) {
     const dt_train_config *cfg = t->cfg;
     dt_status st;
-    int start_epoch = 0;
-    if (cfg->resume && (st = load_checkpoint(t, &start_epoch)) != DT_OK) return st;
-    if (start_epoch >= cfg->epochs)
-        return dt_fail(DT_ERR_ARG, "--resume %s: the checkpoint already finished %d epochs (--epochs %d)",
-                       cfg->resume, start_epoch, cfg->epochs);
-    if ((st = HOOK(t, start)) != DT_OK) return st;
     if (!cfg->quiet && t->comm.rank == 0) {
         printf("training %s on %s: %d examples, %d epochs, batch %d%s, lr %g, %s", cfg->model, cfg->data,
                t->train.n, cfg->epochs, cfg->batch, t->comm.size > 1 ? " per rank" : "", (double)cfg->lr, t->strategy->name);
@@ -536,7 +580,7 @@ dt_status dt_trainer_run(dt_trainer *t) {
     }
     t->t_start = dt_now();
     if (t->worker < 0) st = HOOK(t, serve);
-    else st = train_epochs(t, start_epoch);
+    else st = train_epochs(t, t->start_epoch);
     if (st != DT_OK) return st;
     /* how far apart the ranks' models ended, before any final averaging */
     double spread = 0, spread_after = 0;

@@ -7,6 +7,7 @@
 
 #include "algorithms/strategy.h"
 #include "comm/comm.h"
+#include "core/tensorfile.h"
 #include "dtrain.h"
 
 typedef struct dt_train_config {
@@ -60,6 +61,9 @@ struct dt_trainer {
     uint8_t *y;
     int *idx;
     float *eval_params, *eval_state; /* the evaluated (averaged) model */
+    int start_epoch;         /* 0, or where --resume continues */
+    dt_tfile resume_file;    /* the checkpoint, from init until start has restored it */
+    char resume_path[1100];
     dt_epoch_stats last;
     double t_start;
     char summary_extra[512]; /* strategy figures for the JSON summary: "\"key\":value,..." */
@@ -74,6 +78,8 @@ dt_status dt_model_open(const char *name_or_path, dt_model **out);
 
 /* Collective over MPI_COMM_WORLD (MPI must be initialised). */
 dt_status dt_trainer_init(dt_trainer *t, const dt_train_config *cfg);
+/* Collective: the scheme's set-up and, with --resume, its saved state. Then run. */
+dt_status dt_trainer_start(dt_trainer *t);
 dt_status dt_trainer_run(dt_trainer *t);
 void dt_trainer_free(dt_trainer *t);
 
