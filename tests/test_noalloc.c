@@ -1,0 +1,106 @@
+/* No allocation inside the training step: after dt_model_reserve and the first step (the
+ * optimiser's momentum buffer), a step -- batch assembly with augmentation, forward in
+ * training mode, backward, SGD with momentum and weight decay -- and an evaluation forward
+ * call malloc/calloc/realloc zero times, for every model kind in the zoo. Counted by
+ * interposing the allocator (glibc's __libc_* entry points), so BLAS is counted too. The
+ * sanitizers replace the allocator themselves: there the count is skipped (and said so). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "dtrain.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define COUNTING 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define COUNTING 0
+#endif
+#endif
+#ifndef COUNTING
+#define COUNTING 1
+#endif
+
+static long allocations;
+
+#if COUNTING
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+void *malloc(size_t n) { allocations++; return __libc_malloc(n); }
+void *calloc(size_t n, size_t k) { allocations++; return __libc_calloc(n, k); }
+void *realloc(void *p, size_t n) { allocations++; return __libc_realloc(p, n); }
+#endif
+
+/* A synthetic data set shaped like the model's input (augmentation on, as for CIFAR). */
+static void make_data(dt_dataset *d, int c, int h, int w, int classes, int n) {
+    memset(d, 0, sizeof *d);
+    snprintf(d->name, sizeof d->name, "synthetic");
+    d->n = n; d->c = c; d->h = h; d->w = w; d->classes = classes;
+    d->images = malloc((size_t)n * c * h * w);
+    d->labels = malloc((size_t)n);
+    for (size_t i = 0; i < (size_t)n * c * h * w; i++) d->images[i] = (uint8_t)(i * 2654435761u >> 24);
+    for (int i = 0; i < n; i++) d->labels[i] = (uint8_t)(i % classes);
+    for (int k = 0; k < 3; k++) { d->mean[k] = 0.5f; d->std[k] = 0.25f; }
+    d->augment = c == 3;
+}
+
+static void steady_state(const char *name, int batch) {
+    dt_model *m = NULL;
+    const long at_start = allocations;
+    CHECK_MSG(dt_model_from_name(name, &m) == DT_OK, "%s: %s", name, dt_last_error());
+    if (!m) return;
+    dt_model_init(m, 1);
+    CHECK(dt_model_reserve(m, batch) == DT_OK);
+    /* the library's own allocations are seen (so a zero below means something) */
+    CHECK_MSG(!COUNTING || allocations > at_start, "%s: building and reserving the model counted no allocation", name);
+    int c, h, w;
+    dt_model_input_shape(m, &c, &h, &w);
+    dt_dataset d;
+    make_data(&d, c, h, w, dt_model_num_classes(m), 4 * batch);
+    float *x = malloc((size_t)batch * c * h * w * sizeof(float));
+    uint8_t *y = malloc((size_t)batch);
+    int *idx = malloc((size_t)batch * sizeof(int));
+    dt_sgd opt;
+    CHECK(dt_sgd_init(&opt, dt_model_num_params(m), 0.9f, 5e-4f, 1) == DT_OK);
+    dt_rng rng;
+    dt_rng_seed(&rng, 5);
+    long during = 0;
+    float first = 0, last = 0;
+    for (int s = 0; s < 6; s++) {
+        const long before = allocations;
+        for (int i = 0; i < batch; i++) idx[i] = (s * batch + i) % d.n;
+        dt_batch_fill(&d, idx, batch, x, y, 1, &rng);
+        dt_model_forward(m, x, batch, 1);
+        float loss = dt_model_backward(m, y, NULL);
+        dt_sgd_step(&opt, dt_model_params(m), dt_model_grads(m), 0.01f);
+        dt_model_forward(m, x, batch, 0);
+        if (s == 0) first = loss;
+        last = loss;
+        if (s >= 1) during += allocations - before; /* step 0 may create the momentum buffer */
+    }
+    CHECK_MSG(!COUNTING || during == 0, "%s: %ld allocations in 5 steady-state training steps (expected 0)", name, during);
+    CHECK_MSG(last == last && first == first, "%s: loss is not a number", name);
+    printf("%-16s batch %2d: %ld allocations in 5 steps%s\n", name, batch, during, COUNTING ? "" : " (not counted under the sanitizers)");
+    dt_sgd_free(&opt);
+    free(x); free(y); free(idx);
+    dt_dataset_free(&d);
+    dt_model_free(m);
+}
+
+int main(void) {
+    dt_runtime_init();
+    /* the counter works: an allocation outside the library is seen */
+    const long before = allocations;
+    void *p = malloc(16);
+    CHECK_MSG(!COUNTING || allocations == before + 1, "the allocation counter missed a malloc");
+    free(p);
+    steady_state("mlp", 32);
+    steady_state("cnn1", 16);
+    steady_state("cnn2", 16);
+    steady_state("downpour-cnn", 8);
+    steady_state("alexnet-cifar", 4);
+    steady_state("resnet18-cifar", 2);
+    steady_state("resblock-tiny", 4);
+    return test_summary("test_noalloc");
+}
