@@ -66,6 +66,10 @@ grep -q '^downpour: .*dropped workers: rank 3 (silent' "$T/st.out"
 check "the output names the dropped rank" $? "$(grep '^downpour: .*pushes' "$T/st.out")"
 grep -q 'worker rank 3 silent for .* dropped' "$T/st.err"; check "the drop is warned about when it happens" $? "$(head -1 "$T/st.err")"
 [ "$(summary_list "$T/st.jsonl" dropped)" = "[3]" ]; check "the summary lists it" $? "dropped=$(summary_list "$T/st.jsonl" dropped)"
+rank_steps() { grep '"type":"summary"' "$1" | grep -o "{\"rank\":$2,[^}]*}" | grep -o '"steps":[0-9]*' | cut -d: -f2; }
+s1=$(rank_steps "$T/st.jsonl" 1); s3=$(rank_steps "$T/st.jsonl" 3)
+[ -n "$s1" ] && [ -n "$s3" ] && [ "$s3" -lt "$s1" ]
+check "the dropped worker stops training there (its steps < a live worker's)" $? "rank 3: ${s3:-?} steps, rank 1: ${s1:-?}"
 acc4=$(summary_field "$T/st.jsonl" test_acc)
 ge "${acc4:-0}" 0.70; check "accuracy still reported (>= 0.70)" $? "test_acc=$acc4"
 balanced "stalled worker" "$T/st.jsonl"

@@ -27,9 +27,9 @@
  * dropped by that server (a warning on stderr, always); time the server spends evaluating is
  * not counted as silence, and silence is only judged once the server has taken every message
  * that arrived. Its pushes are then discarded and its next PULL is answered with tag DROPPED;
- * the worker then sends DONE and turns its remaining steps into no-ops (the trainer still runs
- * their forward/backward passes: it has no early stop). The run ends normally; the dropped
- * ranks are printed and listed in the JSON summary ("dropped", "dropped_silent_s").
+ * the worker then sends DONE and stops training (t->stop: the trainer ends its epochs there).
+ * The run ends normally; the dropped ranks are printed and listed in the JSON summary
+ * ("dropped", "dropped_silent_s"; per rank "steps").
  * --stall-seconds X makes the last worker rank sleep X seconds once, halfway through its
  * first epoch, before that step's messages (for the tests).
  *
@@ -229,6 +229,7 @@ static dt_status worker_pull(dt_trainer *t, dp_impl *p) {
     if (dropped) {
         /* told by a server: stop training; the servers stop waiting for us */
         p->dropped = 1;
+        t->stop = 1;
         return worker_done(t, p);
     }
     return DT_OK;

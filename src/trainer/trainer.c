@@ -424,13 +424,13 @@ static dt_status epoch_report(dt_trainer *t, double loss_sum, long seen, long co
 
 /* ------------------------------------------------------------------ summary */
 
-typedef struct { double msgs_sent, bytes_sent, msgs_recv, bytes_recv, baseline, fresh, overwritten, torn, t_comm, t_compute; } rank_row;
+typedef struct { double msgs_sent, bytes_sent, msgs_recv, bytes_recv, baseline, fresh, overwritten, torn, t_comm, t_compute, steps; } rank_row;
 
 static dt_status summary(dt_trainer *t, double spread_before, double wall) {
     rank_row mine = {(double)t->comm.c.msgs_sent, (double)t->comm.c.bytes_sent, (double)t->comm.c.msgs_recv,
                      (double)t->comm.c.bytes_recv, (double)t->comm.c.baseline_msgs, (double)t->comm.c.fresh_recv,
                      (double)t->comm.c.overwritten, (double)t->comm.c.torn_retries, t->comm.c.t_comm,
-                     t->comm.c.t_compute};
+                     t->comm.c.t_compute, (double)t->step};
     rank_row *rows = t->comm.rank == 0 ? calloc((size_t)t->comm.size, sizeof *rows) : NULL;
     if (t->comm.rank == 0 && !rows) return dt_fail(DT_ERR_NOMEM, "out of memory");
     MPI_Gather(&mine, (int)(sizeof mine / sizeof(double)), MPI_DOUBLE, rows, (int)(sizeof mine / sizeof(double)),
@@ -477,9 +477,10 @@ static dt_status summary(dt_trainer *t, double spread_before, double wall) {
         o += (size_t)snprintf(line + o, cap - o,
                               "%s{\"rank\":%d,\"msgs_sent\":%.0f,\"bytes_sent\":%.0f,\"msgs_recv\":%.0f,\"bytes_recv\":%.0f,"
                               "\"baseline_msgs\":%.0f,\"fresh_recv\":%.0f,\"overwritten\":%.0f,\"torn_retries\":%.0f,"
-                              "\"comm_s\":%.3f,\"compute_s\":%.3f}",
+                              "\"comm_s\":%.3f,\"compute_s\":%.3f,\"steps\":%.0f}",
                               r ? "," : "", r, rows[r].msgs_sent, rows[r].bytes_sent, rows[r].msgs_recv, rows[r].bytes_recv,
-                              rows[r].baseline, rows[r].fresh, rows[r].overwritten, rows[r].torn, rows[r].t_comm, rows[r].t_compute);
+                              rows[r].baseline, rows[r].fresh, rows[r].overwritten, rows[r].torn, rows[r].t_comm, rows[r].t_compute,
+                              rows[r].steps);
     snprintf(line + o, cap - o, "]}");
     dt_status st = log_append(t, line);
     free(line);
@@ -524,7 +525,7 @@ static dt_status train_epochs(dt_trainer *t, int start_epoch) {
         long seen = 0, correct = 0;
         float lr = cfg->lr;
         for (int s = 0; s < t->steps_per_epoch; s++) {
-            if (cfg->max_steps > 0 && t->step >= cfg->max_steps) break;
+            if ((cfg->max_steps > 0 && t->step >= cfg->max_steps) || t->stop) break;
             int cnt, ok = 0;
             const int *bi = batch_indices(t, order, s, &cnt);
             lr = dt_schedule_lr(&t->sched, t->epoch + (double)s / t->steps_per_epoch, cfg->epochs);
@@ -546,7 +547,7 @@ static dt_status train_epochs(dt_trainer *t, int start_epoch) {
         double secs = dt_now() - t0;
         t->comm.c.t_compute += secs - (t->comm.c.t_comm - comm0);
         if ((st = HOOK(t, end_epoch)) != DT_OK) goto done;
-        const int last = t->epoch + 1 == cfg->epochs || (cfg->max_steps > 0 && t->step >= cfg->max_steps);
+        const int last = t->epoch + 1 == cfg->epochs || (cfg->max_steps > 0 && t->step >= cfg->max_steps) || t->stop;
         const int due = cfg->eval_every > 0 && (t->epoch + 1) % cfg->eval_every == 0;
         if (sync_eval && (due || last)) {
             if ((st = epoch_report(t, loss_sum, seen, correct, secs, lr)) != DT_OK) goto done;

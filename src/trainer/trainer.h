@@ -54,6 +54,7 @@ struct dt_trainer {
     int shard_n;
     int epoch;               /* current epoch, 0-based */
     long step;               /* steps taken so far */
+    int stop;                /* set by the strategy: this rank trains no further (a dropped downpour worker) */
     int steps_per_epoch;
     double round_loss;       /* sum of batch losses since the strategy last reset it */
     long round_batches;
