@@ -360,15 +360,17 @@ static dt_status log_epoch(dt_trainer *t, const dt_epoch_stats *e) {
     if (e->msgs_pct < 0) {
         snprintf(line, sizeof line,
                  "{\"type\":\"epoch\",\"epoch\":%d,\"loss\":%.6f,\"train_acc\":%.6f,\"test_acc\":%.6f,\"test_loss\":%.6f,"
-                 "\"lr\":%.6g,\"seconds\":%.3f,\"images_per_s\":null,\"msgs_pct\":null,\"mb_sent\":null,\"spread\":null}",
+                 "\"lr\":%.6g,\"seconds\":%.3f,\"images_per_s\":null,\"msgs_pct\":null,\"msgs_sent\":null,\"mb_sent\":null,"
+                 "\"spread\":null}",
                  e->epoch, e->loss, e->train_acc, e->test_acc, e->test_loss, e->lr, e->seconds);
         return log_append(t, line);
     }
     snprintf(line, sizeof line,
              "{\"type\":\"epoch\",\"epoch\":%d,\"loss\":%.6f,\"train_acc\":%.6f,\"test_acc\":%.6f,\"test_loss\":%.6f,"
-             "\"lr\":%.6g,\"seconds\":%.3f,\"images_per_s\":%.1f,\"msgs_pct\":%.4f,\"mb_sent\":%.4f,\"spread\":%.6g}",
+             "\"lr\":%.6g,\"seconds\":%.3f,\"images_per_s\":%.1f,\"msgs_pct\":%.4f,\"msgs_sent\":%.0f,\"mb_sent\":%.4f,"
+             "\"spread\":%.6g}",
              e->epoch, e->loss, e->train_acc, e->test_acc, e->test_loss, e->lr, e->seconds, e->images_per_s,
-             e->msgs_pct, e->mb_sent, e->spread);
+             e->msgs_pct, e->msgs_sent, e->mb_sent, e->spread);
     return log_append(t, line);
 }
 
@@ -413,6 +415,7 @@ static dt_status epoch_report(dt_trainer *t, double loss_sum, long seen, long co
     double msgs, baseline, bytes;
     counter_totals(t, &msgs, &baseline, &bytes);
     e->msgs_pct = baseline > 0 ? 100.0 * msgs / baseline : 0;
+    e->msgs_sent = msgs;
     e->mb_sent = bytes / 1e6;
     dt_status st = agreed_model(t, &e->spread);
     if (st != DT_OK) return st;

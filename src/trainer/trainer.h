@@ -37,7 +37,7 @@ typedef struct dt_epoch_stats {
     int epoch;
     double loss, train_acc, test_acc, test_loss, lr, seconds, images_per_s;
     double spread;           /* largest ||x_r - mean x|| over ranks (decentralized schemes) */
-    double msgs_pct, mb_sent;
+    double msgs_pct, mb_sent, msgs_sent; /* so far, all ranks */
 } dt_epoch_stats;
 
 struct dt_trainer {
