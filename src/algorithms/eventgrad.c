@@ -57,6 +57,7 @@ typedef struct {
     const void **send_src; /* T: this step's payloads, in send_list order */
     size_t *send_bytes;
     unsigned char *rbuf;   /* max ebytes: a payload read from the window */
+    int *graph;            /* checkpoints: --history, neighbour count, neighbours */
 } eg_impl;
 
 static void eg_destroy(dt_strategy *s) {
@@ -68,6 +69,7 @@ static void eg_destroy(dt_strategy *s) {
     dt_codec_free(e->codec);
     free(e->cself); free(e->enc); free(e->eoff); free(e->ebytes); free(e->send_src); free(e->send_bytes);
     free(e->rbuf);
+    free(e->graph);
     free(e);
 }
 
@@ -392,23 +394,52 @@ static int eg_fields(const eg_impl *e, const dt_algo_options *o, eg_field *f) {
     return n;
 }
 
+/* The graph and rule the state belongs to: --history and this rank's neighbours, in order
+ * (another --topology or --history would misread it). */
+static int *eg_graph(const eg_impl *e, const dt_algo_options *o) {
+    int *g = malloc((size_t)(2 + e->nn) * sizeof *g);
+    if (!g) return NULL;
+    g[0] = o->history > 0 ? o->history : 1;
+    g[1] = e->nn;
+    memcpy(g + 2, e->nbrs, (size_t)e->nn * sizeof *g);
+    return g;
+}
+
 static dt_status eg_save(dt_strategy *s, dt_trainer *t, dt_records *out) {
+    eg_impl *e = s->impl;
     (void)t;
     eg_field f[8];
-    const int n = eg_fields(s->impl, s->opt, f);
+    const int n = eg_fields(e, s->opt, f);
     dt_status st = DT_OK;
     for (int i = 0; i < n && st == DT_OK; i++) st = dt_records_add_raw(out, f[i].name, f[i].p, f[i].bytes);
+    free(e->graph); /* kept until the file is written */
+    if (st == DT_OK && !(e->graph = eg_graph(e, s->opt))) st = dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (st == DT_OK) st = dt_records_add_raw(out, "eventgrad:graph", e->graph, (size_t)(2 + e->nn) * sizeof(int));
     return st;
 }
 
 static dt_status eg_load(dt_strategy *s, dt_trainer *t, const dt_tfile *tf, const char *path) {
     eg_impl *e = s->impl;
+    const dt_record *r = dt_tfile_find(tf, "eventgrad:graph");
+    int *g = eg_graph(e, s->opt);
+    if (!g) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    const int same = r && r->numel == (size_t)(2 + e->nn) && !memcmp(r->data, g, (size_t)(2 + e->nn) * sizeof(int));
+    free(g);
+    if (!same)
+        return dt_fail(DT_ERR_ARG, "--resume %s: saved with another --topology or --history (this rank's neighbours "
+                       "or the slopes kept differ)", path);
     eg_field f[8];
     const int n = eg_fields(e, s->opt, f);
     dt_status st = DT_OK;
     for (int i = 0; i < n && st == DT_OK; i++) st = dt_tfile_take(tf, path, f[i].name, f[i].p, f[i].bytes);
     e->overwritten_mark = t->comm.c.overwritten; /* the counters were restored first */
     return st;
+}
+
+static void eg_abandon(dt_strategy *s, dt_trainer *t) {
+    eg_impl *e = s->impl;
+    (void)t;
+    dt_win_free(&e->win);
 }
 
 dt_status dt_eventgrad_setup(dt_strategy *s, int sync, const char *threshold) {
@@ -440,6 +471,7 @@ dt_status dt_eventgrad_setup(dt_strategy *s, int sync, const char *threshold) {
     s->finish = eg_finish;
     s->save_state = eg_save;
     s->load_state = eg_load;
+    s->abandon = eg_abandon;
     s->destroy = eg_destroy;
     return DT_OK;
 }

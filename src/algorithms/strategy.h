@@ -58,6 +58,9 @@ struct dt_strategy {
      * has no state beyond the model and the optimiser */
     dt_status (*save_state)(dt_strategy *s, dt_trainer *t, struct dt_records *out);
     dt_status (*load_state)(dt_strategy *s, dt_trainer *t, const struct dt_tfile *f, const char *path);
+    /* collective, after a failure at start that every rank knows of: frees what start
+     * created with every rank (one-sided windows), which MPI_Finalize must not find alive */
+    void (*abandon)(dt_strategy *s, dt_trainer *t);
     void (*destroy)(dt_strategy *s);
 };
 

@@ -567,6 +567,11 @@ dt_status dt_trainer_start(dt_trainer *t) {
     dt_status st = HOOK(t, start);
     if (st == DT_OK && t->cfg->resume) st = load_run_state(t, &t->resume_file, t->resume_path);
     dt_tfile_free(&t->resume_file);
+    /* a rank that could not restore its state stops them all (the caller reports it once);
+     * what start set up with every rank is freed with every rank */
+    int bad = st != DT_OK, any = 0;
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, t->comm.comm);
+    if (any && t->strategy->abandon) t->strategy->abandon(t->strategy, t);
     return st;
 }
 
