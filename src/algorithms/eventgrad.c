@@ -57,7 +57,8 @@ typedef struct {
     const void **send_src; /* T: this step's payloads, in send_list order */
     size_t *send_bytes;
     unsigned char *rbuf;   /* max ebytes: a payload read from the window */
-    int *graph;            /* checkpoints: --history, neighbour count, neighbours */
+    int *graph;            /* checkpoints: --history, neighbour count, neighbours (another
+                            * --topology or --history would misread the saved state) */
 } eg_impl;
 
 static void eg_destroy(dt_strategy *s) {
@@ -123,6 +124,10 @@ static dt_status eg_start(dt_strategy *s, dt_trainer *t) {
     if (!e->nbrs) return dt_fail(DT_ERR_NOMEM, "out of memory");
     if ((st = dt_topology_neighbors(o->topology ? o->topology : "ring", c->rank, c->size, e->nbrs, n, &e->nn)) != DT_OK) return st;
     e->W = 1.0f / (float)(e->nn + 1);
+    if (!(e->graph = malloc((size_t)(2 + e->nn) * sizeof *e->graph))) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    e->graph[0] = o->history > 0 ? o->history : 1;
+    e->graph[1] = e->nn;
+    memcpy(e->graph + 2, e->nbrs, (size_t)e->nn * sizeof *e->graph);
     dt_model *m = t->model;
     e->T = dt_model_num_tensors(m);
     e->np = dt_model_num_params(m);
@@ -394,38 +399,20 @@ static int eg_fields(const eg_impl *e, const dt_algo_options *o, eg_field *f) {
     return n;
 }
 
-/* The graph and rule the state belongs to: --history and this rank's neighbours, in order
- * (another --topology or --history would misread it). */
-static int *eg_graph(const eg_impl *e, const dt_algo_options *o) {
-    int *g = malloc((size_t)(2 + e->nn) * sizeof *g);
-    if (!g) return NULL;
-    g[0] = o->history > 0 ? o->history : 1;
-    g[1] = e->nn;
-    memcpy(g + 2, e->nbrs, (size_t)e->nn * sizeof *g);
-    return g;
-}
-
 static dt_status eg_save(dt_strategy *s, dt_trainer *t, dt_records *out) {
     eg_impl *e = s->impl;
     (void)t;
     eg_field f[8];
     const int n = eg_fields(e, s->opt, f);
-    dt_status st = DT_OK;
+    dt_status st = dt_records_add_raw(out, "eventgrad:graph", e->graph, (size_t)(2 + e->nn) * sizeof(int));
     for (int i = 0; i < n && st == DT_OK; i++) st = dt_records_add_raw(out, f[i].name, f[i].p, f[i].bytes);
-    free(e->graph); /* kept until the file is written */
-    if (st == DT_OK && !(e->graph = eg_graph(e, s->opt))) st = dt_fail(DT_ERR_NOMEM, "out of memory");
-    if (st == DT_OK) st = dt_records_add_raw(out, "eventgrad:graph", e->graph, (size_t)(2 + e->nn) * sizeof(int));
     return st;
 }
 
 static dt_status eg_load(dt_strategy *s, dt_trainer *t, const dt_tfile *tf, const char *path) {
     eg_impl *e = s->impl;
     const dt_record *r = dt_tfile_find(tf, "eventgrad:graph");
-    int *g = eg_graph(e, s->opt);
-    if (!g) return dt_fail(DT_ERR_NOMEM, "out of memory");
-    const int same = r && r->numel == (size_t)(2 + e->nn) && !memcmp(r->data, g, (size_t)(2 + e->nn) * sizeof(int));
-    free(g);
-    if (!same)
+    if (!r || r->numel != (size_t)(2 + e->nn) || memcmp(r->data, e->graph, (size_t)(2 + e->nn) * sizeof(int)) != 0)
         return dt_fail(DT_ERR_ARG, "--resume %s: saved with another --topology or --history (this rank's neighbours "
                        "or the slopes kept differ)", path);
     eg_field f[8];

@@ -382,8 +382,6 @@ static int cmd_bench(int argc, char **argv) {
     return 0;
 }
 
-/* Compares two weights files tensor by tensor: the tool behind "are these two runs the same
- * model?" (and the distributed equivalence tests). */
 /* diff compares the model's tensors and a checkpoint's momentum; the trainer's and the
  * schemes' own records (train:..., allreduce:..., raw counters among them) differ between
  * ranks by design and are not floats to compare */
@@ -395,6 +393,8 @@ static int diffed_records(const dt_tfile *f) {
     return n;
 }
 
+/* Compares two weights files tensor by tensor: the tool behind "are these two runs the same
+ * model?" (and the distributed equivalence tests). */
 static int cmd_diff(int argc, char **argv) {
     float tol = -1;
     dt_opt opts[] = {{"tol", OPT_FLOAT, &tol, "exit 1 when the largest difference exceeds this", 0, 1e30, 0}};

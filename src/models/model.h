@@ -34,6 +34,10 @@ dt_status dt_model_build(dt_node *nodes, int nn, int in_c, int in_h, int in_w, c
  * in that order; out needs dt_model_num_tensors + dt_model_num_state_tensors entries.
  * Returns the count. Declared with a forward type so callers need not include tensorfile.h. */
 struct dt_record;
+struct dt_tfile;
 int dt_model_records(dt_model *m, struct dt_record *out);
+/* dt_model_load from a file already read (a checkpoint read once for model and the rest);
+ * path is for messages */
+dt_status dt_model_load_records(dt_model *m, const struct dt_tfile *f, const char *path);
 
 #endif

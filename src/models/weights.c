@@ -51,25 +51,23 @@ static dt_status copy_in(const dt_tfile *f, const char *path, const dt_tensor_vi
     return DT_OK;
 }
 
-dt_status dt_model_load(dt_model *m, const char *path) {
-    dt_tfile f;
-    dt_status st = dt_tfile_read(path, &f);
-    if (st != DT_OK) return st;
+dt_status dt_model_load_records(dt_model *m, const dt_tfile *f, const char *path) {
+    dt_status st = DT_OK;
     /* all-or-nothing: check everything before touching the model */
     float *p = malloc((m->np ? m->np : 1) * sizeof(float)), *s = malloc((m->ns ? m->ns : 1) * sizeof(float));
     if (!p || !s) st = dt_fail(DT_ERR_NOMEM, "out of memory");
-    for (int i = 0; st == DT_OK && i < m->nviews; i++) st = copy_in(&f, path, &m->views[i], p);
-    for (int i = 0; st == DT_OK && i < m->nsviews; i++) st = copy_in(&f, path, &m->sviews[i], s);
+    for (int i = 0; st == DT_OK && i < m->nviews; i++) st = copy_in(f, path, &m->views[i], p);
+    for (int i = 0; st == DT_OK && i < m->nsviews; i++) st = copy_in(f, path, &m->sviews[i], s);
     int known = m->nviews + m->nsviews;
-    for (int i = 0; st == DT_OK && i < f.n; i++) {
+    for (int i = 0; st == DT_OK && i < f->n; i++) {
         /* checkpoint extras (optimiser, trainer, the scheme's state: "owner:what") are not the
          * model's business; model tensors are named "layer.what" */
-        if (strchr(f.recs[i].name, ':')) continue;
+        if (strchr(f->recs[i].name, ':')) continue;
         int found = 0;
-        for (int j = 0; j < m->nviews && !found; j++) found = !strcmp(m->views[j].name, f.recs[i].name);
-        for (int j = 0; j < m->nsviews && !found; j++) found = !strcmp(m->sviews[j].name, f.recs[i].name);
+        for (int j = 0; j < m->nviews && !found; j++) found = !strcmp(m->views[j].name, f->recs[i].name);
+        for (int j = 0; j < m->nsviews && !found; j++) found = !strcmp(m->sviews[j].name, f->recs[i].name);
         if (!found)
-            st = dt_fail(DT_ERR_FORMAT, "%s: tensor '%s' is not part of this model (%d tensors expected)", path, f.recs[i].name, known);
+            st = dt_fail(DT_ERR_FORMAT, "%s: tensor '%s' is not part of this model (%d tensors expected)", path, f->recs[i].name, known);
     }
     if (st == DT_OK) {
         memcpy(m->params, p, m->np * sizeof(float));
@@ -77,6 +75,14 @@ dt_status dt_model_load(dt_model *m, const char *path) {
     }
     free(p);
     free(s);
+    return st;
+}
+
+dt_status dt_model_load(dt_model *m, const char *path) {
+    dt_tfile f;
+    dt_status st = dt_tfile_read(path, &f);
+    if (st != DT_OK) return st;
+    st = dt_model_load_records(m, &f, path);
     dt_tfile_free(&f);
     return st;
 }

@@ -138,9 +138,9 @@ static dt_status save_checkpoint(dt_trainer *t) {
 /* Before the scheme starts: model, momentum and progress. */
 static dt_status load_checkpoint(dt_trainer *t, dt_tfile *f, char *path, size_t len, int *start_epoch) {
     rank_path(t, t->cfg->resume, path, len);
-    dt_status st = dt_model_load(t->model, path);
+    dt_status st = dt_tfile_read(path, f);
+    if (st == DT_OK) st = dt_model_load_records(t->model, f, path);
     if (st != DT_OK) return st;
-    if ((st = dt_tfile_read(path, f)) != DT_OK) return st;
     const dt_record *prog = dt_tfile_find(f, "train:progress");
     const dt_record *mom = dt_tfile_find(f, "optim:momentum");
     const dt_record *run = dt_tfile_find(f, "train:run");
@@ -508,6 +508,11 @@ static const int *batch_indices(const dt_trainer *t, const int *order, int s, in
     return order + off;
 }
 
+/* --max-steps reached, or the strategy stopped this rank */
+static int stop_training(const dt_trainer *t) {
+    return (t->cfg->max_steps > 0 && t->step >= t->cfg->max_steps) || t->stop;
+}
+
 static dt_status train_epochs(dt_trainer *t, int start_epoch) {
     const dt_train_config *cfg = t->cfg;
     dt_status st = DT_OK;
@@ -528,7 +533,7 @@ static dt_status train_epochs(dt_trainer *t, int start_epoch) {
         long seen = 0, correct = 0;
         float lr = cfg->lr;
         for (int s = 0; s < t->steps_per_epoch; s++) {
-            if ((cfg->max_steps > 0 && t->step >= cfg->max_steps) || t->stop) break;
+            if (stop_training(t)) break;
             int cnt, ok = 0;
             const int *bi = batch_indices(t, order, s, &cnt);
             lr = dt_schedule_lr(&t->sched, t->epoch + (double)s / t->steps_per_epoch, cfg->epochs);
@@ -550,7 +555,7 @@ static dt_status train_epochs(dt_trainer *t, int start_epoch) {
         double secs = dt_now() - t0;
         t->comm.c.t_compute += secs - (t->comm.c.t_comm - comm0);
         if ((st = HOOK(t, end_epoch)) != DT_OK) goto done;
-        const int last = t->epoch + 1 == cfg->epochs || (cfg->max_steps > 0 && t->step >= cfg->max_steps) || t->stop;
+        const int last = t->epoch + 1 == cfg->epochs || stop_training(t);
         const int due = cfg->eval_every > 0 && (t->epoch + 1) % cfg->eval_every == 0;
         if (sync_eval && (due || last)) {
             if ((st = epoch_report(t, loss_sum, seen, correct, secs, lr)) != DT_OK) goto done;
