@@ -144,6 +144,5 @@ dt_status dt_fedavg_create(dt_strategy *s) {
     s->finish = fedavg_finish;
     s->save_state = fedavg_save;
     s->load_state = fedavg_load;
-    s->destroy = fedavg_destroy;
     return DT_OK;
 }

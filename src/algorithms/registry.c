@@ -5,12 +5,13 @@
 #include "algorithms/strategy.h"
 #include "comm/codec.h"
 
-typedef struct { const char *name; dt_status (*create)(dt_strategy *s); } entry;
+/* compress: the scheme takes --compress (eventgrad checks --sync itself) */
+typedef struct { const char *name; dt_status (*create)(dt_strategy *s); int compress; } entry;
 
 static const entry schemes[] = {
-    {"local", dt_local_create},   {"allreduce", dt_allreduce_create}, {"ps", dt_ps_create},
-    {"fedavg", dt_fedavg_create}, {"dpsgd", dt_dpsgd_create},     {"eventgrad", dt_eventgrad_create},
-    {"downpour", dt_downpour_create},
+    {"local", dt_local_create, 0},   {"allreduce", dt_allreduce_create, 1}, {"ps", dt_ps_create, 1},
+    {"fedavg", dt_fedavg_create, 1}, {"dpsgd", dt_dpsgd_create, 1},         {"eventgrad", dt_eventgrad_create, 1},
+    {"downpour", dt_downpour_create, 1},
 };
 
 static const entry *table(int *n) {
@@ -41,8 +42,7 @@ dt_status dt_strategy_create(const char *name, const dt_algo_options *opt, dt_st
             dt_codec_spec spec;
             dt_status cs = dt_codec_parse(opt->compress, &spec);
             if (cs != DT_OK) return cs;
-            if (spec.kind != DT_CODEC_NONE && strcmp(name, "allreduce") && strcmp(name, "ps") && strcmp(name, "fedavg") &&
-                strcmp(name, "downpour") && strcmp(name, "dpsgd") && strcmp(name, "eventgrad"))
+            if (spec.kind != DT_CODEC_NONE && !t[i].compress)
                 return dt_fail(DT_ERR_ARG, "--compress %s: not supported by --algo %s yet (supported: allreduce, ps, fedavg, "
                                "downpour, dpsgd, eventgrad with --sync)",
                                opt->compress, name);
