@@ -7,30 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc_count.h"
 #include "check.h"
 #include "dtrain.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define COUNTING 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define COUNTING 0
-#endif
-#endif
-#ifndef COUNTING
-#define COUNTING 1
-#endif
-
-static long allocations;
-
-#if COUNTING
-extern void *__libc_malloc(size_t);
-extern void *__libc_calloc(size_t, size_t);
-extern void *__libc_realloc(void *, size_t);
-void *malloc(size_t n) { allocations++; return __libc_malloc(n); }
-void *calloc(size_t n, size_t k) { allocations++; return __libc_calloc(n, k); }
-void *realloc(void *p, size_t n) { allocations++; return __libc_realloc(p, n); }
-#endif
 
 /* A synthetic data set shaped like the model's input (augmentation on, as for CIFAR). */
 static void make_data(dt_dataset *d, int c, int h, int w, int classes, int n) {
@@ -90,11 +69,7 @@ static void steady_state(const char *name, int batch) {
 
 int main(void) {
     dt_runtime_init();
-    /* the counter works: an allocation outside the library is seen */
-    const long before = allocations;
-    void *p = malloc(16);
-    CHECK_MSG(!COUNTING || allocations == before + 1, "the allocation counter missed a malloc");
-    free(p);
+    check_alloc_counter();
     steady_state("mlp", 32);
     steady_state("cnn1", 16);
     steady_state("cnn2", 16);

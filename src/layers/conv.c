@@ -6,9 +6,9 @@
  * each group into the cache-resident workspace: cheaper than keeping them for the whole batch
  * (measured: keeping them was 5-10% slower on cnn1 and downpour-cnn, memory traffic). */
 #include "layers/layer.h"
+#include "layers/gemm.h"
 #include "layers/kernels.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <string.h>
 
@@ -199,8 +199,7 @@ static void conv_forward(dt_node *n, const dt_pass *p) {
         group_im2col(n, p->x[0], b0, g, col);
         /* one image: straight into y; several: into scratch, then scattered to NCHW */
         float *c = g == 1 ? n->y + b0 * out_sz : yg;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, oc, ldc, ckk, 1.0f, n->w[0], ckk,
-                    col, ldb, 0.0f, c, ldc);
+        dt_sgemm(0, 0, oc, ldc, ckk, 1.0f, n->w[0], ckk, col, ldb, 0.0f, c, ldc);
         for (int i = 0; i < g; i++) {
             float *y = n->y + (b0 + i) * out_sz;
             for (int o = 0; o < oc; o++) {
@@ -239,11 +238,9 @@ static void conv_backward(dt_node *n, const dt_pass *p) {
                                 n->dy + (b0 + i) * out_sz + (size_t)o * ohw, ohw);
             d = dyg;
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, oc, ckk, ldd, 1.0f, d, ldd, col, ldb,
-                    b0 ? 1.0f : 0.0f, n->g[0], ckk);
+        dt_sgemm(0, 1, oc, ckk, ldd, 1.0f, d, ldd, col, ldb, b0 ? 1.0f : 0.0f, n->g[0], ckk);
         if (p->dx[0]) {
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ckk, ldd, oc, 1.0f, n->w[0], ckk,
-                        d, ldd, 0.0f, dcol, ldb);
+            dt_sgemm(1, 0, ckk, ldd, oc, 1.0f, n->w[0], ckk, d, ldd, 0.0f, dcol, ldb);
             for (int i = 0; i < g; i++)
                 col2im(dcol + (size_t)i * ohw, n->ic, n->ih, n->iw, n->k, n->stride, n->pad, n->oh,
                        n->ow, (size_t)ldb, p->dx[0] + (b0 + i) * in_sz, p->dx_acc[0]);

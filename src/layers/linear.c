@@ -1,8 +1,8 @@
 /* Fully connected layer y = x W^T + b, weight [out, in] (PyTorch layout); any input shape is
  * read as flat features. */
 #include "layers/layer.h"
+#include "layers/gemm.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <string.h>
 
@@ -27,16 +27,14 @@ static void linear_forward(dt_node *n, const dt_pass *p) {
     const int in = (int)dt_node_in_size(n), out = n->out, N = p->batch;
     if (n->bias)
         for (int b = 0; b < N; b++) memcpy(n->y + (size_t)b * out, n->w[1], out * sizeof(float));
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, out, in, 1.0f, p->x[0], in, n->w[0], in,
-                n->bias ? 1.0f : 0.0f, n->y, out);
+    dt_sgemm(0, 1, N, out, in, 1.0f, p->x[0], in, n->w[0], in, n->bias ? 1.0f : 0.0f, n->y, out);
     if (n->relu_out) /* fused ReLU (the output is still in cache) */
         for (size_t i = 0; i < (size_t)N * out; i++) n->y[i] = n->y[i] > 0.0f ? n->y[i] : 0.0f;
 }
 
 static void linear_backward(dt_node *n, const dt_pass *p) {
     const int in = (int)dt_node_in_size(n), out = n->out, N = p->batch;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, N, 1.0f, n->dy, out, p->x[0], in,
-                0.0f, n->g[0], in);
+    dt_sgemm(1, 0, out, in, N, 1.0f, n->dy, out, p->x[0], in, 0.0f, n->g[0], in);
     if (n->bias) {
         memset(n->g[1], 0, out * sizeof(float));
         for (int b = 0; b < N; b++) {
@@ -45,8 +43,8 @@ static void linear_backward(dt_node *n, const dt_pass *p) {
         }
     }
     if (p->dx[0])
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, in, out, 1.0f, n->dy, out,
-                    n->w[0], in, p->dx_acc[0] ? 1.0f : 0.0f, p->dx[0], in);
+        dt_sgemm(0, 0, N, in, out, 1.0f, n->dy, out, n->w[0], in, p->dx_acc[0] ? 1.0f : 0.0f,
+                 p->dx[0], in);
 }
 
 const dt_layer_ops dt_layer_linear = {
