@@ -104,7 +104,7 @@ void dt_dataset_free(dt_dataset *d);
 void dt_batch_fill(const dt_dataset *d, const int *idx, int n, float *x, uint8_t *y,
                    int augment, dt_rng *rng);
 
-/* How the training set is divided among N ranks (shared/spec/algorithms.md):
+/* How the training set is divided among N ranks (docs/algorithms.md):
  * random: a seeded shuffle cut into N near-equal shards; class: shard r holds the classes
  * c with c mod N == r (whole classes, the extreme non-IID case); equal: every shard holds
  * the same number of examples of every class (floor(count_c / N); the rest is left out). */
@@ -204,6 +204,74 @@ typedef struct dt_schedule {
 dt_status dt_schedule_parse(const char *text, float base_lr, dt_schedule *out);
 /* Learning rate at a fractional epoch position in [0, epochs]. */
 float dt_schedule_lr(const dt_schedule *s, double epoch_pos, int epochs);
+
+/* ---------------------------------------------------------------- distributed training
+ * One call trains a model with a scheme over the ranks of MPI_COMM_WORLD (MPI initialised
+ * first, or a single process):
+ *
+ *     dt_train_config c;
+ *     dt_train_config_defaults(&c);                // the dtrain command's defaults
+ *     c.algo.algo = "eventgrad";                   // dt_strategy_names(): the schemes
+ *     dt_algo_config_set(&c.algo, "threshold", "adaptive");   // a scheme's flag, as text
+ *     c.epochs = 2; c.weights_out = "eg.weights"; c.log_path = "eg.jsonl";
+ *     dt_train_result r;
+ *     if (dt_train(&c, &r) != DT_OK) fprintf(stderr, "%s\n", dt_last_error());
+ *     else printf("test accuracy %.2f%%\n", 100 * r.test_acc);
+ *
+ * Every rank calls dt_train with the same configuration; `mpiexec -n 4 ./prog` runs it on 4. */
+#define DT_ALGO_MAX_SET 64
+
+/* The scheme and the values of its flags as given (text, as on the command line; others take
+ * the defaults the scheme declares). */
+typedef struct dt_algo_config {
+    const char *algo;             /* NULL: local */
+    const char *compress;         /* none | fp16 | bf16 | int8 | topk:F (NULL: none) */
+    int nset;
+    struct { const char *name, *value; } set[DT_ALGO_MAX_SET];
+} dt_algo_config;
+
+/* Records a scheme's flag (--name VALUE, without the dashes; a switch takes "1"); the
+ * strings are kept by pointer. DT_ERR_ARG if no scheme declares the flag. Values are checked
+ * against the scheme's declared type and range when training starts. */
+dt_status dt_algo_config_set(dt_algo_config *a, const char *name, const char *value);
+/* "local, allreduce, ps, ..." */
+const char *dt_strategy_names(void);
+
+typedef struct dt_train_config {
+    const char *model;       /* name or spec file */
+    const char *data;        /* mnist, fashion-mnist, cifar10 */
+    const char *data_dir;    /* NULL: $DTRAIN_DATA/NAME or ./data/NAME */
+    dt_algo_config algo;     /* the scheme and its flags */
+    const char *split;       /* random | class | equal | stripe */
+    int epochs, batch;       /* batch per rank */
+    long max_steps;          /* stop after this many steps per rank (0: no limit) */
+    int eval_every;          /* evaluate the averaged model every N epochs (0: only at the end) */
+    float lr, momentum, weight_decay;
+    int nesterov;
+    const char *schedule;    /* const | step:EVERY:GAMMA | cosine[:MIN_LR] */
+    uint64_t seed;
+    int train_limit, test_limit; /* 0: all examples */
+    int augment;             /* -1: the dataset's default */
+    const char *weights_out; /* final weights, NULL: none */
+    const char *log_path;    /* JSON lines, NULL: none */
+    const char *checkpoint;  /* written after every epoch, NULL: none (".rankR" added for N > 1) */
+    const char *resume;      /* checkpoint to continue from, NULL: none */
+    int quiet;               /* no progress output */
+} dt_train_config;
+
+/* The dtrain command's defaults: cnn1 on mnist, local, 10 epochs, batch 64, lr 0.05, seed 1,
+ * random split, evaluation every epoch. */
+void dt_train_config_defaults(dt_train_config *c);
+
+typedef struct dt_train_result {
+    double test_acc, test_loss;  /* of the final (agreed) model */
+    long steps;                  /* per training rank */
+    double msgs_sent, mb_sent, msgs_pct; /* all ranks */
+} dt_train_result;
+
+/* Collective: trains as configured and fills *out on every rank. An error at set-up is
+ * agreed between the ranks (each returns it; the message is on the ranks that met it). */
+dt_status dt_train(const dt_train_config *c, dt_train_result *out);
 
 #ifdef __cplusplus
 }

@@ -1,98 +1,87 @@
 /* allreduce (D-SGD): every step the gradients are averaged over all ranks with
  * MPI_Allreduce and every rank applies the same update, so the models stay identical.
  *
- * --compress C (not none): the gradient is a payload with error feedback (codec.h): each
- * rank sends encode(g + e) and keeps e = (g + e) - decode(that). An allreduce cannot add
- * encoded bytes, so the payloads are allgathered (B bytes from every rank, the same B on
- * every rank); every rank decodes the N payloads and adds them in rank order, then divides
- * by N: all ranks get the same mean bit for bit and the models stay identical. Counted as a
- * ring allgather of the encoded bytes (docs/accounting.md); comm s includes the encoding and
- * decoding. */
+ * --compress C (not none): the gradient is a payload with error feedback (payload.h). An
+ * allreduce cannot add encoded bytes, so the payloads are allgathered (B bytes from every
+ * rank, the same B on every rank) and every rank takes their mean: all ranks get the same
+ * mean bit for bit and the models stay identical. Counted as a ring allgather of the encoded
+ * bytes (docs/accounting.md); comm s includes the encoding and decoding. */
 #include <stdlib.h>
 
+#include "algorithms/payload.h"
 #include "algorithms/strategy.h"
-#include "comm/codec.h"
-#include "core/tensorfile.h"
-#include "trainer/trainer.h"
 
 typedef struct {
-    dt_codec_spec spec;
-    dt_codec *codec;
-    float *residual;      /* error feedback, n floats */
-    uint8_t *send, *recv; /* B and N*B bytes */
-    size_t bytes;
+    dt_grad_payload pay;
+    uint8_t *recv; /* N payloads */
 } allreduce_impl;
 
-static dt_status allreduce_start(dt_strategy *s, dt_trainer *t) {
-    allreduce_impl *a = s->impl;
-    const size_t n = dt_model_num_params(t->model);
-    dt_status st = dt_codec_create(&a->spec, n, &a->codec);
+static dt_status allreduce_start(dt_strategy *s, dt_step_ctx *c) {
+    if (s->codec.kind == DT_CODEC_NONE) return DT_OK; /* none: exactly the plain allreduce */
+    allreduce_impl *a = calloc(1, sizeof *a);
+    if (!a) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    s->impl = a;
+    dt_status st = dt_grad_payload_init(&a->pay, &s->codec, dt_model_num_params(c->model));
     if (st != DT_OK) return st;
-    a->bytes = dt_codec_bytes(&a->spec, n);
-    a->residual = calloc(n ? n : 1, sizeof(float));
-    a->send = malloc(a->bytes ? a->bytes : 1);
-    a->recv = malloc(a->bytes * (size_t)t->comm.size + 1);
-    if (!a->residual || !a->send || !a->recv) return dt_fail(DT_ERR_NOMEM, "out of memory (compression buffers)");
+    if (!(a->recv = malloc(a->pay.bytes * (size_t)c->comm->size + 1)))
+        return dt_fail(DT_ERR_NOMEM, "out of memory (compression buffers)");
     return DT_OK;
 }
 
-static dt_status allreduce_after_backward(dt_strategy *s, dt_trainer *t) {
+static dt_status allreduce_after_backward(dt_strategy *s, dt_step_ctx *c) {
     allreduce_impl *a = s->impl;
-    uint64_t before = t->comm.c.msgs_sent;
+    dt_comm *comm = c->comm;
+    const uint64_t before = comm->c.msgs_sent;
+    float *g = dt_model_grads(c->model);
     dt_status st;
-    float *g = dt_model_grads(t->model);
-    const size_t n = dt_model_num_params(t->model);
     if (!a) {
-        st = dt_allreduce_mean(&t->comm, g, n);
+        st = dt_allreduce_mean(comm, g, dt_model_num_params(c->model));
     } else {
-        const double t0 = dt_now(), comm0 = t->comm.c.t_comm;
-        dt_codec_encode_ef(a->codec, g, a->residual, n, a->send);
-        st = dt_allgather_bytes(&t->comm, a->send, a->recv, a->bytes);
-        if (st == DT_OK) {
-            for (size_t i = 0; i < n; i++) g[i] = 0.0f;
-            for (int r = 0; r < t->comm.size; r++) dt_codec_decode_add(a->codec, a->recv + (size_t)r * a->bytes, n, g);
-            const float inv = 1.0f / (float)t->comm.size;
-            for (size_t i = 0; i < n; i++) g[i] *= inv;
-        }
-        t->comm.c.t_comm = comm0 + (dt_now() - t0); /* the codec's time is communication's */
+        const double t0 = dt_now(), comm0 = comm->c.t_comm;
+        dt_grad_payload_encode(&a->pay, g);
+        st = dt_allgather_bytes(comm, a->pay.send, a->recv, a->pay.bytes);
+        if (st == DT_OK) dt_grad_payload_mean(&a->pay, a->recv, comm->size, g);
+        comm->c.t_comm = comm0 + (dt_now() - t0); /* the codec's time is communication's */
     }
-    t->comm.c.baseline_msgs += t->comm.c.msgs_sent - before; /* it always sends everything */
+    comm->c.baseline_msgs += comm->c.msgs_sent - before; /* it always sends everything */
     return st;
 }
 
 /* checkpoints: the error-feedback residual */
-static dt_status allreduce_save(dt_strategy *s, dt_trainer *t, dt_records *out) {
+static dt_status allreduce_save(dt_strategy *s, dt_step_ctx *c, dt_records *out) {
     allreduce_impl *a = s->impl;
-    return dt_records_add(out, "allreduce:residual", a->residual, dt_model_num_params(t->model));
+    (void)c;
+    return a ? dt_grad_payload_save(&a->pay, "allreduce:residual", out) : DT_OK;
 }
 
-static dt_status allreduce_load(dt_strategy *s, dt_trainer *t, const dt_tfile *f, const char *path) {
+static dt_status allreduce_load(dt_strategy *s, dt_step_ctx *c, const dt_tfile *f, const char *path) {
     allreduce_impl *a = s->impl;
-    return dt_tfile_take(f, path, "allreduce:residual", a->residual, dt_model_num_params(t->model) * sizeof(float));
+    (void)c;
+    return a ? dt_grad_payload_load(&a->pay, "allreduce:residual", f, path) : DT_OK;
 }
 
 static void allreduce_destroy(dt_strategy *s) {
     allreduce_impl *a = s->impl;
     if (!a) return;
-    dt_codec_free(a->codec);
-    free(a->residual);
-    free(a->send);
+    dt_grad_payload_free(&a->pay);
     free(a->recv);
     free(a);
 }
 
-dt_status dt_allreduce_create(dt_strategy *s) {
-    s->after_backward = allreduce_after_backward;
-    dt_codec_spec spec;
-    dt_status st = dt_codec_parse(s->opt->compress, &spec);
-    if (st != DT_OK || spec.kind == DT_CODEC_NONE) return st; /* none: exactly the plain allreduce */
-    allreduce_impl *a = calloc(1, sizeof *a);
-    if (!a) return dt_fail(DT_ERR_NOMEM, "out of memory");
-    a->spec = spec;
-    s->impl = a;
-    s->start = allreduce_start;
-    s->save_state = allreduce_save;
-    s->load_state = allreduce_load;
-    s->destroy = allreduce_destroy;
+static const dt_strategy_ops allreduce_ops = {
+    .start = allreduce_start,
+    .after_backward = allreduce_after_backward,
+    .save_state = allreduce_save,
+    .load_state = allreduce_load,
+    .destroy = allreduce_destroy,
+};
+
+static dt_status allreduce_create(dt_strategy *s) {
+    s->ops = &allreduce_ops;
     return DT_OK;
 }
+
+const dt_scheme dt_scheme_allreduce = {
+    .name = "allreduce", .summary = "average the gradients every step (MPI_Allreduce)",
+    .compress = DT_COMPRESS_YES, .create = allreduce_create,
+};

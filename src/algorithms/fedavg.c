@@ -12,29 +12,31 @@
 
 #include "algorithms/paramavg.h"
 #include "algorithms/strategy.h"
-#include "comm/codec.h"
-#include "trainer/trainer.h"
-
-typedef enum { AGG_AVERAGE, AGG_SAMPLES, AGG_LOSS } agg_kind;
 
 typedef struct {
-    agg_kind agg;
-    long every;       /* K */
-    long since;       /* steps since the last averaging */
-    float *buf;       /* [w*x | w*state | w] */
-    dt_codec_spec spec;
+    dt_param_weighting agg;
+    long every;        /* K */
+    long since;        /* steps since the last averaging */
+    double round_loss; /* sum of the round's batch losses (--aggregate loss) */
+    long round_batches;
+    float *buf;        /* [w*x | w*state | w] */
     dt_param_avg *avg; /* --compress */
-    double round[3];  /* checkpoints: since, round_loss, round_batches */
 } fedavg_impl;
 
+static const dt_flag fedavg_flags[] = {
+    {"local-steps", DT_FLAG_INT, "0", 0, 1e9, 0, "steps between averagings (0: --local-epochs)", 0},
+    {"local-epochs", DT_FLAG_INT, "1", 1, 1e6, 0, "epochs between averagings", 0},
+    {"aggregate", DT_FLAG_TEXT, "average", 0, 0, 0, "average | samples | loss (weights of the ranks' models)", 0},
+};
+
 /* One allreduce of [w*x | w*state | w]: the weighted mean without an extra message for w. */
-static dt_status allreduce_average(dt_trainer *t, fedavg_impl *f, float w) {
-    const size_t np = dt_model_num_params(t->model), ns = dt_model_num_state(t->model);
-    float *x = dt_model_params(t->model), *state = dt_model_state(t->model);
+static dt_status allreduce_average(dt_step_ctx *c, fedavg_impl *f, float w) {
+    const size_t np = dt_model_num_params(c->model), ns = dt_model_num_state(c->model);
+    float *x = dt_model_params(c->model), *state = dt_model_state(c->model);
     for (size_t i = 0; i < np; i++) f->buf[i] = w * x[i];
     for (size_t i = 0; i < ns; i++) f->buf[np + i] = w * state[i];
     f->buf[np + ns] = w;
-    dt_status st = dt_allreduce_sum(&t->comm, f->buf, np + ns + 1);
+    dt_status st = dt_allreduce_sum(c->comm, f->buf, np + ns + 1);
     if (st != DT_OK) return st;
     const float inv = 1.0f / f->buf[np + ns];
     for (size_t i = 0; i < np; i++) x[i] = f->buf[i] * inv;
@@ -42,107 +44,103 @@ static dt_status allreduce_average(dt_trainer *t, fedavg_impl *f, float w) {
     return DT_OK;
 }
 
-static dt_status fedavg_average(dt_trainer *t, fedavg_impl *f) {
-    float w = 1.0f;
-    if (f->agg == AGG_SAMPLES) w = (float)t->shard_n;
-    else if (f->agg == AGG_LOSS) w = t->round_batches ? (float)(t->round_loss / t->round_batches) : 1.0f;
-    dt_status st = f->avg ? dt_param_avg_run(f->avg, &t->comm, dt_model_params(t->model), dt_model_state(t->model), w)
-                          : allreduce_average(t, f, w);
-    t->round_loss = 0;
-    t->round_batches = 0;
+static dt_status fedavg_average(dt_step_ctx *c, fedavg_impl *f) {
+    const float w = dt_param_weight(f->agg, c->run.shard_n, f->round_loss, f->round_batches);
+    dt_status st = f->avg ? dt_param_avg_run(f->avg, c->comm, dt_model_params(c->model), dt_model_state(c->model), w)
+                          : allreduce_average(c, f, w);
+    f->round_loss = 0;
+    f->round_batches = 0;
     f->since = 0;
     return st;
 }
 
-static dt_status fedavg_start(dt_strategy *s, dt_trainer *t) {
+static dt_status fedavg_start(dt_strategy *s, dt_step_ctx *c) {
     fedavg_impl *f = s->impl;
-    const dt_algo_options *o = s->opt;
-    if (o->local_steps > 0 && o->local_epochs > 0)
+    const long steps = dt_algo_int(s, "local-steps");
+    if (steps > 0 && dt_algo_given(s, "local-epochs"))
         return dt_fail(DT_ERR_ARG, "--local-steps and --local-epochs: give one of them");
-    f->every = o->local_steps > 0 ? o->local_steps : (long)(o->local_epochs > 0 ? o->local_epochs : 1) * t->steps_per_epoch;
-    if (f->spec.kind != DT_CODEC_NONE) {
-        dt_status st = dt_param_avg_create(&f->spec, &t->comm, dt_model_params(t->model),
-                                           dt_model_num_params(t->model), dt_model_num_state(t->model), &f->avg);
-        if (st != DT_OK) return st;
-    } else {
-        const size_t n = dt_model_num_params(t->model) + dt_model_num_state(t->model) + 1;
-        f->buf = malloc(n * sizeof(float));
-        if (!f->buf) return dt_fail(DT_ERR_NOMEM, "out of memory");
-    }
-    t->round_loss = 0;
-    t->round_batches = 0;
+    f->every = steps > 0 ? steps : dt_algo_int(s, "local-epochs") * c->run.steps_per_epoch;
+    if (s->codec.kind != DT_CODEC_NONE)
+        return dt_param_avg_create(&s->codec, c->comm, dt_model_params(c->model), dt_model_num_params(c->model),
+                                   dt_model_num_state(c->model), &f->avg);
+    const size_t n = dt_model_num_params(c->model) + dt_model_num_state(c->model) + 1;
+    if (!(f->buf = malloc(n * sizeof(float)))) return dt_fail(DT_ERR_NOMEM, "out of memory");
     return DT_OK;
 }
 
 /* messages of one averaging: what averaging at every step would send per step */
-static uint64_t round_msgs(const dt_trainer *t, const fedavg_impl *f) {
-    if (f->avg) return dt_param_avg_round_msgs(&t->comm);
-    return t->comm.size > 1 ? 2 * (uint64_t)(t->comm.size - 1) : 0;
+static uint64_t round_msgs(const dt_step_ctx *c, const fedavg_impl *f) {
+    if (f->avg) return dt_param_avg_round_msgs(c->comm);
+    return c->comm->size > 1 ? 2 * (uint64_t)(c->comm->size - 1) : 0;
 }
 
-static dt_status fedavg_end_step(dt_strategy *s, dt_trainer *t) {
+static dt_status fedavg_end_step(dt_strategy *s, dt_step_ctx *c) {
     fedavg_impl *f = s->impl;
-    t->comm.c.baseline_msgs += round_msgs(t, f);
+    f->round_loss += c->loss;
+    f->round_batches++;
+    c->comm->c.baseline_msgs += round_msgs(c, f);
     if (++f->since < f->every) return DT_OK;
-    return fedavg_average(t, f);
+    return fedavg_average(c, f);
 }
 
 /* the last round may be short: average what there is */
-static dt_status fedavg_finish(dt_strategy *s, dt_trainer *t) {
+static dt_status fedavg_finish(dt_strategy *s, dt_step_ctx *c) {
     fedavg_impl *f = s->impl;
-    return f->since > 0 ? fedavg_average(t, f) : DT_OK;
+    return f->since > 0 ? fedavg_average(c, f) : DT_OK;
 }
 
 /* checkpoints: where the round stands (steps since the last averaging, the loss summed for
  * --aggregate loss) and, with --compress, the copies */
-static dt_status fedavg_save(dt_strategy *s, dt_trainer *t, dt_records *out) {
+static dt_status fedavg_save(dt_strategy *s, dt_step_ctx *c, dt_records *out) {
     fedavg_impl *f = s->impl;
-    f->round[0] = (double)f->since;
-    f->round[1] = t->round_loss;
-    f->round[2] = (double)t->round_batches;
-    dt_status st = dt_records_add_raw(out, "fedavg:round", f->round, sizeof f->round);
-    if (st == DT_OK && f->avg) st = dt_param_avg_save(f->avg, &t->comm, "fedavg", out);
+    const double round[3] = {(double)f->since, f->round_loss, (double)f->round_batches};
+    dt_status st = dt_records_add_raw(out, "fedavg:round", round, sizeof round);
+    if (st == DT_OK && f->avg) st = dt_param_avg_save(f->avg, c->comm, "fedavg", out);
     return st;
 }
 
-static dt_status fedavg_load(dt_strategy *s, dt_trainer *t, const dt_tfile *tf, const char *path) {
+static dt_status fedavg_load(dt_strategy *s, dt_step_ctx *c, const dt_tfile *tf, const char *path) {
     fedavg_impl *f = s->impl;
-    dt_status st = dt_tfile_take(tf, path, "fedavg:round", f->round, sizeof f->round);
+    double round[3];
+    dt_status st = dt_tfile_take(tf, path, "fedavg:round", round, sizeof round);
     if (st != DT_OK) return st;
-    f->since = (long)f->round[0];
-    t->round_loss = f->round[1];
-    t->round_batches = (long)f->round[2];
-    return f->avg ? dt_param_avg_load(f->avg, &t->comm, "fedavg", tf, path) : DT_OK;
+    f->since = (long)round[0];
+    f->round_loss = round[1];
+    f->round_batches = (long)round[2];
+    return f->avg ? dt_param_avg_load(f->avg, c->comm, "fedavg", tf, path) : DT_OK;
 }
 
 static void fedavg_destroy(dt_strategy *s) {
     fedavg_impl *f = s->impl;
-    if (f) {
-        free(f->buf);
-        dt_param_avg_free(f->avg);
-    }
+    if (!f) return;
+    free(f->buf);
+    dt_param_avg_free(f->avg);
     free(f);
 }
 
-dt_status dt_fedavg_create(dt_strategy *s) {
-    const char *a = s->opt->aggregate ? s->opt->aggregate : "average";
-    agg_kind k;
-    if (!strcmp(a, "average")) k = AGG_AVERAGE;
-    else if (!strcmp(a, "samples")) k = AGG_SAMPLES;
-    else if (!strcmp(a, "loss")) k = AGG_LOSS;
-    else return dt_fail(DT_ERR_ARG, "--aggregate %s: expected average, samples or loss", a);
+static const dt_strategy_ops fedavg_ops = {
+    .start = fedavg_start,
+    .end_step = fedavg_end_step,
+    .finish = fedavg_finish,
+    .save_state = fedavg_save,
+    .load_state = fedavg_load,
+    .destroy = fedavg_destroy,
+};
+
+static dt_status fedavg_create(dt_strategy *s) {
+    dt_param_weighting k;
+    dt_status st = dt_param_weighting_parse(dt_algo_text(s, "aggregate"), &k);
+    if (st != DT_OK) return st;
     fedavg_impl *f = calloc(1, sizeof *f);
     if (!f) return dt_fail(DT_ERR_NOMEM, "out of memory");
     f->agg = k;
     s->impl = f;
-    s->destroy = fedavg_destroy;
-    dt_status st = dt_codec_parse(s->opt->compress, &f->spec);
-    if (st != DT_OK) return st;
+    s->ops = &fedavg_ops;
     s->decentralized = 1;
-    s->start = fedavg_start;
-    s->end_step = fedavg_end_step;
-    s->finish = fedavg_finish;
-    s->save_state = fedavg_save;
-    s->load_state = fedavg_load;
     return DT_OK;
 }
+
+const dt_scheme dt_scheme_fedavg = {
+    .name = "fedavg", .summary = "local SGD for K steps or E epochs, then average the models (weighted)",
+    .flags = fedavg_flags, .nflags = 3, .compress = DT_COMPRESS_YES, .create = fedavg_create,
+};

@@ -18,6 +18,20 @@ struct dt_param_avg {
     uint8_t *up, *ups, *down;
 };
 
+dt_status dt_param_weighting_parse(const char *text, dt_param_weighting *out) {
+    if (!strcmp(text, "average")) *out = DT_WEIGHT_AVERAGE;
+    else if (!strcmp(text, "samples")) *out = DT_WEIGHT_SAMPLES;
+    else if (!strcmp(text, "loss")) *out = DT_WEIGHT_LOSS;
+    else return dt_fail(DT_ERR_ARG, "--aggregate %s: expected average, samples or loss", text);
+    return DT_OK;
+}
+
+float dt_param_weight(dt_param_weighting k, int shard_n, double round_loss, long round_batches) {
+    if (k == DT_WEIGHT_SAMPLES) return (float)shard_n;
+    if (k == DT_WEIGHT_LOSS) return round_batches ? (float)(round_loss / round_batches) : 1.0f;
+    return 1.0f;
+}
+
 uint64_t dt_param_avg_round_msgs(const dt_comm *c) {
     if (c->size < 2) return 0;
     return c->rank == 0 ? (uint64_t)(c->size - 1) : 1;

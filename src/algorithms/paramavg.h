@@ -32,6 +32,14 @@ dt_status dt_param_avg_run(dt_param_avg *a, dt_comm *c, float *x, float *state, 
 dt_status dt_param_avg_save(const dt_param_avg *a, const dt_comm *c, const char *prefix, dt_records *out);
 dt_status dt_param_avg_load(dt_param_avg *a, const dt_comm *c, const char *prefix, const dt_tfile *f,
                             const char *path);
+/* How a rank's model is weighted in the average (fedavg --aggregate): average 1; samples the
+ * shard size; loss the rank's mean training loss over the round (worse ranks count more). */
+typedef enum { DT_WEIGHT_AVERAGE, DT_WEIGHT_SAMPLES, DT_WEIGHT_LOSS } dt_param_weighting;
+/* average | samples | loss; DT_ERR_ARG naming --aggregate otherwise. */
+dt_status dt_param_weighting_parse(const char *text, dt_param_weighting *out);
+/* This rank's weight (loss: 1 when no batch was seen in the round). */
+float dt_param_weight(dt_param_weighting k, int shard_n, double round_loss, long round_batches);
+
 /* Messages this rank sends per round (N-1 on rank 0, 1 elsewhere; 0 alone). */
 uint64_t dt_param_avg_round_msgs(const dt_comm *c);
 

@@ -1,82 +1,183 @@
-/* The strategy interface: the training loop calls these hooks at fixed points, and each
- * training scheme (local, allreduce, ps, fedavg, dpsgd, eventgrad, downpour) is one file
- * that fills in the hooks it needs. A NULL hook does nothing, except optimizer_step (the
- * trainer's own SGD step) and model_for_eval (the mean of the training ranks' models). */
+/* The strategy interface: how a training scheme plugs into the training loop.
+ *
+ * A scheme is one file in src/algorithms/ that defines a `const dt_scheme` (its name, its
+ * flags with their defaults and help, whether it takes --compress, and its constructor) and
+ * one line in schemes.def. The constructor fills in a dt_strategy: a pointer to a const table
+ * of hooks (dt_strategy_ops) and the scheme's own state (impl). The trainer is the only caller
+ * of the hooks; a hook sees a dt_step_ctx (the model's flat buffers and views, the
+ * communicator, the optimiser, where the run stands, this step's batch figures, and the
+ * trainer's services), never the trainer itself.
+ *
+ * One step of a training rank, as the trainer runs it:
+ *
+ *     begin_step                        e.g. pull parameters from a server
+ *     forward, backward                 gradients of the local batch in ctx->model's grads
+ *     after_backward                    exchange or replace gradients; decentralized schemes
+ *                                       mix the parameters with their neighbours' here, so
+ *                                       that the optimiser step follows the mixing
+ *     optimizer_step or dt_sgd_step     a parameter server applies the step itself
+ *     end_step                          average parameters after the local step
+ *
+ * and after the steps of an epoch end_epoch; after the last one finish. */
 #ifndef DT_STRATEGY_H
 #define DT_STRATEGY_H
 
+#include "comm/codec.h"
+#include "comm/comm.h"
+#include "core/json.h"
+#include "core/tensorfile.h"
 #include "dtrain.h"
 
-typedef struct dt_trainer dt_trainer;
 typedef struct dt_strategy dt_strategy;
-struct dt_records;
-struct dt_tfile;
+typedef struct dt_step_ctx dt_step_ctx;
 
-/* Every scheme's options, as given on the command line (see dtrain train --help). */
-typedef struct dt_algo_options {
-    const char *ps_mode;       /* ps: grad | weight */
-    int local_steps;           /* fedavg: steps between averagings (0: use local_epochs) */
-    int local_epochs;          /* fedavg */
-    const char *aggregate;     /* fedavg: average | samples | loss */
-    const char *topology;      /* dpsgd, eventgrad: ring | torus | exponential | complete */
-    const char *threshold;     /* eventgrad: adaptive | const:C */
-    float horizon;             /* eventgrad adaptive threshold: horizon x mean slope */
-    int history;               /* eventgrad adaptive threshold: slopes averaged */
-    float threshold_decay;     /* eventgrad: delta *= decay at every step without a send */
-    int warmup_steps;          /* eventgrad: always send during the first steps */
-    int sync;                  /* eventgrad: lock-step (deterministic) */
-    int fetch_every, push_every, servers; /* downpour */
-    float worker_timeout;      /* downpour: seconds */
-    float stall_seconds;       /* downpour tests: the last worker sleeps this long once */
-    const char *compress;      /* allreduce, ps, fedavg, downpour, dpsgd, eventgrad --sync: none | fp16 | bf16 | int8 | topk:F (NULL: none) */
-} dt_algo_options;
+/* ------------------------------------------------------------------ options */
 
-struct dt_strategy {
+typedef enum { DT_FLAG_INT, DT_FLAG_FLOAT, DT_FLAG_TEXT, DT_FLAG_SWITCH } dt_flag_type;
+
+/* One flag of a scheme (--name VALUE). Declared once, in the scheme's file: the command
+ * line's parser and help, the library's defaults and the log's configuration line are all
+ * built from it. Two schemes may declare the same flag (dpsgd and eventgrad: --topology)
+ * with the same type and default. */
+typedef struct dt_flag {
+    const char *name;     /* without the leading -- */
+    dt_flag_type type;
+    const char *def;      /* the default as it would be typed ("1", "0.5", "ring"); switches: "0" */
+    double min, max;      /* numbers: the allowed range (max <= min: unbounded) */
+    int min_open;         /* 1: the value must be > min */
+    const char *help;     /* one line, without the default (added from def) */
+    int test_only;        /* for the tests: left out of --help */
+} dt_flag;
+
+/* Which schemes take --compress. */
+typedef enum { DT_COMPRESS_NO, DT_COMPRESS_YES, DT_COMPRESS_WITH_SYNC } dt_compress_support;
+
+/* A registry entry. */
+typedef struct dt_scheme {
     const char *name;
-    void *impl;
-    const dt_algo_options *opt;
-    int nservers;              /* ranks [0, nservers) serve and do not train (downpour) */
-    int decentralized;         /* models differ between ranks: report their spread */
-    dt_status (*start)(dt_strategy *s, dt_trainer *t);
-    /* server ranks only: serve until the workers are done */
-    dt_status (*serve)(dt_strategy *s, dt_trainer *t);
-    /* before the forward pass (e.g. pull parameters) */
-    dt_status (*begin_step)(dt_strategy *s, dt_trainer *t);
-    /* after backward, before the optimiser: gradients may be exchanged or replaced */
-    dt_status (*after_backward)(dt_strategy *s, dt_trainer *t);
-    /* replaces the local optimiser step (e.g. a parameter server applies it) */
-    dt_status (*optimizer_step)(dt_strategy *s, dt_trainer *t, float lr);
-    /* after the parameters were updated: averaging, mixing with neighbours */
-    dt_status (*end_step)(dt_strategy *s, dt_trainer *t);
-    dt_status (*end_epoch)(dt_strategy *s, dt_trainer *t);
-    /* after the last step, on every rank (collective) */
-    dt_status (*finish)(dt_strategy *s, dt_trainer *t);
-    /* collective: the model to evaluate and keep, into params/state (all ranks) */
-    dt_status (*model_for_eval)(dt_strategy *s, dt_trainer *t, float *params, float *state);
-    /* checkpoints: add the scheme's own state (records named "<algo>:...") to what is saved
-     * after every epoch, and restore it on --resume, called after start; NULL: the scheme
-     * has no state beyond the model and the optimiser */
-    dt_status (*save_state)(dt_strategy *s, dt_trainer *t, struct dt_records *out);
-    dt_status (*load_state)(dt_strategy *s, dt_trainer *t, const struct dt_tfile *f, const char *path);
-    /* collective, after a failure at start that every rank knows of: frees what start
-     * created with every rank (one-sided windows), which MPI_Finalize must not find alive */
-    void (*abandon)(dt_strategy *s, dt_trainer *t);
-    void (*destroy)(dt_strategy *s);
+    const char *summary;          /* one line for --help */
+    const dt_flag *flags;
+    int nflags;
+    dt_compress_support compress;
+    /* fills in s->ops and s->impl; the options are validated already */
+    dt_status (*create)(dt_strategy *s);
+} dt_scheme;
+
+/* dt_algo_config (the scheme and its flags' values as text) and dt_algo_config_set are in
+ * dtrain.h. Values are checked against the declaring dt_flag when the scheme is created, so
+ * the library and the command line agree on every default and range. */
+
+/* ------------------------------------------------------------------ the context */
+
+/* What a scheme knows of the run; fixed once training starts. */
+typedef struct dt_run_info {
+    int epochs, batch, steps_per_epoch;
+    int eval_every;               /* 0: only at the end */
+    long max_steps;               /* 0: no limit */
+    int nworkers;                 /* training ranks */
+    int worker;                   /* this rank's index among them; -1 on a server rank */
+    int shard_n;                  /* this rank's training examples */
+    int quiet;                    /* no progress output */
+} dt_run_info;
+
+struct dt_step_ctx {
+    /* the model: one flat buffer each of parameters, gradients and batch-norm state, with
+     * per-tensor views (dt_model_params, dt_model_grads, dt_model_state, dt_model_tensor) */
+    dt_model *model;
+    dt_comm *comm;
+    dt_sgd *opt;                  /* the run's optimiser: momentum buffer, weight decay */
+    const dt_schedule *sched;
+    dt_run_info run;
+    /* where the run stands (the trainer advances these) */
+    int epoch;                    /* 0-based */
+    int epoch_step;               /* steps done in this epoch */
+    long step;                    /* steps done in the run */
+    float lr;                     /* this step's learning rate */
+    int eval_due;                 /* in end_epoch: the trainer evaluates after this epoch */
+    /* this step's batch, from after_backward on */
+    float loss;                   /* mean loss of the batch */
+    int correct, count;
+    /* set by a scheme: this rank trains no further (a dropped downpour worker) */
+    int stop;
+    /* the trainer's services */
+    void *host;
+    /* appends one JSON line to the --log file (rank 0; elsewhere nothing) */
+    dt_status (*log)(void *host, const char *json_line);
+    /* a server that evaluates on its own: evaluates params/state on rank 0's test set, prints
+     * and logs the epoch line (not collective) */
+    dt_status (*report_epoch)(void *host, int epoch, double train_loss, double train_acc, const float *params,
+                              const float *state);
 };
 
-/* Creates the named strategy with its options (kept by pointer). */
-dt_status dt_strategy_create(const char *name, const dt_algo_options *opt, dt_strategy **out);
-void dt_strategy_free(dt_strategy *s);
-/* "local, allreduce, ..." for messages and help. */
-const char *dt_strategy_names(void);
+/* ------------------------------------------------------------------ the hooks */
 
-/* One constructor per scheme file. */
-dt_status dt_local_create(dt_strategy *s);
-dt_status dt_allreduce_create(dt_strategy *s);
-dt_status dt_ps_create(dt_strategy *s);
-dt_status dt_fedavg_create(dt_strategy *s);
-dt_status dt_dpsgd_create(dt_strategy *s);
-dt_status dt_eventgrad_create(dt_strategy *s);
-dt_status dt_downpour_create(dt_strategy *s);
+/* A NULL hook does nothing, except optimizer_step (NULL: the trainer's dt_sgd_step with
+ * ctx->lr) and model_for_eval (NULL: the mean of the training ranks' models). Hooks that
+ * return an error stop the run on this rank. */
+typedef struct dt_strategy_ops {
+    /* collective, once before training: buffers, windows, set-up exchanges (not counted) */
+    dt_status (*start)(dt_strategy *s, dt_step_ctx *c);
+    /* server ranks only (s->nservers > 0): serve until the workers are done */
+    dt_status (*serve)(dt_strategy *s, dt_step_ctx *c);
+    /* before the forward pass */
+    dt_status (*begin_step)(dt_strategy *s, dt_step_ctx *c);
+    /* after backward, before the optimiser step: gradients may be exchanged or replaced,
+     * and parameters mixed with the neighbours' (decentralized schemes) */
+    dt_status (*after_backward)(dt_strategy *s, dt_step_ctx *c);
+    /* replaces the optimiser step (a parameter server applies it) */
+    dt_status (*optimizer_step)(dt_strategy *s, dt_step_ctx *c);
+    /* after the optimiser step: average the parameters */
+    dt_status (*end_step)(dt_strategy *s, dt_step_ctx *c);
+    /* after the last step of an epoch (ctx->eval_due says whether an evaluation follows) */
+    dt_status (*end_epoch)(dt_strategy *s, dt_step_ctx *c);
+    /* collective, on every rank after the last step: drain, final averaging */
+    dt_status (*finish)(dt_strategy *s, dt_step_ctx *c);
+    /* collective: the model to evaluate and keep, into params/state (every rank) */
+    dt_status (*model_for_eval)(dt_strategy *s, dt_step_ctx *c, float *params, float *state);
+    /* checkpoints: the scheme's own state as records named "<scheme>:...", saved after every
+     * epoch and restored on --resume (after start, which it overwrites) */
+    dt_status (*save_state)(dt_strategy *s, dt_step_ctx *c, dt_records *out);
+    dt_status (*load_state)(dt_strategy *s, dt_step_ctx *c, const dt_tfile *f, const char *path);
+    /* rank 0, while the summary line is written: the scheme's own figures as members */
+    void (*summary)(dt_strategy *s, dt_json *line);
+    /* collective, after a failure at start that every rank knows of: frees what start made
+     * with every rank (one-sided windows, which MPI_Finalize must not find alive) */
+    void (*abandon)(dt_strategy *s, dt_step_ctx *c);
+    void (*destroy)(dt_strategy *s);
+} dt_strategy_ops;
+
+struct dt_strategy {
+    const dt_scheme *scheme;
+    const dt_strategy_ops *ops;   /* set by create */
+    void *impl;                   /* the scheme's state, freed by ops->destroy */
+    const dt_algo_config *cfg;    /* kept by pointer */
+    dt_codec_spec codec;          /* --compress, parsed once (DT_CODEC_NONE: none) */
+    int nservers;                 /* ranks [0, nservers) serve and do not train (downpour) */
+    int decentralized;            /* the ranks' models differ: report their spread */
+};
+
+/* A scheme's flag values (the given one or the declared default). The flag must be one the
+ * scheme declares (asserted). */
+long dt_algo_int(const dt_strategy *s, const char *name);
+double dt_algo_float(const dt_strategy *s, const char *name);
+const char *dt_algo_text(const dt_strategy *s, const char *name);
+int dt_algo_switch(const dt_strategy *s, const char *name);
+/* Whether the flag was given (rather than left at its default). */
+int dt_algo_given(const dt_strategy *s, const char *name);
+
+/* ------------------------------------------------------------------ the registry */
+
+/* Checks the configuration without creating anything (no MPI): a known scheme, --compress
+ * valid and taken by it, its flags' values of the right type and range. */
+dt_status dt_algo_check(const dt_algo_config *a);
+/* Creates the configured scheme (checked first); a is kept by pointer. */
+dt_status dt_strategy_create(const dt_algo_config *a, dt_strategy **out);
+void dt_strategy_free(dt_strategy *s);
+/* The schemes, in registry order; n set to their number. */
+const dt_scheme *const *dt_schemes(int *n);
+const dt_scheme *dt_scheme_find(const char *name);
+/* Writes every flag of the configured scheme with its value in force as members of line
+ * (numbers as numbers, switches as booleans), and "compress". */
+void dt_algo_config_json(const dt_algo_config *a, dt_json *line);
 
 #endif

@@ -81,10 +81,11 @@ dt_status dt_parse_args(const char *cmd, int argc, char **argv, int first, const
 void dt_print_help(const char *cmd, const char *usage, const dt_opt *opts, int nopts) {
     printf("usage: dtrain %s %s\n\n", cmd, usage);
     for (int k = 0; k < nopts; k++) {
+        if (opts[k].hidden) continue;
         char left[64];
-        const char *arg = opts[k].kind == OPT_FLAG ? "" : opts[k].kind == OPT_STR ? " S"
-                        : opts[k].kind == OPT_FLOAT ? " X" : " N";
-        snprintf(left, sizeof left, "--%s%s", opts[k].name, arg);
+        const char *arg = opts[k].metavar ? opts[k].metavar : opts[k].kind == OPT_FLAG ? "" : opts[k].kind == OPT_STR ? "S"
+                        : opts[k].kind == OPT_FLOAT ? "X" : "N";
+        snprintf(left, sizeof left, "--%s%s%s", opts[k].name, *arg ? " " : "", arg);
         printf("  %-22s %s\n", left, opts[k].help);
     }
 }

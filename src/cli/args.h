@@ -14,6 +14,8 @@ typedef struct dt_opt {
     const char *help;
     double min, max;      /* inclusive bounds for numbers */
     int min_exclusive;    /* 1: value must be > min */
+    int hidden;           /* for the tests: left out of --help */
+    const char *metavar;  /* the value's name in --help (NULL: by kind: N, X, S) */
 } dt_opt;
 
 /* Parses argv[first..argc). Returns DT_OK, or DT_ERR_ARG with a message naming the flag.

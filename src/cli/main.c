@@ -15,6 +15,7 @@
 #include "comm/comm.h"
 #include "core/tensorfile.h"
 #include "dtrain.h"
+#include "algorithms/strategy.h"
 #include "trainer/trainer.h"
 
 #define NOPTS(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -53,69 +54,126 @@ static void ensure_fast_blas(char **argv) {
     /* exec failed: carry on with what we have */
 }
 
-/* Flags of `train` (and `run`, which passes them on). */
+/* Flags of `train` (and `run`, which passes them on): the run's own, then every scheme's,
+ * taken from the registry (strategy.h), each flag once however many schemes declare it. */
+#define MAX_OPTS (48 + DT_ALGO_MAX_SET)
+
 typedef struct train_flags {
     dt_train_config c;
     const char *out;
-    int no_augment, no_save, ranks;
+    int no_augment, no_save, ranks, max_steps;
+    int nscheme;                     /* the schemes' flags */
+    struct {
+        const dt_flag *flag;
+        const char *text;            /* as given, or NULL */
+        int on;                      /* switches */
+        char help[240];
+    } scheme[DT_ALGO_MAX_SET];
+    char algo_help[200], compress_help[240];
 } train_flags;
+
+/* "dpsgd, eventgrad: HELP [DEFAULT]": who takes the flag, what it does, its default. */
+static void scheme_flag_help(const dt_flag *f, char *out, size_t len) {
+    int n;
+    const dt_scheme *const *all = dt_schemes(&n);
+    size_t o = 0;
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < all[i]->nflags; k++)
+            if (!strcmp(all[i]->flags[k].name, f->name))
+                o += (size_t)snprintf(out + o, o < len ? len - o : 0, "%s%s", o ? ", " : "", all[i]->name);
+    if (o < len) snprintf(out + o, len - o, ": %s%s%s%s", f->help, f->type == DT_FLAG_SWITCH ? "" : " [",
+                          f->type == DT_FLAG_SWITCH ? "" : f->def, f->type == DT_FLAG_SWITCH ? "" : "]");
+}
+
+static void scheme_options(train_flags *f, dt_opt *opts, int *nopts) {
+    int n;
+    const dt_scheme *const *all = dt_schemes(&n);
+    char *w = f->compress_help;
+    size_t o = (size_t)snprintf(w, sizeof f->compress_help, "payload codec none | fp16 | bf16 | int8 | topk:F (0 < F <= 1), for ");
+    for (int i = 0; i < n; i++)
+        if (all[i]->compress != DT_COMPRESS_NO && o < sizeof f->compress_help)
+            o += (size_t)snprintf(w + o, sizeof f->compress_help - o, "%s%s, ", all[i]->name,
+                                  all[i]->compress == DT_COMPRESS_WITH_SYNC ? " with --sync" : "");
+    if (o >= 2 && o < sizeof f->compress_help) snprintf(w + o - 2, sizeof f->compress_help - o + 2, " [none]");
+    opts[(*nopts)++] = (dt_opt){"compress", OPT_STR, &f->c.algo.compress, f->compress_help, 0, 0, 0, 0, NULL};
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < all[i]->nflags; k++) {
+            const dt_flag *fl = &all[i]->flags[k];
+            int seen = 0;
+            for (int q = 0; q < f->nscheme && !seen; q++) seen = !strcmp(f->scheme[q].flag->name, fl->name);
+            if (seen || f->nscheme == DT_ALGO_MAX_SET) continue;
+            const int q = f->nscheme++;
+            f->scheme[q].flag = fl;
+            scheme_flag_help(fl, f->scheme[q].help, sizeof f->scheme[q].help);
+            if (fl->type == DT_FLAG_SWITCH)
+                opts[(*nopts)++] = (dt_opt){fl->name, OPT_FLAG, &f->scheme[q].on, f->scheme[q].help, 0, 0, 0, fl->test_only, NULL};
+            else
+                opts[(*nopts)++] = (dt_opt){fl->name, OPT_STR, &f->scheme[q].text, f->scheme[q].help, 0, 0, 0, fl->test_only,
+                                            fl->type == DT_FLAG_INT ? "N" : fl->type == DT_FLAG_FLOAT ? "X" : "S"};
+        }
+}
 
 static int train_options(train_flags *f, dt_opt *opts) {
     dt_train_config *c = &f->c;
-    dt_algo_options *a = &c->algo_opt;
-    *f = (train_flags){.c = {.model = "cnn1", .data = "mnist", .algo = "local", .split = "random", .epochs = 10,
-                             .batch = 64, .lr = 0.05f, .schedule = "const", .seed = 1, .augment = -1, .eval_every = 1,
-                             .algo_opt = {.ps_mode = "grad", .aggregate = "average", .topology = "ring",
-                                          .threshold = "adaptive", .horizon = 1.0f, .history = 2,
-                                          .threshold_decay = 1.0f, .warmup_steps = 30, .fetch_every = 1,
-                                          .push_every = 1, .servers = 1, .worker_timeout = 30.0f,
-                                          .compress = "none"}},
-                       .ranks = 4};
-    const dt_opt all[] = {
-        {"model", OPT_STR, &c->model, "model name or spec file (dtrain info --list) [cnn1]", 0, 0, 0},
-        {"data", OPT_STR, &c->data, "mnist | fashion-mnist | cifar10 [mnist]", 0, 0, 0},
-        {"data-dir", OPT_STR, &c->data_dir, "folder with the dataset files [$DTRAIN_DATA/NAME or data/NAME]", 0, 0, 0},
-        {"algo", OPT_STR, &c->algo, "local | allreduce | ps | fedavg | dpsgd | eventgrad | downpour [local]", 0, 0, 0},
-        {"split", OPT_STR, &c->split, "random | class | equal | stripe: the training set across ranks [random]", 0, 0, 0},
-        {"epochs", OPT_INT, &c->epochs, "epochs, >= 1 [10]", 1, 1e6, 0},
-        {"batch", OPT_INT, &c->batch, "mini-batch size per rank, >= 1 [64]", 1, 1e6, 0},
-        {"lr", OPT_FLOAT, &c->lr, "learning rate, > 0 [0.05]", 0, 1e6, 1},
-        {"momentum", OPT_FLOAT, &c->momentum, "momentum in [0, 1) [0]", 0, 0.999999, 0},
-        {"nesterov", OPT_FLAG, &c->nesterov, "Nesterov momentum", 0, 0, 0},
-        {"weight-decay", OPT_FLOAT, &c->weight_decay, "L2 weight decay, >= 0 [0]", 0, 1e6, 0},
-        {"schedule", OPT_STR, &c->schedule, "const | step:EVERY:GAMMA | cosine[:MIN_LR] [const]", 0, 0, 0},
-        {"seed", OPT_SEED, &c->seed, "run seed (weights, split, shuffling, dropout) [1]", 0, 0, 0},
-        {"max-steps", OPT_INT, &c->max_steps, "stop after N steps per rank [no limit]", 1, 2e9, 0},
-        {"eval-every", OPT_INT, &c->eval_every, "evaluate the averaged model every N epochs; 0: only at the end [1]", 0, 1e6, 0},
-        {"train-limit", OPT_INT, &c->train_limit, "use only the first N training examples [all]", 1, 1e9, 0},
-        {"test-limit", OPT_INT, &c->test_limit, "use only the first N test examples [all]", 1, 1e9, 0},
-        {"no-augment", OPT_FLAG, &f->no_augment, "no random crop/flip (CIFAR)", 0, 0, 0},
-        {"ps-mode", OPT_STR, &a->ps_mode, "ps: grad | weight [grad]", 0, 0, 0},
-        {"local-steps", OPT_INT, &a->local_steps, "fedavg: steps between averagings [1 epoch]", 1, 1e9, 0},
-        {"local-epochs", OPT_INT, &a->local_epochs, "fedavg: epochs between averagings", 1, 1e6, 0},
-        {"aggregate", OPT_STR, &a->aggregate, "fedavg: average | samples | loss [average]", 0, 0, 0},
-        {"topology", OPT_STR, &a->topology, "dpsgd, eventgrad: ring | torus | exponential | complete [ring]", 0, 0, 0},
-        {"threshold", OPT_STR, &a->threshold, "eventgrad: adaptive | const:C [adaptive]", 0, 0, 0},
-        {"horizon", OPT_FLOAT, &a->horizon, "eventgrad adaptive: horizon x mean slope [1]", 0, 1e9, 1},
-        {"history", OPT_INT, &a->history, "eventgrad adaptive: slopes averaged [2]", 1, 1000, 0},
-        {"threshold-decay", OPT_FLOAT, &a->threshold_decay, "eventgrad: threshold factor per silent step, (0, 1] [1]", 0, 1, 1},
-        {"warmup-steps", OPT_INT, &a->warmup_steps, "eventgrad: always send during the first N steps [30]", 0, 1e9, 0},
-        {"sync", OPT_FLAG, &a->sync, "eventgrad: lock-step, deterministic", 0, 0, 0},
-        {"fetch-every", OPT_INT, &a->fetch_every, "downpour: pull parameters every N steps [1]", 1, 1e9, 0},
-        {"push-every", OPT_INT, &a->push_every, "downpour: push accumulated gradients every N steps [1]", 1, 1e9, 0},
-        {"servers", OPT_INT, &a->servers, "downpour: parameter-server ranks [1]", 1, 1e6, 0},
-        {"worker-timeout", OPT_FLOAT, &a->worker_timeout, "downpour: drop a worker silent this long, seconds [30]", 0, 1e9, 1},
-        {"compress", OPT_STR, &a->compress, "allreduce, ps, fedavg, downpour, dpsgd, eventgrad --sync: payload codec none | fp16 | bf16 | int8 | topk:F (0 < F <= 1) [none]", 0, 0, 0},
-        {"stall-seconds", OPT_FLOAT, &a->stall_seconds, "downpour tests: the last worker stalls this long once", 0, 1e9, 1},
-        {"out", OPT_STR, &f->out, "final weights file [dtrain-MODEL-DATA.weights]", 0, 0, 0},
-        {"no-save", OPT_FLAG, &f->no_save, "do not write final weights", 0, 0, 0},
-        {"log", OPT_STR, &c->log_path, "JSON-lines log, one line per epoch and a summary", 0, 0, 0},
-        {"checkpoint", OPT_STR, &c->checkpoint, "checkpoint after every epoch (one file per rank: FILE.rankR)", 0, 0, 0},
-        {"resume", OPT_STR, &c->resume, "continue from a checkpoint", 0, 0, 0},
-        {"quiet", OPT_FLAG, &c->quiet, "no progress output", 0, 0, 0},
+    memset(f, 0, sizeof *f);
+    dt_train_config_defaults(c);
+    c->algo.algo = "local";
+    f->ranks = 4;
+    snprintf(f->algo_help, sizeof f->algo_help, "%s [local]", dt_strategy_names());
+    for (char *p = f->algo_help; *p; p++)
+        if (p[0] == ',' && p[1] == ' ') { memmove(p + 2, p + 1, strlen(p + 1) + 1); p[0] = ' '; p[1] = '|'; }
+    const dt_opt run[] = {
+        {"model", OPT_STR, &c->model, "model name or spec file (dtrain info --list) [cnn1]", 0, 0, 0, 0, NULL},
+        {"data", OPT_STR, &c->data, "mnist | fashion-mnist | cifar10 [mnist]", 0, 0, 0, 0, NULL},
+        {"data-dir", OPT_STR, &c->data_dir, "folder with the dataset files [$DTRAIN_DATA/NAME or data/NAME]", 0, 0, 0, 0, NULL},
+        {"algo", OPT_STR, &c->algo.algo, f->algo_help, 0, 0, 0, 0, NULL},
+        {"split", OPT_STR, &c->split, "random | class | equal | stripe: the training set across ranks [random]", 0, 0, 0, 0, NULL},
+        {"epochs", OPT_INT, &c->epochs, "epochs, >= 1 [10]", 1, 1e6, 0, 0, NULL},
+        {"batch", OPT_INT, &c->batch, "mini-batch size per rank, >= 1 [64]", 1, 1e6, 0, 0, NULL},
+        {"lr", OPT_FLOAT, &c->lr, "learning rate, > 0 [0.05]", 0, 1e6, 1, 0, NULL},
+        {"momentum", OPT_FLOAT, &c->momentum, "momentum in [0, 1) [0]", 0, 0.999999, 0, 0, NULL},
+        {"nesterov", OPT_FLAG, &c->nesterov, "Nesterov momentum", 0, 0, 0, 0, NULL},
+        {"weight-decay", OPT_FLOAT, &c->weight_decay, "L2 weight decay, >= 0 [0]", 0, 1e6, 0, 0, NULL},
+        {"schedule", OPT_STR, &c->schedule, "const | step:EVERY:GAMMA | cosine[:MIN_LR] [const]", 0, 0, 0, 0, NULL},
+        {"seed", OPT_SEED, &c->seed, "run seed (weights, split, shuffling, dropout) [1]", 0, 0, 0, 0, NULL},
+        {"max-steps", OPT_INT, &f->max_steps, "stop after N steps per rank [no limit]", 1, 2e9, 0, 0, NULL},
+        {"eval-every", OPT_INT, &c->eval_every, "evaluate the averaged model every N epochs; 0: only at the end [1]", 0, 1e6, 0, 0, NULL},
+        {"train-limit", OPT_INT, &c->train_limit, "use only the first N training examples [all]", 1, 1e9, 0, 0, NULL},
+        {"test-limit", OPT_INT, &c->test_limit, "use only the first N test examples [all]", 1, 1e9, 0, 0, NULL},
+        {"no-augment", OPT_FLAG, &f->no_augment, "no random crop/flip (CIFAR)", 0, 0, 0, 0, NULL},
+        {"out", OPT_STR, &f->out, "final weights file [dtrain-MODEL-DATA.weights]", 0, 0, 0, 0, NULL},
+        {"no-save", OPT_FLAG, &f->no_save, "do not write final weights", 0, 0, 0, 0, NULL},
+        {"log", OPT_STR, &c->log_path, "JSON-lines log: the configuration, one line per epoch, a summary", 0, 0, 0, 0, NULL},
+        {"checkpoint", OPT_STR, &c->checkpoint, "checkpoint after every epoch (one file per rank: FILE.rankR)", 0, 0, 0, 0, NULL},
+        {"resume", OPT_STR, &c->resume, "continue from a checkpoint", 0, 0, 0, 0, NULL},
+        {"quiet", OPT_FLAG, &c->quiet, "no progress output", 0, 0, 0, 0, NULL},
     };
-    memcpy(opts, all, sizeof all);
-    return NOPTS(all);
+    memcpy(opts, run, sizeof run);
+    int n = NOPTS(run);
+    scheme_options(f, opts, &n);
+    return n;
+}
+
+/* After parsing: the schemes' flags that were given go into the configuration, which is
+ * then checked against the chosen scheme's declarations (one line naming the flag). */
+static dt_status scheme_values(train_flags *f) {
+    dt_status st = DT_OK;
+    for (int q = 0; q < f->nscheme && st == DT_OK; q++) {
+        if (f->scheme[q].flag->type == DT_FLAG_SWITCH) {
+            if (f->scheme[q].on) st = dt_algo_config_set(&f->c.algo, f->scheme[q].flag->name, "1");
+        } else if (f->scheme[q].text) {
+            st = dt_algo_config_set(&f->c.algo, f->scheme[q].flag->name, f->scheme[q].text);
+        }
+    }
+    return st == DT_OK ? dt_algo_check(&f->c.algo) : st;
+}
+
+/* The scheme list for --help. */
+static void usage_with_schemes(char *out, size_t len, const char *head) {
+    int n;
+    const dt_scheme *const *all = dt_schemes(&n);
+    size_t o = (size_t)snprintf(out, len, "%s\n\nschemes (--algo):", head);
+    for (int i = 0; i < n && o < len; i++) o += (size_t)snprintf(out + o, len - o, "\n  %-10s %s", all[i]->name, all[i]->summary);
 }
 
 /* MPI is initialised (a singleton without mpiexec). Errors every rank meets alike are printed
@@ -138,20 +196,24 @@ static int report_agreed(const dt_comm *comm, dt_status st) {
 static int cmd_train(int argc, char **argv) {
     dt_comm comm;
     if (dt_comm_init(&argc, &argv, &comm) != DT_OK) return fail();
-    train_flags f;
-    dt_opt opts[64];
+    static train_flags f;
+    dt_opt opts[MAX_OPTS];
     int nopts = train_options(&f, opts), help;
     dt_status st = dt_parse_args("train", argc, argv, 2, opts, nopts, &help);
+    if (st == DT_OK && !help) st = scheme_values(&f);
     if (st != DT_OK || help) {
         if (comm.rank == 0) {
+            char usage[1400];
+            usage_with_schemes(usage, sizeof usage, "[flags]\n\nTrains a model and writes its final weights. Under mpiexec (or dtrain run) the\n"
+                                                    "ranks train together with --algo; alone it trains on one process.");
             if (st != DT_OK) fprintf(stderr, "dtrain: error: %s\n", dt_last_error());
-            else dt_print_help("train", "[flags]\n\nTrains a model and writes its final weights. Under mpiexec (or dtrain run) the\n"
-                                        "ranks train together with --algo; alone it trains on one process.", opts, nopts);
+            else dt_print_help("train", usage, opts, nopts);
         }
         dt_comm_finalize();
         return st != DT_OK ? 2 : 0;
     }
     dt_train_config *c = &f.c;
+    c->max_steps = f.max_steps;
     char out_default[256];
     if (!f.out && !f.no_save) {
         const char *base = strrchr(c->model, '/') ? strrchr(c->model, '/') + 1 : c->model;
@@ -193,18 +255,21 @@ static int cmd_train(int argc, char **argv) {
 /* Starts N ranks of `dtrain train` with mpiexec. Flags are checked here first, so a typo is
  * reported once, not by every rank. */
 static int cmd_run(int argc, char **argv) {
-    train_flags f;
-    dt_opt opts[65];
+    static train_flags f;
+    dt_opt opts[MAX_OPTS + 1];
     int nopts = train_options(&f, opts), help;
-    opts[nopts++] = (dt_opt){"n", OPT_INT, &f.ranks, "number of ranks [4]", 1, 1e5, 0};
+    opts[nopts++] = (dt_opt){"n", OPT_INT, &f.ranks, "number of ranks [4]", 1, 1e5, 0, 0, NULL};
     /* -n N is the usual spelling: accept it as --n */
     char **args = malloc((size_t)argc * sizeof *args);
     if (!args) return 2;
     for (int i = 0; i < argc; i++) args[i] = (!strcmp(argv[i], "-n") || !strcmp(argv[i], "-np")) ? "--n" : argv[i];
     dt_status st = dt_parse_args("run", argc, args, 2, opts, nopts, &help);
+    if (st == DT_OK && !help) st = scheme_values(&f);
     if (st != DT_OK) { free(args); return fail(); }
     if (help) {
-        dt_print_help("run", "-n N [train flags]\n\nStarts N ranks of dtrain train under mpiexec ($DTRAIN_MPIEXEC or mpiexec).", opts, nopts);
+        char usage[1400];
+        usage_with_schemes(usage, sizeof usage, "-n N [train flags]\n\nStarts N ranks of dtrain train under mpiexec ($DTRAIN_MPIEXEC or mpiexec).");
+        dt_print_help("run", usage, opts, nopts);
         free(args);
         return 0;
     }
@@ -262,12 +327,12 @@ static int cmd_eval(int argc, char **argv) {
     const char *model = "cnn1", *data = "mnist", *data_dir = NULL, *weights = NULL;
     int batch = 256, limit = 0;
     dt_opt opts[] = {
-        {"model", OPT_STR, &model, "model name or spec file [cnn1]", 0, 0, 0},
-        {"weights", OPT_STR, &weights, "weights file written by dtrain train (required)", 0, 0, 0},
-        {"data", OPT_STR, &data, "mnist | fashion-mnist | cifar10 [mnist]", 0, 0, 0},
-        {"data-dir", OPT_STR, &data_dir, "folder with the dataset files", 0, 0, 0},
-        {"batch", OPT_INT, &batch, "evaluation batch size [256]", 1, 1e6, 0},
-        {"test-limit", OPT_INT, &limit, "use only the first N test examples [all]", 1, 1e9, 0},
+        {"model", OPT_STR, &model, "model name or spec file [cnn1]", 0, 0, 0, 0, NULL},
+        {"weights", OPT_STR, &weights, "weights file written by dtrain train (required)", 0, 0, 0, 0, NULL},
+        {"data", OPT_STR, &data, "mnist | fashion-mnist | cifar10 [mnist]", 0, 0, 0, 0, NULL},
+        {"data-dir", OPT_STR, &data_dir, "folder with the dataset files", 0, 0, 0, 0, NULL},
+        {"batch", OPT_INT, &batch, "evaluation batch size [256]", 1, 1e6, 0, 0, NULL},
+        {"test-limit", OPT_INT, &limit, "use only the first N test examples [all]", 1, 1e9, 0, 0, NULL},
     };
     int help;
     if (dt_parse_args("eval", argc, argv, 2, opts, NOPTS(opts), &help) != DT_OK) return fail();
@@ -298,9 +363,9 @@ static int cmd_info(int argc, char **argv) {
     const char *model = "cnn1";
     int spec = 0, list = 0;
     dt_opt opts[] = {
-        {"model", OPT_STR, &model, "model name or spec file [cnn1]", 0, 0, 0},
-        {"spec", OPT_FLAG, &spec, "print the model's spec text", 0, 0, 0},
-        {"list", OPT_FLAG, &list, "list the built-in models", 0, 0, 0},
+        {"model", OPT_STR, &model, "model name or spec file [cnn1]", 0, 0, 0, 0, NULL},
+        {"spec", OPT_FLAG, &spec, "print the model's spec text", 0, 0, 0, 0, NULL},
+        {"list", OPT_FLAG, &list, "list the built-in models", 0, 0, 0, 0, NULL},
     };
     int help;
     if (dt_parse_args("info", argc, argv, 2, opts, NOPTS(opts), &help) != DT_OK) return fail();
@@ -334,12 +399,12 @@ static int cmd_bench(int argc, char **argv) {
     int batch = 64, warmup = 20, steps = 200;
     float lr = 0.01f, momentum = 0.9f;
     dt_opt opts[] = {
-        {"model", OPT_STR, &model, "model name or spec file [cnn1]", 0, 0, 0},
-        {"batch", OPT_INT, &batch, "batch size [64]", 1, 1e6, 0},
-        {"warmup", OPT_INT, &warmup, "untimed steps first [20]", 0, 1e9, 0},
-        {"steps", OPT_INT, &steps, "timed steps [200]", 1, 1e9, 0},
-        {"lr", OPT_FLOAT, &lr, "learning rate [0.01]", 0, 1e6, 1},
-        {"momentum", OPT_FLOAT, &momentum, "momentum [0.9]", 0, 0.999999, 0},
+        {"model", OPT_STR, &model, "model name or spec file [cnn1]", 0, 0, 0, 0, NULL},
+        {"batch", OPT_INT, &batch, "batch size [64]", 1, 1e6, 0, 0, NULL},
+        {"warmup", OPT_INT, &warmup, "untimed steps first [20]", 0, 1e9, 0, 0, NULL},
+        {"steps", OPT_INT, &steps, "timed steps [200]", 1, 1e9, 0, 0, NULL},
+        {"lr", OPT_FLOAT, &lr, "learning rate [0.01]", 0, 1e6, 1, 0, NULL},
+        {"momentum", OPT_FLOAT, &momentum, "momentum [0.9]", 0, 0.999999, 0, 0, NULL},
     };
     int help;
     if (dt_parse_args("bench", argc, argv, 2, opts, NOPTS(opts), &help) != DT_OK) return fail();
@@ -397,7 +462,7 @@ static int diffed_records(const dt_tfile *f) {
  * model?" (and the distributed equivalence tests). */
 static int cmd_diff(int argc, char **argv) {
     float tol = -1;
-    dt_opt opts[] = {{"tol", OPT_FLOAT, &tol, "exit 1 when the largest difference exceeds this", 0, 1e30, 0}};
+    dt_opt opts[] = {{"tol", OPT_FLOAT, &tol, "exit 1 when the largest difference exceeds this", 0, 1e30, 0, 0, NULL}};
     const char *files[2] = {NULL, NULL};
     int nf = 0, k = 2;
     while (k < argc && strncmp(argv[k], "--", 2) != 0 && nf < 2) files[nf++] = argv[k++];

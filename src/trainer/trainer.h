@@ -1,5 +1,9 @@
 /* The training loop: data, model, optimiser, schedule, evaluation, logging, checkpoints,
- * and the strategy hooks that distributed schemes fill in. One trainer per rank. */
+ * and the strategy hooks that distributed schemes fill in. One trainer per rank.
+ *
+ * Files: setup.c (configuration, data, shards, the hooks' context), loop.c (the epochs and
+ * steps, start and run), evaluate.c (the agreed model and its test accuracy), report.c (the
+ * console, the JSON-lines log and the summary), checkpoint.c (save and resume). */
 #ifndef DT_TRAINER_H
 #define DT_TRAINER_H
 
@@ -10,67 +14,36 @@
 #include "core/tensorfile.h"
 #include "dtrain.h"
 
-typedef struct dt_train_config {
-    const char *model;       /* name or spec file */
-    const char *data;        /* mnist, fashion-mnist, cifar10 */
-    const char *data_dir;    /* NULL: $DTRAIN_DATA/NAME or ./data/NAME */
-    const char *algo;        /* strategy name */
-    dt_algo_options algo_opt;
-    const char *split;       /* random | class | equal | stripe */
-    int epochs, batch;
-    long max_steps;          /* stop after this many steps per rank (0: no limit) */
-    int eval_every;          /* evaluate the averaged model every N epochs (0: only at the end) */
-    float lr, momentum, weight_decay;
-    int nesterov;
-    const char *schedule;
-    uint64_t seed;
-    int train_limit, test_limit; /* 0: all examples */
-    int augment;             /* -1: dataset default */
-    const char *weights_out; /* final weights, NULL: none */
-    const char *log_path;    /* JSON lines, NULL: none */
-    const char *checkpoint;  /* written after every epoch, NULL: none (".rankR" added for N > 1) */
-    const char *resume;      /* checkpoint to continue from, NULL: none */
-    int quiet;
-} dt_train_config;
-
 typedef struct dt_epoch_stats {
     int epoch;
     double loss, train_acc, test_acc, test_loss, lr, seconds, images_per_s;
     double spread;           /* largest ||x_r - mean x|| over ranks (decentralized schemes) */
     double msgs_pct, mb_sent, msgs_sent; /* so far, all ranks */
+    int server_report;       /* a server's report: no speed or traffic figures */
 } dt_epoch_stats;
 
-struct dt_trainer {
+typedef struct dt_trainer {
     const dt_train_config *cfg;
     dt_comm comm;
     dt_model *model;
     dt_sgd opt;
     dt_schedule sched;
     dt_strategy *strategy;
+    dt_step_ctx ctx;         /* what the hooks see; its step/epoch are the run's position */
     dt_dataset train, test;
-    int worker;              /* index among the training ranks, -1 on server ranks */
-    int nworkers;
     int *shard;              /* this rank's example indices */
-    int shard_n;
-    int epoch;               /* current epoch, 0-based */
-    long step;               /* steps taken so far */
-    int stop;                /* set by the strategy: this rank trains no further (a dropped downpour worker) */
-    int steps_per_epoch;
-    double round_loss;       /* sum of batch losses since the strategy last reset it */
-    long round_batches;
     float *x;                /* batch buffers */
     uint8_t *y;
     int *idx;
-    float *eval_params, *eval_state; /* the evaluated (averaged) model */
+    float *eval_params, *eval_state; /* the evaluated (agreed) model */
     int start_epoch;         /* 0, or where --resume continues */
     dt_tfile resume_file;    /* the checkpoint, from init until start has restored it */
     char resume_path[1100];
     dt_epoch_stats last;
     double t_start;
-    char summary_extra[512]; /* strategy figures for the JSON summary: "\"key\":value,..." */
     char *log_text;          /* JSON lines so far (the log file is rewritten atomically) */
     size_t log_len, log_cap;
-};
+} dt_trainer;
 
 /* Resolves the data folder for a dataset name (--data-dir, $DTRAIN_DATA/NAME, ./data/NAME). */
 void dt_data_dir(const char *name, const char *override_dir, char *out, size_t len);
@@ -87,12 +60,26 @@ void dt_trainer_free(dt_trainer *t);
 /* Test accuracy (0..1) and mean loss of the model on a dataset, in batches of `batch`. */
 dt_status dt_evaluate(dt_model *m, const dt_dataset *d, int batch, int limit, double *acc, double *loss);
 
-/* For servers that evaluate on their own (downpour): evaluates params/state on rank 0's
- * test set, prints and logs one epoch line. Not collective. */
-dt_status dt_trainer_report_epoch(dt_trainer *t, int epoch, double train_loss, double train_acc,
-                                  const float *params, const float *state);
+/* ---------------------------------------------------------------- between the trainer's files */
 
-/* Appends one JSON line to the --log file (rank 0 only; other ranks: no-op). */
-dt_status dt_trainer_log(dt_trainer *t, const char *json_line);
+/* evaluate.c: the model all ranks agree to evaluate and keep (the scheme's, or the mean of the
+ * training ranks' models) into t->eval_params/eval_state, and how far the training ranks
+ * are from it (collective) */
+dt_status dt_trainer_agreed_model(dt_trainer *t, double *spread);
+/* evaluate.c: params/state evaluated with rank 0's model (its own weights restored after) */
+dt_status dt_trainer_eval_rank0(dt_trainer *t, const float *params, const float *state, double *acc, double *loss);
+/* report.c */
+dt_status dt_trainer_log(dt_trainer *t, const char *json_line);          /* rank 0; elsewhere no-op */
+dt_status dt_trainer_log_config(dt_trainer *t);                          /* collective: the first line */
+dt_status dt_trainer_epoch_report(dt_trainer *t, double loss_sum, long seen, long correct, double seconds,
+                                  float lr);                              /* collective */
+dt_status dt_trainer_summary(dt_trainer *t, double spread_before, double wall); /* collective */
+/* the ctx->report_epoch service: a server's own epoch report (not collective) */
+dt_status dt_trainer_report_server_epoch(void *host, int epoch, double train_loss, double train_acc,
+                                         const float *params, const float *state);
+/* checkpoint.c */
+dt_status dt_trainer_save_checkpoint(dt_trainer *t);
+dt_status dt_trainer_load_checkpoint(dt_trainer *t);   /* before start: model, momentum, progress */
+dt_status dt_trainer_load_run_state(dt_trainer *t);    /* after start: counters, the scheme's state */
 
 #endif

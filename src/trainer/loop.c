@@ -1,0 +1,149 @@
+/* The training loop. Each epoch reshuffles this rank's shard with a seed derived from
+ * (run seed, rank, epoch), and reseeds dropout the same way, so an epoch depends only on
+ * the weights it starts from: a run resumed from a checkpoint repeats the same steps.
+ * The loop is the only caller of the scheme's hooks (strategy.h), and keeps the context
+ * they see (t->ctx) up to date: epoch, step, learning rate, the step's batch figures. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainer/trainer.h"
+
+#define HOOK(t, name) ((t)->strategy->ops->name ? (t)->strategy->ops->name((t)->strategy, &(t)->ctx) : DT_OK)
+
+static int striped(const dt_train_config *cfg) { return cfg->split && !strcmp(cfg->split, "stripe"); }
+
+/* Batch s of this epoch: a slice of the rank's shuffled shard, or with --split stripe this
+ * rank's slice of global batch s of the shared shuffled order (the data-parallel twin of one
+ * process at batch N*B). */
+static const int *batch_indices(const dt_trainer *t, const int *order, int s, int *cnt) {
+    const int B = t->cfg->batch;
+    if (striped(t->cfg)) {
+        *cnt = B;
+        return order + ((size_t)s * t->ctx.run.nworkers + (size_t)t->ctx.run.worker) * B;
+    }
+    int off = s * B;
+    *cnt = t->ctx.run.shard_n - off < B ? t->ctx.run.shard_n - off : B;
+    return order + off;
+}
+
+/* --max-steps reached, or the scheme stopped this rank */
+static int stop_training(const dt_trainer *t) {
+    return (t->cfg->max_steps > 0 && t->ctx.step >= t->cfg->max_steps) || t->ctx.stop;
+}
+
+/* One step: the batch, forward, backward and the hooks around the optimiser step. */
+static dt_status train_step(dt_trainer *t, const int *bi, int cnt, int augment, dt_rng *rng) {
+    dt_step_ctx *c = &t->ctx;
+    dt_status st;
+    if ((st = HOOK(t, begin_step)) != DT_OK) return st;
+    dt_batch_fill(&t->train, bi, cnt, t->x, t->y, augment, rng);
+    dt_model_forward(t->model, t->x, cnt, 1);
+    int ok = 0;
+    c->loss = dt_model_backward(t->model, t->y, &ok);
+    c->correct = ok;
+    c->count = cnt;
+    if ((st = HOOK(t, after_backward)) != DT_OK) return st;
+    if (t->strategy->ops->optimizer_step) st = t->strategy->ops->optimizer_step(t->strategy, c);
+    else dt_sgd_step(&t->opt, dt_model_params(t->model), dt_model_grads(t->model), c->lr);
+    if (st != DT_OK) return st;
+    return HOOK(t, end_step);
+}
+
+static dt_status train_epochs(dt_trainer *t) {
+    const dt_train_config *cfg = t->cfg;
+    dt_step_ctx *c = &t->ctx;
+    const int augment = cfg->augment < 0 ? t->train.augment : cfg->augment;
+    int *order = malloc((size_t)(c->run.shard_n ? c->run.shard_n : 1) * sizeof(int));
+    if (!order) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    const int sync_eval = t->strategy->nservers == 0;
+    dt_status st = DT_OK;
+    for (c->epoch = t->start_epoch; c->epoch < cfg->epochs; c->epoch++) {
+        dt_rng rng;
+        /* stripe: one shared order (seeded without the rank) */
+        const uint64_t who = striped(cfg) ? 0 : (uint64_t)t->comm.rank;
+        dt_rng_seed(&rng, dt_seed_mix(cfg->seed, who, (uint64_t)c->epoch, 1));
+        dt_model_set_seed(t->model, dt_seed_mix(cfg->seed, (uint64_t)t->comm.rank, (uint64_t)c->epoch, 2));
+        memcpy(order, t->shard, (size_t)c->run.shard_n * sizeof(int));
+        dt_shuffle(order, c->run.shard_n, &rng);
+        double t0 = dt_now(), loss_sum = 0, comm0 = t->comm.c.t_comm;
+        long seen = 0, correct = 0;
+        c->lr = cfg->lr;
+        for (c->epoch_step = 0; c->epoch_step < c->run.steps_per_epoch; c->epoch_step++) {
+            if (stop_training(t)) break;
+            int cnt;
+            const int *bi = batch_indices(t, order, c->epoch_step, &cnt);
+            c->lr = dt_schedule_lr(&t->sched, c->epoch + (double)c->epoch_step / c->run.steps_per_epoch, cfg->epochs);
+            if ((st = train_step(t, bi, cnt, augment, &rng)) != DT_OK) goto done;
+            loss_sum += (double)c->loss * cnt;
+            seen += cnt;
+            correct += c->correct;
+            c->step++;
+        }
+        double secs = dt_now() - t0;
+        t->comm.c.t_compute += secs - (t->comm.c.t_comm - comm0);
+        const int last = c->epoch + 1 == cfg->epochs || stop_training(t);
+        const int due = cfg->eval_every > 0 && (c->epoch + 1) % cfg->eval_every == 0;
+        c->eval_due = due || last;
+        if ((st = HOOK(t, end_epoch)) != DT_OK) goto done;
+        if (sync_eval && c->eval_due && (st = dt_trainer_epoch_report(t, loss_sum, seen, correct, secs, c->lr)) != DT_OK)
+            goto done;
+        if (cfg->checkpoint && (st = dt_trainer_save_checkpoint(t)) != DT_OK) goto done;
+        if (last) break;
+    }
+done:
+    free(order);
+    return st;
+}
+
+dt_status dt_trainer_start(dt_trainer *t) {
+    dt_status st = HOOK(t, start);
+    if (st == DT_OK && t->cfg->resume) st = dt_trainer_load_run_state(t);
+    dt_tfile_free(&t->resume_file);
+    /* a rank that could not restore its state stops them all (the caller reports it once);
+     * what start set up with every rank is freed with every rank */
+    int bad = st != DT_OK, any = 0;
+    int err = MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, t->comm.comm);
+    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Allreduce (agreeing on the start)");
+    if (any && t->strategy->ops->abandon) t->strategy->ops->abandon(t->strategy, &t->ctx);
+    return st;
+}
+
+static void print_start(const dt_trainer *t) {
+    const dt_train_config *cfg = t->cfg;
+    if (cfg->quiet || t->comm.rank != 0) return;
+    printf("training %s on %s: %d examples, %d epochs, batch %d%s, lr %g, %s", cfg->model, cfg->data, t->train.n,
+           cfg->epochs, cfg->batch, t->comm.size > 1 ? " per rank" : "", (double)cfg->lr, t->strategy->scheme->name);
+    if (t->comm.size > 1)
+        printf(", %d ranks (%d training), split %s, %d steps per epoch", t->comm.size, t->ctx.run.nworkers,
+               cfg->split ? cfg->split : "random", t->ctx.run.steps_per_epoch);
+    printf(", BLAS %s\n", dt_blas_core());
+    fflush(stdout);
+}
+
+dt_status dt_trainer_run(dt_trainer *t) {
+    const dt_train_config *cfg = t->cfg;
+    print_start(t);
+    dt_status st = dt_trainer_log_config(t);
+    if (st != DT_OK) return st;
+    t->t_start = dt_now();
+    st = t->ctx.run.worker < 0 ? HOOK(t, serve) : train_epochs(t);
+    if (st != DT_OK) return st;
+    /* how far apart the ranks' models ended, before any final averaging */
+    double spread = 0, spread_after = 0;
+    if (t->strategy->decentralized && (st = dt_trainer_agreed_model(t, &spread)) != DT_OK) return st;
+    if ((st = HOOK(t, finish)) != DT_OK) return st;
+    /* every rank keeps the agreed (averaged) model: that is what is saved */
+    if ((st = dt_trainer_agreed_model(t, &spread_after)) != DT_OK) return st;
+    memcpy(dt_model_params(t->model), t->eval_params, dt_model_num_params(t->model) * sizeof(float));
+    memcpy(dt_model_state(t->model), t->eval_state, dt_model_num_state(t->model) * sizeof(float));
+    if (t->strategy->nservers > 0 && t->comm.rank == 0 && t->last.epoch != cfg->epochs) {
+        /* asynchronous schemes report their final model here, unless the last epoch was */
+        st = dt_evaluate(t->model, &t->test, cfg->batch, 0, &t->last.test_acc, &t->last.test_loss);
+        if (st != DT_OK) return st;
+        if (!cfg->quiet) printf("final model: test accuracy %.2f%%\n", 100 * t->last.test_acc);
+    }
+    const double wall = dt_now() - t->t_start;
+    if ((st = dt_trainer_summary(t, spread, wall)) != DT_OK) return st;
+    if (cfg->weights_out && t->comm.rank == 0 && (st = dt_model_save(t->model, cfg->weights_out)) != DT_OK) return st;
+    return DT_OK;
+}

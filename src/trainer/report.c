@@ -1,0 +1,292 @@
+/* What a run tells: one console line per epoch and a per-rank table at the end (rank 0), and
+ * the JSON-lines log: a configuration line first, one line per epoch, a summary last. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainer/trainer.h"
+
+/* the build's commit (src/core/version.c, written at every build) */
+extern const char dt_build_commit[];
+extern const char dt_build_version[];
+
+static dt_status log_fill(void *ctx, void *file) {
+    dt_trainer *t = ctx;
+    return fwrite(t->log_text, 1, t->log_len, file) == t->log_len ? DT_OK
+                                                                   : dt_fail(DT_ERR_IO, "%s: write failed", t->cfg->log_path);
+}
+
+dt_status dt_trainer_log(dt_trainer *t, const char *line) {
+    if (!t->cfg->log_path || t->comm.rank != 0) return DT_OK;
+    size_t n = strlen(line);
+    if (t->log_len + n + 2 > t->log_cap) {
+        size_t cap = (t->log_cap + n + 2) * 2;
+        char *nb = realloc(t->log_text, cap);
+        if (!nb) return dt_fail(DT_ERR_NOMEM, "out of memory");
+        t->log_text = nb;
+        t->log_cap = cap;
+    }
+    memcpy(t->log_text + t->log_len, line, n);
+    t->log_len += n;
+    t->log_text[t->log_len++] = '\n';
+    return dt_write_atomic(t->cfg->log_path, log_fill, t);
+}
+
+/* A finished line into the log (NULL: the writer ran out of memory, already said). */
+static dt_status log_json(dt_trainer *t, dt_json *j) {
+    const char *text = dt_json_text(j);
+    dt_status st = text ? dt_trainer_log(t, text) : DT_ERR_NOMEM;
+    dt_json_free(j);
+    return st;
+}
+
+/* "%.6g", as the logs have always printed learning rates and spreads */
+static void num6(dt_json *j, const char *key, double v) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%.6g", v);
+    if (v != v || v - v != 0) dt_json_null(j, key);
+    else dt_json_raw(j, key, buf);
+}
+
+/* The names of the hosts the ranks run on, each once, as an array (collective). */
+static dt_status hosts_json(dt_trainer *t, dt_json *j) {
+    char mine[MPI_MAX_PROCESSOR_NAME] = "";
+    int len = 0;
+    int err = MPI_Get_processor_name(mine, &len);
+    const int N = t->comm.size;
+    char *all = t->comm.rank == 0 ? calloc((size_t)N, MPI_MAX_PROCESSOR_NAME) : NULL;
+    if (t->comm.rank == 0 && !all) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (err == MPI_SUCCESS)
+        err = MPI_Gather(mine, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0, t->comm.comm);
+    if (err != MPI_SUCCESS) { free(all); return dt_mpi_check(err, "MPI_Gather (host names)"); }
+    if (all) {
+        dt_json_begin_array(j, "hosts");
+        for (int r = 0; r < N; r++) {
+            const char *h = all + (size_t)r * MPI_MAX_PROCESSOR_NAME;
+            int seen = 0;
+            for (int q = 0; q < r && !seen; q++) seen = !strcmp(h, all + (size_t)q * MPI_MAX_PROCESSOR_NAME);
+            if (!seen) dt_json_str(j, NULL, h);
+        }
+        dt_json_end_array(j);
+    }
+    free(all);
+    return DT_OK;
+}
+
+/* Every setting that changes the result, so a log alone tells runs apart. */
+dt_status dt_trainer_log_config(dt_trainer *t) {
+    const dt_train_config *c = t->cfg;
+    dt_json j;
+    dt_json_init(&j);
+    dt_json_begin(&j, NULL);
+    dt_json_str(&j, "type", "config");
+    dt_json_str(&j, "version", dt_build_version);
+    dt_json_str(&j, "commit", dt_build_commit);
+    dt_json_str(&j, "model", c->model);
+    dt_json_str(&j, "data", c->data);
+    dt_json_str(&j, "algo", t->strategy->scheme->name);
+    dt_json_int(&j, "ranks", t->comm.size);
+    dt_json_int(&j, "training_ranks", t->ctx.run.nworkers);
+    dt_status st = hosts_json(t, &j);
+    if (st != DT_OK || t->comm.rank != 0) { dt_json_free(&j); return st; }
+    dt_json_str(&j, "split", c->split ? c->split : "random");
+    dt_json_int(&j, "seed", (long long)c->seed);
+    dt_json_int(&j, "epochs", c->epochs);
+    dt_json_int(&j, "batch", c->batch);
+    num6(&j, "lr", c->lr);
+    dt_json_str(&j, "schedule", c->schedule ? c->schedule : "const");
+    num6(&j, "momentum", c->momentum);
+    dt_json_bool(&j, "nesterov", c->nesterov);
+    num6(&j, "weight_decay", c->weight_decay);
+    dt_json_int(&j, "max_steps", c->max_steps);
+    dt_json_int(&j, "eval_every", c->eval_every);
+    dt_json_int(&j, "train_limit", c->train_limit);
+    dt_json_int(&j, "test_limit", c->test_limit);
+    dt_json_bool(&j, "augment", c->augment < 0 ? t->train.augment : c->augment);
+    dt_json_str(&j, "resume", c->resume);
+    dt_json_int(&j, "steps_per_epoch", t->ctx.run.steps_per_epoch);
+    dt_json_begin(&j, "scheme");
+    dt_algo_config_json(&c->algo, &j);
+    dt_json_end(&j);
+    dt_json_end(&j);
+    return log_json(t, &j);
+}
+
+static void print_epoch(dt_trainer *t, const dt_epoch_stats *e) {
+    if (t->cfg->quiet || t->comm.rank != 0) return;
+    if (e->server_report) {
+        /* a server's report: it knows the model, not the workers' speed or traffic so far */
+        printf("epoch %3d/%d  loss %.4f  train %6.2f%%  test %6.2f%%  lr %.4g  (server's model at %.1f s)\n", e->epoch,
+               t->cfg->epochs, e->loss, 100 * e->train_acc, 100 * e->test_acc, e->lr, e->seconds);
+        fflush(stdout);
+        return;
+    }
+    char extra[160] = "";
+    if (t->comm.size > 1) {
+        size_t o = (size_t)snprintf(extra, sizeof extra, "  msgs %5.1f%%  %8.2f MB sent", e->msgs_pct, e->mb_sent);
+        if (t->strategy->decentralized) snprintf(extra + o, sizeof extra - o, "  spread %.3g", e->spread);
+    }
+    printf("epoch %3d/%d  loss %.4f  train %6.2f%%  test %6.2f%%  lr %.4g  %8.0f img/s  %6.1f s%s\n", e->epoch,
+           t->cfg->epochs, e->loss, 100 * e->train_acc, 100 * e->test_acc, e->lr, e->images_per_s, e->seconds, extra);
+    fflush(stdout);
+}
+
+static dt_status log_epoch(dt_trainer *t, const dt_epoch_stats *e) {
+    dt_json j;
+    dt_json_init(&j);
+    dt_json_begin(&j, NULL);
+    dt_json_str(&j, "type", "epoch");
+    dt_json_int(&j, "epoch", e->epoch);
+    dt_json_fixed(&j, "loss", e->loss, 6);
+    dt_json_fixed(&j, "train_acc", e->train_acc, 6);
+    dt_json_fixed(&j, "test_acc", e->test_acc, 6);
+    dt_json_fixed(&j, "test_loss", e->test_loss, 6);
+    num6(&j, "lr", e->lr);
+    dt_json_fixed(&j, "seconds", e->seconds, 3);
+    if (e->server_report) {
+        const char *unknown[] = {"images_per_s", "msgs_pct", "msgs_sent", "mb_sent", "spread"};
+        for (int i = 0; i < 5; i++) dt_json_null(&j, unknown[i]);
+    } else {
+        dt_json_fixed(&j, "images_per_s", e->images_per_s, 1);
+        dt_json_fixed(&j, "msgs_pct", e->msgs_pct, 4);
+        dt_json_fixed(&j, "msgs_sent", e->msgs_sent, 0);
+        dt_json_fixed(&j, "mb_sent", e->mb_sent, 4);
+        num6(&j, "spread", e->spread);
+    }
+    dt_json_end(&j);
+    return log_json(t, &j);
+}
+
+dt_status dt_trainer_report_server_epoch(void *host, int epoch, double train_loss, double train_acc,
+                                         const float *params, const float *state) {
+    dt_trainer *t = host;
+    dt_epoch_stats *e = &t->last;
+    memset(e, 0, sizeof *e);
+    e->epoch = epoch;
+    e->loss = train_loss;
+    e->train_acc = train_acc;
+    e->lr = dt_schedule_lr(&t->sched, epoch, t->cfg->epochs);
+    e->seconds = dt_now() - t->t_start;
+    e->server_report = 1;
+    /* the evaluated model may be the server's own: copy it out first */
+    memcpy(t->eval_params, params, dt_model_num_params(t->model) * sizeof(float));
+    memcpy(t->eval_state, state, dt_model_num_state(t->model) * sizeof(float));
+    dt_status st = dt_trainer_eval_rank0(t, t->eval_params, t->eval_state, &e->test_acc, &e->test_loss);
+    if (st != DT_OK) return st;
+    print_epoch(t, e);
+    return log_epoch(t, e);
+}
+
+dt_status dt_trainer_epoch_report(dt_trainer *t, double loss_sum, long seen, long correct, double seconds, float lr) {
+    dt_epoch_stats *e = &t->last;
+    memset(e, 0, sizeof *e);
+    e->epoch = t->ctx.epoch + 1;
+    double mine[6] = {loss_sum, (double)seen, (double)correct, (double)t->comm.c.msgs_sent,
+                      (double)t->comm.c.baseline_msgs, (double)t->comm.c.bytes_sent}, all[6];
+    double slowest = seconds;
+    int err = MPI_Allreduce(mine, all, 6, MPI_DOUBLE, MPI_SUM, t->comm.comm);
+    if (err == MPI_SUCCESS) err = MPI_Allreduce(&seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, t->comm.comm);
+    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Allreduce (epoch figures)");
+    e->loss = all[1] ? all[0] / all[1] : 0;
+    e->train_acc = all[1] ? all[2] / all[1] : 0;
+    e->lr = lr;
+    e->seconds = slowest;
+    e->images_per_s = slowest > 0 ? all[1] / slowest : 0;
+    e->msgs_pct = all[4] > 0 ? 100.0 * all[3] / all[4] : 0;
+    e->msgs_sent = all[3];
+    e->mb_sent = all[5] / 1e6;
+    dt_status st = dt_trainer_agreed_model(t, &e->spread);
+    if (st != DT_OK) return st;
+    if (t->comm.rank == 0 &&
+        (st = dt_trainer_eval_rank0(t, t->eval_params, t->eval_state, &e->test_acc, &e->test_loss)) != DT_OK)
+        return st;
+    print_epoch(t, e);
+    return log_epoch(t, e);
+}
+
+/* ------------------------------------------------------------------ summary */
+
+enum { R_MSGS_SENT, R_BYTES_SENT, R_MSGS_RECV, R_BYTES_RECV, R_BASELINE, R_FRESH, R_OVERWRITTEN, R_TORN, R_COMM,
+       R_COMPUTE, R_STEPS, R_N };
+
+static void print_table(const dt_trainer *t, const double *rows, const double *tot, double pct, double spread_before,
+                        double wall) {
+    printf("\n%-5s %12s %12s %10s %10s %8s %9s %9s\n", "rank", "msgs sent", "msgs recv", "MB sent", "MB recv", "msgs %",
+           "comm s", "compute s");
+    for (int r = 0; r < t->comm.size; r++) {
+        const double *q = rows + (size_t)r * R_N;
+        printf("%-5d %12.0f %12.0f %10.2f %10.2f %8.2f %9.2f %9.2f\n", r, q[R_MSGS_SENT], q[R_MSGS_RECV],
+               q[R_BYTES_SENT] / 1e6, q[R_BYTES_RECV] / 1e6, q[R_BASELINE] > 0 ? 100 * q[R_MSGS_SENT] / q[R_BASELINE] : 0,
+               q[R_COMM], q[R_COMPUTE]);
+    }
+    printf("%-5s %12.0f %12.0f %10.2f %10.2f %8.2f\n", "all", tot[R_MSGS_SENT], tot[R_MSGS_RECV], tot[R_BYTES_SENT] / 1e6,
+           tot[R_BYTES_RECV] / 1e6, pct);
+    if (t->strategy->decentralized)
+        printf("largest distance of a rank's parameters from their mean before the final averaging: %.4g\n", spread_before);
+    printf("%s: test accuracy %.2f%% with %.1f%% of the messages (%.2f MB) in %.1f s\n", t->strategy->scheme->name,
+           100 * t->last.test_acc, pct, tot[R_BYTES_SENT] / 1e6, wall);
+}
+
+static void summary_line(dt_trainer *t, dt_json *j, const double *rows, const double *tot, double pct,
+                         double spread_before, double wall) {
+    const dt_train_config *c = t->cfg;
+    static const char *const per_rank[R_N] = {"msgs_sent", "bytes_sent", "msgs_recv", "bytes_recv", "baseline_msgs",
+                                              "fresh_recv", "overwritten", "torn_retries", "comm_s", "compute_s", "steps"};
+    dt_json_begin(j, NULL);
+    dt_json_str(j, "type", "summary");
+    dt_json_str(j, "model", c->model);
+    dt_json_str(j, "data", c->data);
+    dt_json_str(j, "algo", t->strategy->scheme->name);
+    dt_json_int(j, "ranks", t->comm.size);
+    dt_json_int(j, "epochs", c->epochs);
+    dt_json_int(j, "batch", c->batch);
+    num6(j, "lr", c->lr);
+    dt_json_num(j, "steps", tot[R_STEPS]); /* per training rank: the most any rank took */
+    dt_json_fixed(j, "test_acc", t->last.test_acc, 6);
+    dt_json_int(j, "params", (long long)dt_model_num_params(t->model));
+    dt_json_fixed(j, "msgs_sent", tot[R_MSGS_SENT], 0);
+    dt_json_fixed(j, "baseline_msgs", tot[R_BASELINE], 0);
+    dt_json_fixed(j, "msgs_pct", pct, 4);
+    dt_json_fixed(j, "mb_sent", tot[R_BYTES_SENT] / 1e6, 4);
+    num6(j, "spread_before_avg", spread_before);
+    dt_json_fixed(j, "wall_s", wall, 3);
+    if (t->strategy->ops->summary) t->strategy->ops->summary(t->strategy, j);
+    dt_json_begin_array(j, "per_rank");
+    for (int r = 0; r < t->comm.size; r++) {
+        const double *q = rows + (size_t)r * R_N;
+        dt_json_begin(j, NULL);
+        dt_json_int(j, "rank", r);
+        for (int k = 0; k < R_N; k++) {
+            if (k == R_COMM || k == R_COMPUTE) dt_json_fixed(j, per_rank[k], q[k], 3);
+            else dt_json_fixed(j, per_rank[k], q[k], 0);
+        }
+        dt_json_end(j);
+    }
+    dt_json_end_array(j);
+    dt_json_end(j);
+}
+
+dt_status dt_trainer_summary(dt_trainer *t, double spread_before, double wall) {
+    const dt_counters *k = &t->comm.c;
+    const double mine[R_N] = {(double)k->msgs_sent, (double)k->bytes_sent, (double)k->msgs_recv, (double)k->bytes_recv,
+                              (double)k->baseline_msgs, (double)k->fresh_recv, (double)k->overwritten,
+                              (double)k->torn_retries, k->t_comm, k->t_compute, (double)t->ctx.step};
+    double *rows = t->comm.rank == 0 ? calloc((size_t)t->comm.size * R_N, sizeof *rows) : NULL;
+    if (t->comm.rank == 0 && !rows) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    int err = MPI_Gather(mine, R_N, MPI_DOUBLE, rows, R_N, MPI_DOUBLE, 0, t->comm.comm);
+    if (err != MPI_SUCCESS) { free(rows); return dt_mpi_check(err, "MPI_Gather (summary)"); }
+    if (t->comm.rank != 0) return DT_OK;
+    double tot[R_N] = {0};
+    for (int r = 0; r < t->comm.size; r++)
+        for (int q = 0; q < R_N; q++) {
+            const double v = rows[(size_t)r * R_N + q];
+            if (q == R_STEPS) tot[q] = v > tot[q] ? v : tot[q];
+            else tot[q] += v;
+        }
+    const double pct = tot[R_BASELINE] > 0 ? 100 * tot[R_MSGS_SENT] / tot[R_BASELINE] : 0;
+    if (!t->cfg->quiet && t->comm.size > 1) print_table(t, rows, tot, pct, spread_before, wall);
+    dt_json j;
+    dt_json_init(&j);
+    summary_line(t, &j, rows, tot, pct, spread_before, wall);
+    free(rows);
+    return log_json(t, &j);
+}

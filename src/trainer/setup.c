@@ -1,0 +1,207 @@
+/* The trainer's set-up: configuration defaults, data and model, the training set divided
+ * among the ranks, the buffers, and the context the scheme's hooks see. */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "trainer/trainer.h"
+
+void dt_train_config_defaults(dt_train_config *c) {
+    *c = (dt_train_config){.model = "cnn1", .data = "mnist", .split = "random", .epochs = 10, .batch = 64,
+                           .lr = 0.05f, .schedule = "const", .seed = 1, .augment = -1, .eval_every = 1};
+}
+
+void dt_data_dir(const char *name, const char *override_dir, char *out, size_t len) {
+    if (override_dir) { snprintf(out, len, "%s", override_dir); return; }
+    const char *env = getenv("DTRAIN_DATA");
+    snprintf(out, len, "%s/%s", env && *env ? env : "data", name);
+}
+
+dt_status dt_model_open(const char *name_or_path, dt_model **out) {
+    struct stat sb;
+    if (strchr(name_or_path, '/') || strstr(name_or_path, ".spec") ||
+        (stat(name_or_path, &sb) == 0 && S_ISREG(sb.st_mode)))
+        return dt_model_from_file(name_or_path, out);
+    return dt_model_from_name(name_or_path, out);
+}
+
+static int striped(const dt_train_config *cfg) { return cfg->split && !strcmp(cfg->split, "stripe"); }
+
+/* The split is computed on rank 0 and broadcast: every rank then knows its shard. */
+static dt_status make_shard(dt_trainer *t) {
+    const dt_train_config *cfg = t->cfg;
+    dt_run_info *run = &t->ctx.run;
+    const int n = t->train.n;
+    int *idx = malloc((size_t)n * sizeof *idx), *off = malloc((size_t)(run->nworkers + 1) * sizeof *off);
+    if (!idx || !off) { free(idx); free(off); return dt_fail(DT_ERR_NOMEM, "out of memory"); }
+    dt_status st = DT_OK;
+    if (striped(cfg)) {
+        /* every rank walks the same global order and takes its slice of each global batch:
+         * the data-parallel twin of one process at batch N*B (see loop.c) */
+        for (int i = 0; i < n; i++) idx[i] = i;
+        for (int r = 0; r <= run->nworkers; r++) off[r] = r == run->nworkers ? n : 0;
+    } else {
+        dt_split_kind k;
+        if ((st = dt_split_parse(cfg->split ? cfg->split : "random", &k)) == DT_OK && t->comm.rank == 0)
+            st = dt_split(t->train.labels, n, t->train.classes, run->nworkers, k, cfg->seed, idx, off);
+        int code = st == DT_OK ? 0 : 1;
+        int err = MPI_Bcast(&code, 1, MPI_INT, 0, t->comm.comm);
+        if (err == MPI_SUCCESS && !code) err = MPI_Bcast(off, run->nworkers + 1, MPI_INT, 0, t->comm.comm);
+        if (err == MPI_SUCCESS && !code) err = MPI_Bcast(idx, n, MPI_INT, 0, t->comm.comm);
+        if (err != MPI_SUCCESS || code) {
+            free(idx); free(off);
+            if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Bcast (the split)");
+            return t->comm.rank == 0 ? st : dt_fail(DT_ERR_ARG, "the split failed on rank 0");
+        }
+    }
+    if (run->worker >= 0) {
+        const int lo = striped(cfg) ? 0 : off[run->worker], hi = striped(cfg) ? n : off[run->worker + 1];
+        run->shard_n = hi - lo;
+        t->shard = malloc((size_t)(run->shard_n ? run->shard_n : 1) * sizeof *t->shard);
+        if (!t->shard) st = dt_fail(DT_ERR_NOMEM, "out of memory");
+        else memcpy(t->shard, idx + lo, (size_t)run->shard_n * sizeof *t->shard);
+    }
+    free(idx); free(off);
+    return st;
+}
+
+static dt_status log_service(void *host, const char *line) { return dt_trainer_log(host, line); }
+
+/* What the hooks see: the trainer's objects by pointer, the run's fixed figures, services. */
+static void make_context(dt_trainer *t) {
+    dt_step_ctx *c = &t->ctx;
+    c->model = t->model;
+    c->comm = &t->comm;
+    c->opt = &t->opt;
+    c->sched = &t->sched;
+    c->run.epochs = t->cfg->epochs;
+    c->run.batch = t->cfg->batch;
+    c->run.eval_every = t->cfg->eval_every;
+    c->run.max_steps = t->cfg->max_steps;
+    c->run.quiet = t->cfg->quiet;
+    c->host = t;
+    c->log = log_service;
+    c->report_epoch = dt_trainer_report_server_epoch;
+}
+
+/* Equal step counts on every training rank, so synchronous schemes never wait for a rank
+ * that has finished; one process keeps its last partial batch. */
+static dt_status steps_per_epoch(dt_trainer *t) {
+    dt_run_info *run = &t->ctx.run;
+    int mine = run->worker >= 0 ? run->shard_n : INT_MAX, smallest = mine;
+    int err = MPI_Allreduce(&mine, &smallest, 1, MPI_INT, MPI_MIN, t->comm.comm);
+    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Allreduce (shard sizes)");
+    if (striped(t->cfg)) smallest = t->train.n / run->nworkers;
+    const int B = t->cfg->batch;
+    run->steps_per_epoch = t->comm.size == 1 ? (smallest + B - 1) / B : smallest / B;
+    if (run->steps_per_epoch < 1)
+        return dt_fail(DT_ERR_ARG, "--batch %d is larger than the smallest shard (%d examples)", B, smallest);
+    return DT_OK;
+}
+
+/* The scheme, checked against the number of ranks and the run's flags. */
+static dt_status make_strategy(dt_trainer *t) {
+    const dt_train_config *cfg = t->cfg;
+    dt_status st = dt_strategy_create(&cfg->algo, &t->strategy);
+    if (st != DT_OK) return st;
+    const dt_strategy *s = t->strategy;
+    if (!strcmp(s->scheme->name, "local") && t->comm.size > 1)
+        return dt_fail(DT_ERR_ARG, "--algo local trains on one process, but %d ranks were started (choose one of: %s)",
+                       t->comm.size, dt_strategy_names());
+    if (s->nservers >= t->comm.size)
+        return dt_fail(DT_ERR_ARG, "--algo %s: %d server rank(s) need at least one more rank to train (started %d)",
+                       s->scheme->name, s->nservers, t->comm.size);
+    if (s->nservers > 0 && (cfg->checkpoint || cfg->resume))
+        return dt_fail(DT_ERR_ARG, "%s: --algo %s cannot checkpoint: its servers run asynchronously of the workers' "
+                       "epochs, so there is no point at which the whole run's state is consistent",
+                       cfg->checkpoint ? "--checkpoint" : "--resume", s->scheme->name);
+    t->ctx.run.nworkers = t->comm.size - s->nservers;
+    t->ctx.run.worker = t->comm.rank >= s->nservers ? t->comm.rank - s->nservers : -1;
+    return DT_OK;
+}
+
+dt_status dt_trainer_init(dt_trainer *t, const dt_train_config *cfg) {
+    memset(t, 0, sizeof *t);
+    t->cfg = cfg;
+    dt_status st;
+    if ((st = dt_comm_init(NULL, NULL, &t->comm)) != DT_OK) return st;
+    char dir[1024];
+    dt_data_dir(cfg->data, cfg->data_dir, dir, sizeof dir);
+    if ((st = dt_model_open(cfg->model, &t->model)) != DT_OK) return st;
+    if ((st = dt_dataset_load(cfg->data, dir, 1, &t->train)) != DT_OK) return st;
+    if ((st = dt_dataset_load(cfg->data, dir, 0, &t->test)) != DT_OK) return st;
+    int c, h, w;
+    dt_model_input_shape(t->model, &c, &h, &w);
+    if (c != t->train.c || h != t->train.h || w != t->train.w)
+        return dt_fail(DT_ERR_ARG, "--model %s takes %dx%dx%d inputs, but --data %s has %dx%dx%d images",
+                       cfg->model, c, h, w, cfg->data, t->train.c, t->train.h, t->train.w);
+    if (dt_model_num_classes(t->model) != t->train.classes)
+        return dt_fail(DT_ERR_ARG, "--model %s has %d outputs, --data %s has %d classes", cfg->model,
+                       dt_model_num_classes(t->model), cfg->data, t->train.classes);
+    if (cfg->train_limit > 0 && cfg->train_limit < t->train.n) dt_dataset_truncate(&t->train, cfg->train_limit);
+    if (cfg->test_limit > 0 && cfg->test_limit < t->test.n) dt_dataset_truncate(&t->test, cfg->test_limit);
+    if ((st = dt_schedule_parse(cfg->schedule ? cfg->schedule : "const", cfg->lr, &t->sched)) != DT_OK) return st;
+    if ((st = dt_sgd_init(&t->opt, dt_model_num_params(t->model), cfg->momentum, cfg->weight_decay, cfg->nesterov)) != DT_OK)
+        return st;
+    make_context(t);
+    if ((st = make_strategy(t)) != DT_OK) return st;
+    if ((st = make_shard(t)) != DT_OK) return st;
+    t->x = malloc((size_t)cfg->batch * c * h * w * sizeof(float));
+    t->y = malloc((size_t)cfg->batch);
+    t->idx = malloc((size_t)cfg->batch * sizeof(int));
+    t->eval_params = malloc((dt_model_num_params(t->model) + 1) * sizeof(float));
+    t->eval_state = malloc((dt_model_num_state(t->model) + 1) * sizeof(float));
+    if (!t->x || !t->y || !t->idx || !t->eval_params || !t->eval_state) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    dt_model_init(t->model, cfg->seed); /* the same seed on every rank: identical start */
+    if ((st = dt_model_reserve(t->model, cfg->batch)) != DT_OK) return st;
+    if ((st = steps_per_epoch(t)) != DT_OK) return st;
+    if (cfg->resume) {
+        st = dt_trainer_load_checkpoint(t);
+        if (st == DT_OK && t->start_epoch >= cfg->epochs)
+            st = dt_fail(DT_ERR_ARG, "--resume %s: the checkpoint already finished %d epochs (--epochs %d)",
+                         cfg->resume, t->start_epoch, cfg->epochs);
+    }
+    return st;
+}
+
+void dt_trainer_free(dt_trainer *t) {
+    dt_tfile_free(&t->resume_file);
+    dt_strategy_free(t->strategy);
+    dt_model_free(t->model);
+    dt_sgd_free(&t->opt);
+    dt_dataset_free(&t->train);
+    dt_dataset_free(&t->test);
+    free(t->shard); free(t->x); free(t->y); free(t->idx); free(t->log_text);
+    free(t->eval_params); free(t->eval_state);
+    memset(t, 0, sizeof *t);
+}
+
+/* An error of some ranks, agreed: every rank returns an error, the message stays on the
+ * ranks that met it. */
+static dt_status agreed(dt_trainer *t, dt_status st) {
+    if (t->comm.size == 0) return st; /* MPI itself did not start */
+    int bad = st != DT_OK, any = 0;
+    int err = MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, t->comm.comm);
+    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Allreduce (agreeing on an error)");
+    if (any && !bad) return dt_fail(DT_ERR_STATE, "another rank failed at set-up (its message is on that rank)");
+    return st;
+}
+
+dt_status dt_train(const dt_train_config *c, dt_train_result *out) {
+    memset(out, 0, sizeof *out);
+    dt_trainer t;
+    dt_status st = agreed(&t, dt_trainer_init(&t, c));
+    if (st == DT_OK) st = agreed(&t, dt_trainer_start(&t));
+    if (st == DT_OK) st = dt_trainer_run(&t);
+    if (st == DT_OK) {
+        out->test_acc = t.last.test_acc;
+        out->test_loss = t.last.test_loss;
+        out->steps = t.ctx.step;
+        out->msgs_sent = t.last.msgs_sent;
+        out->mb_sent = t.last.mb_sent;
+        out->msgs_pct = t.last.msgs_pct;
+    }
+    dt_trainer_free(&t);
+    return st;
+}
