@@ -14,8 +14,7 @@ static dt_status wait_all(dt_step_ctx *t, dp_impl *p, int n, MPI_Request *reqs, 
             int who = -1;
             for (int i = 0; i < n && who < 0; i++) {
                 int one = 0;
-                MPI_Test(&reqs[i], &one, MPI_STATUS_IGNORE);
-                if (!one) who = i % p->S;
+                if (MPI_Test(&reqs[i], &one, MPI_STATUS_IGNORE) != MPI_SUCCESS || !one) who = i % p->S;
             }
             st = dt_fail(DT_ERR_MPI, "%s: server rank %d did not answer for %.0f s", what, who, p->deadline);
             break;
@@ -56,8 +55,8 @@ static dt_status worker_pull(dt_step_ctx *t, dp_impl *p) {
     int dropped = 0;
     const double t1 = dt_now();
     for (int k = 0; k < S; k++) {
-        int cnt = 0;
-        MPI_Get_count(&p->sts[k], MPI_BYTE, &cnt);
+        int cnt = 0, err = MPI_Get_count(&p->sts[k], MPI_BYTE, &cnt);
+        if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Get_count (downpour pull)");
         dt_count_recv(t->comm, 1, (uint64_t)cnt);
         if (p->sts[k].MPI_TAG == TAG_DROPPED) { dropped = 1; continue; }
         const size_t bytes = dp_pay_bytes(p, k);

@@ -179,13 +179,16 @@ static void usage_with_schemes(char *out, size_t len, const char *head) {
 /* MPI is initialised (a singleton without mpiexec). Errors every rank meets alike are printed
  * by rank 0 only; an error of some ranks by the lowest of them, prefixed with its rank. */
 static int report_agreed(const dt_comm *comm, dt_status st) {
-    int bad = st != DT_OK, first = bad ? comm->rank : comm->size, lowest = comm->size, any = 0;
-    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, comm->comm);
-    if (!any) return 0;
-    MPI_Allreduce(&first, &lowest, 1, MPI_INT, MPI_MIN, comm->comm);
+    int bad = st != DT_OK, first = bad ? comm->rank : comm->size, lowest = comm->size, any = 0, all = 0;
+    int err = MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, comm->comm);
+    if (err == MPI_SUCCESS && !any) return 0;
+    if (err == MPI_SUCCESS) err = MPI_Allreduce(&first, &lowest, 1, MPI_INT, MPI_MIN, comm->comm);
     /* all failed: the same message everywhere, printed once */
-    int all = 0;
-    MPI_Allreduce(&bad, &all, 1, MPI_INT, MPI_MIN, comm->comm);
+    if (err == MPI_SUCCESS) err = MPI_Allreduce(&bad, &all, 1, MPI_INT, MPI_MIN, comm->comm);
+    if (err != MPI_SUCCESS) { /* the agreement itself failed: every rank says what it knows */
+        fprintf(stderr, "dtrain: error: rank %d: %s\n", comm->rank, bad ? dt_last_error() : "MPI failed agreeing on an error");
+        return 1;
+    }
     if (comm->rank == lowest) {
         if (all || comm->size == 1) fprintf(stderr, "dtrain: error: %s\n", dt_last_error());
         else fprintf(stderr, "dtrain: error: rank %d: %s\n", comm->rank, dt_last_error());

@@ -1,4 +1,4 @@
-/* Payload compression (--compress, shared/spec/algorithms.md "Compression"): turns n floats
+/* Payload compression (--compress, docs/algorithms.md "Compression"): turns n floats
  * into the bytes that travel and back. Pure computation, no MPI.
  *
  *   none     4n bytes, the floats as they are

@@ -24,10 +24,10 @@ dt_status dt_comm_init(int *argc, char ***argv, dt_comm *c) {
         MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     }
     c->comm = MPI_COMM_WORLD;
-    MPI_Comm_rank(c->comm, &c->rank);
-    MPI_Comm_size(c->comm, &c->size);
     c->c = (dt_counters){0};
-    return DT_OK;
+    int err = MPI_Comm_rank(c->comm, &c->rank);
+    if (err == MPI_SUCCESS) err = MPI_Comm_size(c->comm, &c->size);
+    return dt_mpi_check(err, "MPI_Comm_rank/MPI_Comm_size");
 }
 
 void dt_comm_finalize(void) {
