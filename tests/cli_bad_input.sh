@@ -3,26 +3,6 @@
 # exit status 2, no crash, and no output file.
 . "$(dirname "$0")/lib.sh"
 
-# expect_fail LABEL SUBSTRING -- COMMAND...
-expect_fail() {
-    local label=$1 want=$2; shift 3
-    rm -f "$T/out.weights"
-    "$@" >"$T/stdout" 2>"$T/stderr"
-    local rc=$? lines
-    lines=$(wc -l <"$T/stderr")
-    local why=""
-    [ "$rc" -eq 2 ] || why="exit status $rc, expected 2"
-    [ -z "$why" ] && [ "$lines" -ne 1 ] && why="stderr has $lines lines, expected 1"
-    [ -z "$why" ] && ! grep -qF -- "$want" "$T/stderr" && why="stderr lacks '$want'"
-    [ -z "$why" ] && [ -e "$T/out.weights" ] && why="an output file was written"
-    [ -z "$why" ] && ls "$T" | grep -q '\.tmp\.' && why="a temporary file was left behind"
-    if [ -n "$why" ]; then
-        echo "FAIL $label: $why"; echo "  stderr: $(head -c 400 "$T/stderr")"; fails=$((fails + 1))
-    else
-        echo "ok   $label: $(cat "$T/stderr")"; passes=$((passes + 1))
-    fi
-}
-
 # --- small IDX data sets written here: 4 images of 28x28 ---------------------------------
 byte() { printf "\\$(printf %03o "$1")"; }
 be32() { byte $(($1 >> 24 & 255)); byte $(($1 >> 16 & 255)); byte $(($1 >> 8 & 255)); byte $(($1 & 255)); }
@@ -52,33 +32,33 @@ cp "$d/test_batch.bin" "$d/data_batch_3.bin"
 "$DTRAIN" train --model cnn1 --data mnist --data-dir "$T/good" --epochs 1 --batch 2 --out "$T/good.weights" --quiet
 if [ $? -ne 0 ] || [ ! -s "$T/good.weights" ]; then echo "FAIL the good data set does not train"; fails=$((fails + 1)); fi
 
-expect_fail "missing data dir"   "$T/none/train-images-idx3-ubyte" -- train --data-dir "$T/none"
-expect_fail "wrong IDX magic"    "bad IDX magic"                   -- train --data-dir "$T/magic"
-expect_fail "truncated images"   "truncated"                       -- train --data-dir "$T/trunc-img"
-expect_fail "truncated labels"   "train-labels-idx1-ubyte: truncated" -- train --data-dir "$T/trunc-lab"
-expect_fail "count mismatch"     "does not match label count"      -- train --data-dir "$T/mismatch"
-expect_fail "label out of range" "label 13 at index 2 out of range" -- train --data-dir "$T/range"
-expect_fail "CIFAR size"         "is not a positive multiple of 3073" -- "$DTRAIN" train --model resnet18-cifar --data cifar10 --data-dir "$T/cifar" --out "$T/out.weights"
-expect_fail "unknown model"      "unknown model 'lenet9'"          -- train --data-dir "$T/good" --model lenet9
+expect_error "missing data dir"   "$T/none/train-images-idx3-ubyte" -- train --data-dir "$T/none"
+expect_error "wrong IDX magic"    "bad IDX magic"                   -- train --data-dir "$T/magic"
+expect_error "truncated images"   "truncated"                       -- train --data-dir "$T/trunc-img"
+expect_error "truncated labels"   "train-labels-idx1-ubyte: truncated" -- train --data-dir "$T/trunc-lab"
+expect_error "count mismatch"     "does not match label count"      -- train --data-dir "$T/mismatch"
+expect_error "label out of range" "label 13 at index 2 out of range" -- train --data-dir "$T/range"
+expect_error "CIFAR size"         "is not a positive multiple of 3073" -- "$DTRAIN" train --model resnet18-cifar --data cifar10 --data-dir "$T/cifar" --out "$T/out.weights"
+expect_error "unknown model"      "unknown model 'lenet9'"          -- train --data-dir "$T/good" --model lenet9
 printf 'input c=1 h=28 w=28\nconv out=4 k=3\nrelu extra\n' >"$T/bad.spec"
-expect_fail "malformed spec"     "$T/bad.spec:3: expected key=value, got 'extra'" -- train --data-dir "$T/good" --model "$T/bad.spec"
-expect_fail "missing spec file"  "$T/nope.spec: cannot open"       -- train --data-dir "$T/good" --model "$T/nope.spec"
-expect_fail "lr 0"               "--lr 0: expected a number > 0"   -- train --data-dir "$T/good" --lr 0
-expect_fail "lr negative"        "--lr -0.1: expected a number > 0" -- train --data-dir "$T/good" --lr -0.1
-expect_fail "lr not a number"    "--lr abc"                        -- train --data-dir "$T/good" --lr abc
-expect_fail "batch 0"            "--batch 0: expected an integer >= 1" -- train --data-dir "$T/good" --batch 0
-expect_fail "epochs 0"           "--epochs 0: expected an integer >= 1" -- train --data-dir "$T/good" --epochs 0
-expect_fail "unknown flag"       "unknown flag '--learning-rate'"  -- train --data-dir "$T/good" --learning-rate 0.1
-expect_fail "flag without value" "--seed needs a value"            -- train --data-dir "$T/good" --seed
-expect_fail "bad schedule"       "--schedule 'warm'"               -- train --data-dir "$T/good" --schedule warm
-expect_fail "unknown dataset"    "unknown dataset 'imagenet'"      -- train --data-dir "$T/good" --data imagenet
-expect_fail "model/data mismatch" "takes 3x32x32 inputs"           -- train --data-dir "$T/good" --model alexnet-cifar
-expect_fail "unwritable output"  "$T/no/such/dir/w.weights: cannot create" -- "$DTRAIN" train --model cnn1 --data mnist --data-dir "$T/good" --epochs 1 --batch 2 --out "$T/no/such/dir/w.weights"
-expect_fail "eval: no weights"   "--weights FILE is required"      -- "$DTRAIN" eval --model cnn1 --data-dir "$T/good"
-expect_fail "eval: wrong model"  "good.weights: tensor 'fc1.weight' has shape [100,320], the model expects [100,784]"     -- "$DTRAIN" eval --model mlp --weights "$T/good.weights" --data-dir "$T/good"
+expect_error "malformed spec"     "$T/bad.spec:3: expected key=value, got 'extra'" -- train --data-dir "$T/good" --model "$T/bad.spec"
+expect_error "missing spec file"  "$T/nope.spec: cannot open"       -- train --data-dir "$T/good" --model "$T/nope.spec"
+expect_error "lr 0"               "--lr 0: expected a number > 0"   -- train --data-dir "$T/good" --lr 0
+expect_error "lr negative"        "--lr -0.1: expected a number > 0" -- train --data-dir "$T/good" --lr -0.1
+expect_error "lr not a number"    "--lr abc"                        -- train --data-dir "$T/good" --lr abc
+expect_error "batch 0"            "--batch 0: expected an integer >= 1" -- train --data-dir "$T/good" --batch 0
+expect_error "epochs 0"           "--epochs 0: expected an integer >= 1" -- train --data-dir "$T/good" --epochs 0
+expect_error "unknown flag"       "unknown flag '--learning-rate'"  -- train --data-dir "$T/good" --learning-rate 0.1
+expect_error "flag without value" "--seed needs a value"            -- train --data-dir "$T/good" --seed
+expect_error "bad schedule"       "--schedule 'warm'"               -- train --data-dir "$T/good" --schedule warm
+expect_error "unknown dataset"    "unknown dataset 'imagenet'"      -- train --data-dir "$T/good" --data imagenet
+expect_error "model/data mismatch" "takes 3x32x32 inputs"           -- train --data-dir "$T/good" --model alexnet-cifar
+expect_error "unwritable output"  "$T/no/such/dir/w.weights: cannot create" -- "$DTRAIN" train --model cnn1 --data mnist --data-dir "$T/good" --epochs 1 --batch 2 --out "$T/no/such/dir/w.weights"
+expect_error "eval: no weights"   "--weights FILE is required"      -- "$DTRAIN" eval --model cnn1 --data-dir "$T/good"
+expect_error "eval: wrong model"  "good.weights: tensor 'fc1.weight' has shape [100,320], the model expects [100,784]"     -- "$DTRAIN" eval --model mlp --weights "$T/good.weights" --data-dir "$T/good"
 head -c 100 "$T/good.weights" >"$T/cut.weights"
-expect_fail "eval: truncated weights" "cut.weights: truncated"     -- "$DTRAIN" eval --model cnn1 --weights "$T/cut.weights" --data-dir "$T/good"
-expect_fail "resume: weights not checkpoint" "not a checkpoint"    -- train --data-dir "$T/good" --resume "$T/good.weights"
-expect_fail "unknown command"    "unknown command 'fit'"           -- "$DTRAIN" fit
+expect_error "eval: truncated weights" "cut.weights: truncated"     -- "$DTRAIN" eval --model cnn1 --weights "$T/cut.weights" --data-dir "$T/good"
+expect_error "resume: weights not checkpoint" "not a checkpoint"    -- train --data-dir "$T/good" --resume "$T/good.weights"
+expect_error "unknown command"    "unknown command 'fit'"           -- "$DTRAIN" fit
 
 finish

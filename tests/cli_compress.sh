@@ -1,18 +1,10 @@
 #!/usr/bin/env bash
-# --compress (shared/spec/algorithms.md "Compression") on 2 ranks: none changes nothing bit for
+# --compress (docs/algorithms.md "Compression") on 2 ranks: none changes nothing bit for
 # bit; every codec trains allreduce and cuts the bytes by its factor, the ranks' models staying
 # identical; ps and fedavg (parameter payloads against copies) train and cut their bytes;
 # fedavg K=1 == ps weight under compression too; local, asynchronous eventgrad and bad values: one line,
 # exit 2. Uses `dtrain run` (mpiexec).
 . "$(dirname "$0")/lib.sh"
-run() { "$DTRAIN" run -n 2 "$@" --quiet; }
-acc() { summary_field "$1" test_acc; }
-bytes() { per_rank_sum "$1" bytes_sent; }
-# LABEL VALUE LO HI: LO <= VALUE <= HI
-within() { awk -v v="$2" -v lo="$3" -v hi="$4" 'BEGIN { exit !(v >= lo && v <= hi) }'; check "$1" $? "$2 (expected $3..$4)"; }
-identical() { # LABEL A B
-    local out; out=$("$DTRAIN" diff "$2" "$3" --tol 0 2>&1); check "$1" $? "$out"
-}
 
 C=(--model cnn1 --data mnist --epochs 2 --train-limit 6000 --test-limit 2000 --batch 32 --lr 0.05 --momentum 0.5 --seed 3)
 S=(--model cnn1 --data mnist --epochs 1 --max-steps 30 --batch 16 --seed 5) # short runs: equalities
@@ -20,14 +12,14 @@ S=(--model cnn1 --data mnist --epochs 1 --max-steps 30 --batch 16 --seed 5) # sh
 # --compress none is the scheme as it was, bit for bit
 for a in "allreduce" "ps --ps-mode grad" "ps --ps-mode weight" "fedavg --local-steps 3"; do
     tag=${a// /_}
-    run --algo $a "${S[@]}" --out "$T/plain_$tag.w"
-    run --algo $a "${S[@]}" --compress none --out "$T/none_$tag.w"
+    run -n 2 --algo $a "${S[@]}" --out "$T/plain_$tag.w"
+    run -n 2 --algo $a "${S[@]}" --compress none --out "$T/none_$tag.w"
     identical "--algo $a: --compress none == no flag" "$T/plain_$tag.w" "$T/none_$tag.w"
 done
 
 # allreduce: every codec trains; bytes sent against the uncompressed run (2 ranks: a ring
 # allgather of B bytes per rank vs an allreduce of 2(N-1)/N x 4n = 4n bytes per rank)
-run --algo allreduce "${C[@]}" --out "$T/ar_none.w" --log "$T/ar_none.jsonl"
+run -n 2 --algo allreduce "${C[@]}" --out "$T/ar_none.w" --log "$T/ar_none.jsonl"
 b0=$(bytes "$T/ar_none.jsonl")
 a0=$(acc "$T/ar_none.jsonl")
 within "allreduce uncompressed accuracy" "$a0" 0.85 1
@@ -35,49 +27,47 @@ for spec in fp16:0.499:0.501 bf16:0.499:0.501 int8:0.25:0.27 topk:0.1:0.199:0.20
     c=${spec%:*:*}
     lo=${spec#"$c":}; hi=${lo#*:}; lo=${lo%:*}
     tag=${c/:/}
-    run --algo allreduce "${C[@]}" --compress "$c" --out "$T/ar_$tag.w" --log "$T/ar_$tag.jsonl" --checkpoint "$T/ck_$tag"
+    run -n 2 --algo allreduce "${C[@]}" --compress "$c" --out "$T/ar_$tag.w" --log "$T/ar_$tag.jsonl" --checkpoint "$T/ck_$tag"
     a=$(acc "$T/ar_$tag.jsonl")
     within "allreduce --compress $c: test accuracy (uncompressed $a0)" "$a" 0.85 1
-    within "allreduce --compress $c: bytes sent / uncompressed" "$(echo "scale=4; $(bytes "$T/ar_$tag.jsonl") / $b0" | bc)" "$lo" "$hi"
+    within "allreduce --compress $c: bytes sent / uncompressed" "$(ratio "$(bytes "$T/ar_$tag.jsonl")" "$b0")" "$lo" "$hi"
     identical "allreduce --compress $c: the two ranks' models are identical" "$T/ck_$tag.rank0" "$T/ck_$tag.rank1"
-    s=$(per_rank_sum "$T/ar_$tag.jsonl" msgs_sent) r=$(per_rank_sum "$T/ar_$tag.jsonl" msgs_recv)
-    [ "$s" = "$r" ] && [ "$(per_rank_sum "$T/ar_$tag.jsonl" bytes_sent)" = "$(per_rank_sum "$T/ar_$tag.jsonl" bytes_recv)" ]
-    check "allreduce --compress $c: messages and bytes sent == received" $? "$s sent, $r received"
+    f="$T/ar_$tag.jsonl"
+    s=$(msgs "$f") r=$(per_rank_sum "$f" msgs_recv) bs=$(bytes "$f") br=$(per_rank_sum "$f" bytes_recv)
+    holds "$s" == "$r" && holds "$bs" == "$br"
+    check "allreduce --compress $c: messages and bytes sent == received" $? "$s sent, $r received; $bs bytes sent, $br received"
 done
 
 # ps (grad: error feedback up, weights down against the copy; weight: copies both ways) and fedavg
 for a in "ps --ps-mode grad" "ps --ps-mode weight" "fedavg --local-steps 4"; do
     tag=${a// /_}
-    run --algo $a "${C[@]}" --log "$T/${tag}_none.jsonl" --no-save
+    run -n 2 --algo $a "${C[@]}" --log "$T/${tag}_none.jsonl" --no-save
     for c in fp16 int8; do
-        run --algo $a "${C[@]}" --compress $c --log "$T/${tag}_$c.jsonl" --no-save
+        run -n 2 --algo $a "${C[@]}" --compress $c --log "$T/${tag}_$c.jsonl" --no-save
         within "$a --compress $c: test accuracy" "$(acc "$T/${tag}_$c.jsonl")" 0.85 1
-        ratio=$(echo "scale=4; $(bytes "$T/${tag}_$c.jsonl") / $(bytes "$T/${tag}_none.jsonl")" | bc)
-        if [ $c = fp16 ]; then within "$a --compress fp16: bytes / uncompressed" "$ratio" 0.49 0.51
-        else within "$a --compress int8: bytes / uncompressed" "$ratio" 0.25 0.27; fi
-        s=$(per_rank_sum "$T/${tag}_$c.jsonl" msgs_sent) r=$(per_rank_sum "$T/${tag}_$c.jsonl" msgs_recv)
-        [ "$s" = "$r" ]; check "$a --compress $c: messages sent ($s) == received ($r)" $? ""
+        r=$(ratio "$(bytes "$T/${tag}_$c.jsonl")" "$(bytes "$T/${tag}_none.jsonl")")
+        if [ $c = fp16 ]; then within "$a --compress fp16: bytes / uncompressed" "$r" 0.49 0.51
+        else within "$a --compress int8: bytes / uncompressed" "$r" 0.25 0.27; fi
+        balanced "$a --compress $c" "$T/${tag}_$c.jsonl"
     done
 done
-run --algo ps --ps-mode grad "${S[@]}" --compress int8 --checkpoint "$T/ck_psg" --no-save # no momentum buffer (only rank 0's is used)
+run -n 2 --algo ps --ps-mode grad "${S[@]}" --compress int8 --checkpoint "$T/ck_psg" --no-save # no momentum buffer (only rank 0's is used)
 identical "ps --ps-mode grad --compress int8: the two ranks' models are identical" "$T/ck_psg.rank0" "$T/ck_psg.rank1"
 pct=$(summary_field "$T/fedavg_--local-steps_4_fp16.jsonl" msgs_pct)
 within "fedavg K=4 --compress fp16 sends 1/4 of its every-step messages" "$pct" 24 27
-run --algo ps --ps-mode weight "${S[@]}" --compress topk:0.2 --out "$T/psw_topk.w"
-run --algo fedavg --local-steps 1 "${S[@]}" --compress topk:0.2 --out "$T/fa1_topk.w"
+run -n 2 --algo ps --ps-mode weight "${S[@]}" --compress topk:0.2 --out "$T/psw_topk.w"
+run -n 2 --algo fedavg --local-steps 1 "${S[@]}" --compress topk:0.2 --out "$T/fa1_topk.w"
 identical "fedavg --local-steps 1 == ps --ps-mode weight, both --compress topk:0.2" "$T/fa1_topk.w" "$T/psw_topk.w"
 
 # errors: one line, exit 2
-"$DTRAIN" run -n 2 --algo eventgrad "${S[@]}" --compress fp16 --no-save >"$T/o" 2>"$T/e"
-rc=$?; [ $rc -eq 2 ] && [ "$(wc -l <"$T/e")" -eq 1 ] && grep -q -- "--compress fp16: eventgrad needs --sync" "$T/e"
-check "--algo eventgrad (async) --compress fp16: one error line, exit 2" $? "rc=$rc: $(cat "$T/e")"
-"$DTRAIN" train --algo local "${S[@]}" --compress int8 --no-save >"$T/o" 2>"$T/e"
-rc=$?; [ $rc -eq 2 ] && [ "$(wc -l <"$T/e")" -eq 1 ] && grep -q "not supported by --algo local yet (supported: allreduce, ps, fedavg, downpour, dpsgd, eventgrad with --sync)" "$T/e"
-check "--algo local --compress int8: one error line, exit 2" $? "rc=$rc: $(cat "$T/e")"
+expect_error "--algo eventgrad (async) --compress fp16: one error line, exit 2" "--compress fp16: eventgrad needs --sync" -- \
+    "$DTRAIN" run -n 2 --algo eventgrad "${S[@]}" --compress fp16 --no-save
+expect_error "--algo local --compress int8: one error line, exit 2" \
+    "not supported by --algo local yet (supported: allreduce, ps, fedavg, downpour, dpsgd, eventgrad with --sync)" -- \
+    "$DTRAIN" train --algo local "${S[@]}" --compress int8 --no-save
 for bad in topk:0 topk:1.5 topk fp8; do
-    "$DTRAIN" run -n 2 --algo allreduce "${S[@]}" --compress $bad --no-save >"$T/o" 2>"$T/e"
-    rc=$?; [ $rc -eq 2 ] && [ "$(wc -l <"$T/e")" -eq 1 ] && grep -q -- "--compress $bad:" "$T/e"
-    check "--compress $bad: one error line, exit 2" $? "rc=$rc: $(cat "$T/e")"
+    expect_error "--compress $bad: one error line, exit 2" "--compress $bad:" -- \
+        "$DTRAIN" run -n 2 --algo allreduce "${S[@]}" --compress $bad --no-save
 done
 
 finish

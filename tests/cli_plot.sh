@@ -12,7 +12,8 @@ C=(--model mlp --data mnist --train-limit 2000 --test-limit 500 --batch 32 --epo
 out=$("$PLOT" --out "$T/acc.svg" --title "test & check" "$T/fast.jsonl" "$T/slow.jsonl" "$T/ar.jsonl" 2>&1)
 check "plot writes the chart" $? "$out"
 # the SVG's content, read back by an XML parser: a line per run, legend, points in order
-python3 - "$T/acc.svg" "$T/fast.jsonl" "$T/slow.jsonl" >"$T/verdict" 2>&1 <<'EOF'
+# (after the SVG: the test accuracies by epoch of the fast and the slow run, as JSON lists)
+python3 - "$T/acc.svg" "$(epoch_fields "$T/fast.jsonl" test_acc)" "$(epoch_fields "$T/slow.jsonl" test_acc)" >"$T/verdict" 2>&1 <<'EOF'
 import json, sys, xml.etree.ElementTree as ET
 ns = {"s": "http://www.w3.org/2000/svg"}
 root = ET.parse(sys.argv[1]).getroot()
@@ -28,7 +29,7 @@ pts = [[tuple(map(float, p.split(","))) for p in g.find("s:polyline", ns).get("p
 assert all(len(p) == 3 for p in pts), f"points per run {[len(p) for p in pts]}"
 assert all(a[0] < b[0] for p in pts for a, b in zip(p, p[1:])), "x does not increase with the epoch"
 # a higher accuracy is drawn higher (smaller y); compare the two single-process runs epoch by epoch
-acc = [[json.loads(l)["test_acc"] for l in open(f) if '"type":"epoch"' in l] for f in sys.argv[2:]]
+acc = [json.loads(a) for a in sys.argv[2:]]
 for e in range(3):
     if acc[0][e] != acc[1][e]:
         assert (acc[0][e] > acc[1][e]) == (pts[0][e][1] < pts[1][e][1]), f"epoch {e + 1}: y order wrong"
@@ -41,9 +42,9 @@ check "--x mb --logx --y loss" $? "$out"
 # --x msgs: messages so far, all ranks; allreduce sends the same number every epoch, so the
 # three points are evenly spaced along x
 out=$("$PLOT" --x msgs --out "$T/msgs.svg" "$T/ar.jsonl" 2>&1) &&
-python3 - "$T/ar.jsonl" "$T/msgs.svg" >"$T/verdict" 2>&1 <<'EOF'
+python3 - "$(epoch_fields "$T/ar.jsonl" msgs_sent)" "$T/msgs.svg" >"$T/verdict" 2>&1 <<'EOF'
 import json, sys, xml.etree.ElementTree as ET
-m = [json.loads(l)["msgs_sent"] for l in open(sys.argv[1]) if '"type":"epoch"' in l]
+m = json.loads(sys.argv[1])
 assert len(m) == 3 and m[0] > 0 and m[2] == 3 * m[0], f"msgs_sent by epoch {m}"
 line = ET.parse(sys.argv[2]).getroot().find(".//{http://www.w3.org/2000/svg}polyline")
 xs = [float(p.split(",")[0]) for p in line.get("points").split()]
@@ -53,26 +54,16 @@ EOF
 check "--x msgs: messages so far, evenly spaced for allreduce" $? "$out; $(cat "$T/verdict")"
 
 # bad input: one line on stderr, exit 2, no output file
-expect_fail() { # LABEL SUBSTRING -- ARGS...
-    local label=$1 want=$2; shift 3
-    rm -f "$T/bad.svg"
-    "$PLOT" --out "$T/bad.svg" "$@" >"$T/o" 2>"$T/e"
-    local rc=$?
-    [ $rc -eq 2 ] && [ "$(wc -l <"$T/e")" -eq 1 ] && grep -qF -- "$want" "$T/e" && [ ! -e "$T/bad.svg" ] &&
-        ! ls "$T" | grep -q '\.tmp\.'
-    check "$label" $? "rc=$rc: $(cat "$T/e")"
-}
+plot_bad() { "$PLOT" --out "$T/bad.svg" "$@"; }
 echo '{"type":"summary","test_acc":0.5}' >"$T/nosteps.jsonl"
 printf '{"type":"epoch","epoch":1}\n' >"$T/partial.jsonl"
 echo "hello" >"$T/notes.txt"
-expect_fail "missing log"        "$T/none.jsonl: cannot read" -- "$T/none.jsonl"
-expect_fail "not a JSON log"     "$T/notes.txt:1: not a JSON line" -- "$T/notes.txt"
-expect_fail "no epoch lines"     "nosteps.jsonl: no epoch lines with 'test_acc'" -- "$T/nosteps.jsonl"
-expect_fail "epoch line lacks y" "partial.jsonl:1: epoch line without 'test_acc' or 'epoch'" -- "$T/partial.jsonl"
-expect_fail "unknown --x"        "argument --x: invalid choice: 'time'" -- --x time "$T/fast.jsonl"
-expect_fail "--logx with zero"   "--logx: every x must be > 0" -- --x mb --logx "$T/fast.jsonl"
-"$PLOT" --out "$T/no/such/dir/p.svg" "$T/fast.jsonl" >"$T/o" 2>"$T/e"
-rc=$?; [ $rc -eq 2 ] && [ "$(wc -l <"$T/e")" -eq 1 ] && grep -q "p.svg: cannot write" "$T/e"
-check "unwritable output" $? "rc=$rc: $(cat "$T/e")"
+expect_error "missing log" "$T/none.jsonl: cannot read" -- plot_bad "$T/none.jsonl"
+expect_error "not a JSON log" "$T/notes.txt:1: not a JSON line" -- plot_bad "$T/notes.txt"
+expect_error "no epoch lines" "nosteps.jsonl: no epoch lines with 'test_acc'" -- plot_bad "$T/nosteps.jsonl"
+expect_error "epoch line lacks y" "partial.jsonl:1: epoch line without 'test_acc' or 'epoch'" -- plot_bad "$T/partial.jsonl"
+expect_error "unknown --x" "argument --x: invalid choice: 'time'" -- plot_bad --x time "$T/fast.jsonl"
+expect_error "--logx with zero" "--logx: every x must be > 0" -- plot_bad --x mb --logx "$T/fast.jsonl"
+expect_error "unwritable output" "p.svg: cannot write" -- "$PLOT" --out "$T/no/such/dir/p.svg" "$T/fast.jsonl"
 
 finish

@@ -6,7 +6,6 @@
 # per-rank checkpoint files. Also: a checkpoint refuses another --algo, downpour refuses
 # --checkpoint.
 . "$(dirname "$0")/lib.sh"
-run() { "$DTRAIN" run "$@" --quiet; }
 
 # 480 examples per rank at batch 16: 30 steps per epoch (fedavg's K=7 ends mid-round)
 C=(--model cnn1 --data mnist --train-limit 960 --test-limit 300 --batch 16 --lr 0.05 --momentum 0.5 --seed 4)
@@ -18,13 +17,11 @@ resume_case() { # LABEL N ALGO-FLAGS...
     run -n "$n" "$@" "${C[@]}" --epochs 2 --out "$d/straight.w" --log "$d/straight.jsonl"
     run -n "$n" "$@" "${C[@]}" --epochs 1 --checkpoint "$d/ck" --no-save
     run -n "$n" "$@" "${C[@]}" --epochs 2 --resume "$d/ck" --out "$d/resumed.w" --log "$d/resumed.jsonl"
-    local out
-    out=$("$DTRAIN" diff "$d/straight.w" "$d/resumed.w" --tol 0 2>&1)
-    check "$label: resumed == straight, bit for bit" $? "$out"
+    identical "$label: resumed == straight, bit for bit" "$d/straight.w" "$d/resumed.w"
     local a b
     a=$(summary_field "$d/straight.jsonl" msgs_sent)
     b=$(summary_field "$d/resumed.jsonl" msgs_sent)
-    [ -n "$a" ] && [ "$a" = "$b" ]; check "$label: the resumed run counts the messages of the whole run" $? "straight $a, resumed $b"
+    compare "$label: the resumed run counts the messages of the whole run" "$a" == "$b" "straight $a, resumed $b"
 }
 
 resume_case allreduce-topk    2 --algo allreduce --compress topk:0.1
@@ -39,21 +36,17 @@ resume_case eventgrad-int8    3 --algo eventgrad --sync --threshold const:0.01 -
 # the comparison can fail: a checkpoint resumed one epoch later than it was taken differs
 d="$T/eventgrad-sync"
 run -n 3 --algo eventgrad --sync --threshold adaptive --warmup-steps 5 "${C[@]}" --epochs 3 --resume "$d/ck" --out "$d/later.w"
-"$DTRAIN" diff "$d/straight.w" "$d/later.w" --tol 0 >/dev/null; [ $? -eq 1 ]
-check "... and a run with an extra epoch differs (the comparison can fail)" $? "diff --tol 0 exits 1"
+differ "... and a run with an extra epoch differs (the comparison can fail)" "$d/straight.w" "$d/later.w" 0
 
 # a checkpoint belongs to its scheme, codec and number of ranks
-"$DTRAIN" run -n 3 --algo dpsgd "${C[@]}" --epochs 2 --resume "$T/eventgrad-sync/ck" --no-save >"$T/o" 2>"$T/e"
-rc=$?; [ $rc -eq 2 ] && [ "$(wc -l <"$T/e")" -eq 1 ] && grep -q "saved by a run with --algo eventgrad --compress none on 3 ranks" "$T/e"
-check "resume under another --algo: one error line" $? "rc=$rc: $(cat "$T/e")"
-"$DTRAIN" run -n 3 --algo eventgrad --sync --threshold adaptive --warmup-steps 5 --history 3 "${C[@]}" --epochs 2 --resume "$T/eventgrad-sync/ck" --no-save >"$T/o" 2>"$T/e"
-rc=$?; [ $rc -eq 2 ] && [ "$(wc -l <"$T/e")" -eq 1 ] && grep -q "saved with another --topology or --history" "$T/e"
-check "resume under another --history: one error line" $? "rc=$rc: $(cat "$T/e")"
-"$DTRAIN" run -n 2 --algo allreduce "${C[@]}" --epochs 2 --resume "$T/allreduce-topk/ck" --no-save >"$T/o" 2>"$T/e"
-rc=$?; [ $rc -eq 2 ] && [ "$(wc -l <"$T/e")" -eq 1 ] && grep -q "this run has --algo allreduce --compress none" "$T/e"
-check "resume without the checkpoint's --compress: one error line" $? "rc=$rc: $(cat "$T/e")"
-"$DTRAIN" run -n 3 --algo downpour "${C[@]}" --epochs 1 --checkpoint "$T/downpour.ck" --no-save >"$T/o" 2>"$T/e"
-rc=$?; [ $rc -eq 2 ] && [ "$(wc -l <"$T/e")" -eq 1 ] && grep -q "downpour cannot checkpoint" "$T/e" && ! ls "$T"/downpour.ck* >/dev/null 2>&1
-check "downpour --checkpoint: one error line, no file" $? "rc=$rc: $(cat "$T/e")"
+expect_error "resume under another --algo: one error line" "saved by a run with --algo eventgrad --compress none on 3 ranks" -- \
+    "$DTRAIN" run -n 3 --algo dpsgd "${C[@]}" --epochs 2 --resume "$T/eventgrad-sync/ck" --no-save
+expect_error "resume under another --history: one error line" "saved with another --topology or --history" -- \
+    "$DTRAIN" run -n 3 --algo eventgrad --sync --threshold adaptive --warmup-steps 5 --history 3 "${C[@]}" --epochs 2 \
+    --resume "$T/eventgrad-sync/ck" --no-save
+expect_error "resume without the checkpoint's --compress: one error line" "this run has --algo allreduce --compress none" -- \
+    "$DTRAIN" run -n 2 --algo allreduce "${C[@]}" --epochs 2 --resume "$T/allreduce-topk/ck" --no-save
+expect_error "downpour --checkpoint: one error line, no file" "downpour cannot checkpoint" -- \
+    "$DTRAIN" run -n 3 --algo downpour "${C[@]}" --epochs 1 --checkpoint "$T/downpour.ck" --no-save
 
 finish

@@ -4,26 +4,18 @@
 # and gzipped Fashion-MNIST trains too. Needs scripts/get-data to have run.
 . "$(dirname "$0")/lib.sh"
 DATA=${DTRAIN_DATA:-data}
-json_field() { grep "\"type\":\"$2\"" "$1" | tail -1 | sed -n "s/.*\"$3\":\([-0-9.e]*\).*/\1/p"; }
-ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a >= b) }'; }
-
-if [ ! -s "$DATA/mnist/train-images-idx3-ubyte" ] && [ ! -s "$DATA/mnist/train-images-idx3-ubyte.gz" ]; then
-    echo "FAIL MNIST not found in $DATA/mnist: run scripts/get-data"; echo "0 passed, 1 failed"; exit 1
-fi
+require_mnist
 
 # 1. cnn1 on 6,000 MNIST training images for one epoch
 "$DTRAIN" train --model cnn1 --data mnist --epochs 1 --train-limit 6000 --batch 16 --lr 0.03 \
     --momentum 0.5 --seed 2 --out "$T/short.weights" --log "$T/short.jsonl" >"$T/short.out" 2>&1
 check "short training runs" $? "$(tail -1 "$T/short.out")"
-acc=$(json_field "$T/short.jsonl" summary test_acc)
-ge "${acc:-0}" 0.90; check "cnn1, 6000 images, 1 epoch: test accuracy >= 0.90" $? "test_acc=$acc"
-grep -q '"type":"epoch","epoch":1,' "$T/short.jsonl"; check "log has the epoch line" $? "$(head -1 "$T/short.jsonl")"
+acc=$(acc "$T/short.jsonl")
+compare "cnn1, 6000 images, 1 epoch: test accuracy >= 0.90" "$acc" '>=' 0.90 "test_acc=$acc"
+e=$(epoch_fields "$T/short.jsonl" epoch); [ "$e" = "[1]" ]; check "log has the epoch line" $? "epochs logged: $e"
 
 # 2. the saved weights evaluate to the reported accuracy
-out=$("$DTRAIN" eval --model cnn1 --weights "$T/short.weights" --data mnist 2>&1)
-eacc=$(echo "$out" | sed -n 's/test accuracy \([0-9.]*\)%.*/\1/p')
-awk -v a="$acc" -v e="${eacc:-0}" 'BEGIN { d = a * 100 - e; exit !(d < 0.006 && d > -0.006) }'
-check "eval reproduces the training run's accuracy" $? "train ${acc}, eval ${eacc}%"
+evaluates_to "eval reproduces the training run's accuracy" "$acc" --model cnn1 --weights "$T/short.weights" --data mnist
 
 # 3. resume: 1 epoch + resume to 2 == 2 epochs straight, bit for bit
 common=(--model cnn1 --data mnist --train-limit 1500 --batch 32 --lr 0.05 --momentum 0.9 --seed 4 --quiet)
@@ -37,8 +29,8 @@ cmp -s "$T/straight.weights" "$T/first.weights"; [ $? -ne 0 ]; check "one epoch 
 if [ -s "$DATA/fashion-mnist/train-images-idx3-ubyte.gz" ]; then
     "$DTRAIN" train --model mlp --data fashion-mnist --epochs 1 --train-limit 5000 --test-limit 2000 \
         --batch 32 --lr 0.05 --no-save --log "$T/f.jsonl" --quiet
-    facc=$(json_field "$T/f.jsonl" summary test_acc)
-    ge "${facc:-0}" 0.65; check "fashion-mnist (gz) mlp learns" $? "test_acc=$facc"
+    facc=$(acc "$T/f.jsonl")
+    compare "fashion-mnist (gz) mlp learns" "$facc" '>=' 0.65 "test_acc=$facc"
 else
     check "fashion-mnist present" 1 "$DATA/fashion-mnist missing: run scripts/get-data"
 fi
