@@ -27,6 +27,25 @@ check "--help lists the scheme and its flag" $? "$(grep -i sign "$T/help" | head
 C=(--model mlp --data mnist --epochs 1 --max-steps 150 --batch 32 --lr 0.05 --train-limit 8000 --test-limit 1000 --no-save)
 "$NEW" run -n 2 --algo signsgd --sign-scale 0.02 "${C[@]}" --quiet --log "$T/s.jsonl"
 check "dtrain run --algo signsgd trains" $? ""
+compare "... above chance (10%): test accuracy > 60%" "$(acc "$T/s.jsonl")" '>' 0.6
+compare "... sending every step (100% of the messages)" "$(summary_field "$T/s.jsonl" msgs_pct)" == 100
+compare "... the configuration line names its flag's value" "$(log_query "$T/s.jsonl" 'one("config")["scheme"][a[0]]' sign-scale)" == 0.02
+
+# the flag's declared range is checked, in one line, before any rank starts
+expect_error "a bad --sign-scale" "--sign-scale -1: expected a number > 0" -- "$NEW" run -n 2 --algo signsgd --sign-scale -1 "${C[@]}"
+# and the dtrain without the file does not know it (the comparison can fail)
+expect_error "the dtrain without the file refuses --algo signsgd" "--algo signsgd: unknown algorithm" -- "$DTRAIN" train --algo signsgd "${C[@]}"
+
+finish; exit; }
+NEW="$W/build/dtrain"
+
+"$NEW" train --help >"$T/help"
+grep -q "signsgd  *signSGD with majority vote" "$T/help" && grep -q -- "--sign-scale X *signsgd: step length" "$T/help"
+check "--help lists the scheme and its flag" $? "$(grep -i sign "$T/help" | head -3)"
+
+C=(--model mlp --data mnist --epochs 1 --max-steps 150 --batch 32 --lr 0.05 --train-limit 8000 --test-limit 1000 --no-save)
+"$NEW" run -n 2 --algo signsgd --sign-scale 0.02 "${C[@]}" --quiet --log "$T/s.jsonl"
+check "dtrain run --algo signsgd trains" $? ""
 a=$(summary_field "$T/s.jsonl" test_acc)
 awk -v a="$a" 'BEGIN { exit !(a > 0.6) }'; check "... above chance (10%): test accuracy > 60%" $? "test_acc=$a"
 pct=$(summary_field "$T/s.jsonl" msgs_pct)
