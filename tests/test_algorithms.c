@@ -1,0 +1,653 @@
+/* The schemes' pieces that need no peers, against their definitions: the EventGraD sender rule
+ * (trigger.h: first send, warm-up, |n - n_last| >= delta, decay, adaptive thresholds over a
+ * ring of slopes, bad words, checkpoint round trip); gradient payloads with error feedback
+ * (payload.h: nothing lost over many steps, the mean of N payloads in rank order, the same on
+ * two decoders); fedavg's weights (paramavg.h); the registry against the schemes' own
+ * declarations (strategy.h: names, flags, defaults, ranges, messages, values in force, the
+ * configuration's JSON); and the hooks of local and allreduce on one MPI rank (a hand-built
+ * step context: the mean of one gradient is the gradient; fp16 is its round trip). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "algorithms/paramavg.h"
+#include "algorithms/payload.h"
+#include "algorithms/strategy.h"
+#include "algorithms/trigger.h"
+#include "check.h"
+#include "comm/codec.h"
+#include "comm/comm.h"
+#include "core/json.h"
+#include "core/tensorfile.h"
+#include "dtrain.h"
+
+static int has_text(const char *hay, const char *needle) { return hay && strstr(hay, needle) != NULL; }
+
+/* ------------------------------------------------------------------ the sender rule */
+
+static dt_trigger make_trigger(int T, const char *threshold, float horizon, int history, float decay, long warmup) {
+    dt_trigger t;
+    dt_status st = dt_trigger_init(&t, T, threshold, horizon, history, decay, warmup);
+    CHECK_MSG(st == DT_OK, "%s: %s", threshold, dt_last_error());
+    return t;
+}
+
+static void test_trigger_const(void) {
+    /* C = 0.5 (exact in binary), no warm-up, no decay */
+    dt_trigger t = make_trigger(2, "const:0.5", 1.0f, 1, 1.0f, 0);
+    CHECK(dt_trigger_decide(&t, 0, 0, 1.0) == 1);      /* first step: always */
+    CHECK(dt_trigger_decide(&t, 0, 1, 1.0) == 0);      /* no change */
+    CHECK(dt_trigger_decide(&t, 0, 2, 1.25) == 0);     /* 0.25 < 0.5 */
+    CHECK(dt_trigger_decide(&t, 0, 3, 1.5) == 1);      /* 0.5 >= 0.5: the boundary sends */
+    CHECK(dt_trigger_decide(&t, 0, 4, 1.0) == 1);      /* |1 - 1.5| = 0.5, downwards too */
+    CHECK(dt_trigger_decide(&t, 0, 5, 0.75) == 0);     /* against the last sent (1.0): 0.25 */
+    CHECK(dt_trigger_decide(&t, 0, 6, 0.5) == 1);      /* 0.5 from 1.0 */
+    /* tensor 1 is independent: its first step sends whatever tensor 0 did */
+    CHECK(dt_trigger_decide(&t, 1, 6, 100.0) == 1);
+    CHECK(dt_trigger_decide(&t, 1, 7, 100.25) == 0);
+    dt_trigger_free(&t);
+
+    /* a hand-computed sequence, C = 2: last sent norm after each step in the comment */
+    const double norms[] = {10, 11, 11.9, 12, 13, 14.5, 13.9, 12.4, 12.5, 20};
+    const int want[] = {1, 0, 0, 1, 0, 1, 0, 1, 0, 1};
+    /*                  10 10  10 12 12 14.5 14.5 12.4 12.4 20 */
+    t = make_trigger(1, "const:2", 1.0f, 1, 1.0f, 0);
+    for (int k = 0; k < 10; k++)
+        CHECK_MSG(dt_trigger_decide(&t, 0, k, norms[k]) == want[k], "const:2 step %d norm %g", k, norms[k]);
+    dt_trigger_free(&t);
+
+    /* warm-up 3: steps 0, 1, 2 send whatever the norm; step 3 on applies the rule */
+    t = make_trigger(1, "const:1", 1.0f, 1, 1.0f, 3);
+    for (int k = 0; k < 3; k++) CHECK_MSG(dt_trigger_decide(&t, 0, k, 5.0) == 1, "warm-up step %d", k);
+    CHECK(dt_trigger_decide(&t, 0, 3, 5.0) == 0);
+    CHECK(dt_trigger_decide(&t, 0, 4, 5.5) == 0);
+    CHECK(dt_trigger_decide(&t, 0, 5, 6.0) == 1);
+    dt_trigger_free(&t);
+
+    /* const:0: every step sends (|dn| >= 0) */
+    t = make_trigger(1, "const:0", 1.0f, 1, 1.0f, 0);
+    for (int k = 0; k < 5; k++) CHECK(dt_trigger_decide(&t, 0, k, 3.0) == 1);
+    dt_trigger_free(&t);
+}
+
+static void test_trigger_decay(void) {
+    /* C = 1, d = 0.5: a change of 0.3 waits until 1 * 0.5^k <= 0.3, i.e. k = 2 silent steps
+     * (0.5, 0.25), and is sent on the third step after the send */
+    dt_trigger t = make_trigger(1, "const:1", 1.0f, 1, 0.5f, 0);
+    CHECK(dt_trigger_decide(&t, 0, 0, 2.0) == 1);
+    CHECK(dt_trigger_decide(&t, 0, 1, 2.3) == 0);
+    CHECK(dt_trigger_decide(&t, 0, 2, 2.3) == 0);
+    CHECK(dt_trigger_decide(&t, 0, 3, 2.3) == 1);
+    CHECK(t.delta[0] == 1.0); /* back to C after the send */
+    CHECK(dt_trigger_decide(&t, 0, 4, 2.4) == 0);  /* and the next change of 0.1 waits again */
+    dt_trigger_free(&t);
+
+    /* the threshold after k silent steps is C d^k */
+    const float d = 0.9f;
+    t = make_trigger(1, "const:3", 1.0f, 1, d, 0);
+    CHECK(dt_trigger_decide(&t, 0, 0, 1.0) == 1);
+    int sent_at = -1;
+    for (int k = 1; k <= 40 && sent_at < 0; k++) {
+        if (dt_trigger_decide(&t, 0, k, 1.5)) { sent_at = k; break; }
+        const double want = 3.0 * pow((double)d, k);
+        CHECK_MSG(fabs(t.delta[0] - want) <= 1e-12 * want, "after %d silent steps: %.17g, want %.17g", k, t.delta[0], want);
+    }
+    /* the change 0.5 is sent at the first k with 3 * 0.9^(k-1) <= 0.5: 0.9^(k-1) <= 1/6 */
+    int want_k = 1;
+    while (3.0 * pow((double)d, want_k - 1) > 0.5) want_k++;
+    CHECK_MSG(sent_at == want_k, "sent at %d, want %d", sent_at, want_k);
+    dt_trigger_free(&t);
+}
+
+/* Adaptive, horizon H: sends at k = 0, 2, 6, 8, 10 with norms 1, 3, 5, 11, 19 give the slopes
+ * 1 (2/2), 0.5 (2/4), 3 (6/2), 4 (8/2); delta = H * mean of the last `history` of them. */
+static void test_trigger_adaptive(void) {
+    const long ks[] = {0, 2, 6, 8, 10};
+    const double ns[] = {1, 3, 5, 11, 19};
+    /* delta after each send, for history 1, 2, 3 (H = 1); the first send has no slope yet */
+    const double want[3][5] = {
+        {0, 1, 0.5, 3, 4},
+        {0, 1, (1 + 0.5) / 2, (0.5 + 3) / 2.0, (3 + 4) / 2.0},
+        {0, 1, (1 + 0.5) / 2, (1 + 0.5 + 3) / 3.0, (0.5 + 3 + 4) / 3.0}, /* the last wraps the ring */
+    };
+    for (int H = 1; H <= 2; H++)
+        for (int h = 1; h <= 3; h++) {
+            dt_trigger t = make_trigger(1, "adaptive", (float)H, h, 1.0f, 0);
+            long k = 0;
+            for (int s = 0; s < 5; s++) {
+                /* between the sends an unchanged norm is not sent (delta > 0 after the second) */
+                for (; s >= 2 && k < ks[s]; k++)
+                    CHECK_MSG(dt_trigger_decide(&t, 0, k, ns[s - 1]) == 0, "H=%d h=%d quiet step %ld", H, h, k);
+                k = ks[s];
+                CHECK_MSG(dt_trigger_decide(&t, 0, k, ns[s]) == 1, "H=%d h=%d send %d at %ld", H, h, s, k);
+                k++;
+                const double w = H * want[h - 1][s];
+                CHECK_MSG(fabs(t.delta[0] - w) <= 1e-12 * (w + 1), "H=%d h=%d after send %d: delta %.17g, want %.17g",
+                          H, h, s, t.delta[0], w);
+            }
+            /* the rule with the last delta (exact for h = 1, 2: 4H, 3.5H; h = 3: 2.5H) */
+            const double delta = H * want[h - 1][4];
+            CHECK(dt_trigger_decide(&t, 0, 11, 19 + delta - 0.25) == 0);
+            CHECK(dt_trigger_decide(&t, 0, 12, 19 - delta + 0.25) == 0);
+            CHECK(dt_trigger_decide(&t, 0, 13, 19 + delta) == 1);
+            dt_trigger_free(&t);
+        }
+}
+
+static void test_trigger_bad(void) {
+    const char *bad[] = {"const:-1", "const:x", "fast", "const:", "const:1x", "adaptive2", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        dt_trigger t;
+        dt_status st = dt_trigger_init(&t, 3, bad[i], 1.0f, 2, 1.0f, 0);
+        CHECK_MSG(st == DT_ERR_ARG, "'%s' accepted", bad[i]);
+        if (st == DT_OK) dt_trigger_free(&t);
+        else CHECK_MSG(has_text(dt_last_error(), "--threshold"), "'%s': %s", bad[i], dt_last_error());
+    }
+}
+
+/* Save a trigger mid-run, read it back into a fresh one: from then on both decide alike. */
+static void test_trigger_checkpoint(void) {
+    enum { T = 4, STEPS = 60 };
+    dt_rng r;
+    dt_rng_seed(&r, 7);
+    double norms[2 * STEPS][T];
+    for (int k = 0; k < 2 * STEPS; k++)
+        for (int i = 0; i < T; i++) norms[k][i] = 10.0 + (double)i + 4.0 * dt_rng_uniform(&r);
+    const char *kinds[] = {"adaptive", "const:1.5"};
+    for (int q = 0; q < 2; q++) {
+        dt_trigger a = make_trigger(T, kinds[q], 1.5f, 3, 0.9f, 5);
+        for (int k = 0; k < STEPS; k++)
+            for (int i = 0; i < T; i++) dt_trigger_decide(&a, i, k, norms[k][i]);
+        char path[] = "/tmp/dtrain-trig-XXXXXX";
+        int fd = mkstemp(path);
+        CHECK(fd >= 0);
+        if (fd < 0) { dt_trigger_free(&a); return; }
+        close(fd);
+        dt_records recs = {0};
+        CHECK(dt_trigger_save(&a, "eventgrad", &recs) == DT_OK);
+        CHECK_MSG(dt_tfile_write(path, recs.r, recs.n) == DT_OK, "%s", dt_last_error());
+        dt_records_free(&recs);
+        dt_tfile f = {0};
+        CHECK_MSG(dt_tfile_read(path, &f) == DT_OK, "%s", dt_last_error());
+        dt_trigger b = make_trigger(T, kinds[q], 1.5f, 3, 0.9f, 5);
+        CHECK_MSG(dt_trigger_load(&b, "eventgrad", &f, path) == DT_OK, "%s", dt_last_error());
+        /* another prefix is not there: an error naming the record */
+        dt_trigger c = make_trigger(T, kinds[q], 1.5f, 3, 0.9f, 5);
+        CHECK(dt_trigger_load(&c, "other", &f, path) == DT_ERR_FORMAT);
+        CHECK(has_text(dt_last_error(), "other:norm_last"));
+        dt_trigger_free(&c);
+        dt_tfile_free(&f);
+        unlink(path);
+        CHECK(memcmp(a.delta, b.delta, T * sizeof *a.delta) == 0);
+        CHECK(memcmp(a.k_last, b.k_last, T * sizeof *a.k_last) == 0);
+        int same = 1, sends = 0, silent = 0;
+        for (int k = STEPS; k < 2 * STEPS; k++)
+            for (int i = 0; i < T; i++) {
+                const int da = dt_trigger_decide(&a, i, k, norms[k][i]), db = dt_trigger_decide(&b, i, k, norms[k][i]);
+                same &= da == db && a.delta[i] == b.delta[i];
+                sends += da;
+                silent += !da;
+            }
+        CHECK_MSG(same, "%s: decisions differ after the round trip", kinds[q]);
+        CHECK_MSG(sends > 0 && silent > 0, "%s: %d sends, %d silent (the comparison must see both)", kinds[q], sends,
+                  silent);
+        dt_trigger_free(&a);
+        dt_trigger_free(&b);
+    }
+}
+
+/* ------------------------------------------------------------------ gradient payloads */
+
+static void fill_normal(dt_rng *r, float *x, size_t n, float scale) {
+    for (size_t i = 0; i < n; i++) {
+        float u = dt_rng_uniform(r) + 1e-7f, v = dt_rng_uniform(r);
+        x[i] = scale * sqrtf(-2.0f * logf(u)) * cosf(6.2831853f * v);
+    }
+}
+
+static const char *const codecs[] = {"fp16", "bf16", "int8", "topk:0.25"};
+
+/* Over K steps: sum of what was sent (decoded) + the residual left == sum of the gradients. */
+static void test_payload_feedback(const char *text) {
+    enum { N = 700, K = 25 };
+    dt_codec_spec spec;
+    CHECK_MSG(dt_codec_parse(text, &spec) == DT_OK, "%s", dt_last_error());
+    dt_grad_payload p;
+    CHECK_MSG(dt_grad_payload_init(&p, &spec, N) == DT_OK, "%s: %s", text, dt_last_error());
+    CHECK(p.bytes == dt_codec_bytes(&spec, N));
+    dt_rng r;
+    dt_rng_seed(&r, 11);
+    float g[N], sent[N] = {0};
+    double sum_g[N] = {0}, sum_abs[N] = {0};
+    for (int k = 0; k < K; k++) {
+        fill_normal(&r, g, N, 0.01f * (float)(1 + k % 3));
+        for (int i = 0; i < N; i++) sum_g[i] += g[i], sum_abs[i] += fabsf(g[i]);
+        dt_grad_payload_encode(&p, g);
+        dt_codec_decode_add(p.codec, p.send, N, sent);
+    }
+    double worst = 0, res_norm = 0;
+    int ok = 1;
+    for (int i = 0; i < N; i++) {
+        const double err = fabs((double)sent[i] + p.residual[i] - sum_g[i]);
+        ok &= err <= 1e-5 * sum_abs[i] + 1e-9;
+        if (err > worst) worst = err;
+        res_norm += fabs(p.residual[i]);
+    }
+    CHECK_MSG(ok, "%s: sent + residual != sum of gradients (worst %g)", text, worst);
+    CHECK_MSG(res_norm > 0, "%s: a lossy codec left no residual", text);
+    dt_grad_payload_free(&p);
+}
+
+/* The mean of `count` ranks' payloads: decoded and added in rank order, then / count.
+ * Bit for bit where / count is exact (count a power of two): the code multiplies by 1/count
+ * (as dt_allreduce_mean does), which for count = 3 can differ from / 3 by an ulp. */
+static void test_payload_mean(const char *text, int count) {
+    enum { N = 517 };
+    dt_codec_spec spec;
+    CHECK(dt_codec_parse(text, &spec) == DT_OK);
+    dt_grad_payload ranks[5], other;
+    for (int q = 0; q < count; q++) CHECK(dt_grad_payload_init(&ranks[q], &spec, N) == DT_OK);
+    CHECK(dt_grad_payload_init(&other, &spec, N) == DT_OK); /* an independent decoder */
+    const size_t B = ranks[0].bytes;
+    uint8_t *in = malloc(B * (size_t)count);
+    dt_rng r;
+    dt_rng_seed(&r, 100 + (uint64_t)count);
+    float g[N], mine[N], out[N], out2[N];
+    int same = 1, same2 = 1, near_def = 1;
+    for (int step = 0; step < 3; step++) { /* later steps carry residuals */
+        for (int q = 0; q < count; q++) {
+            fill_normal(&r, g, N, 0.1f * (float)(q + 1));
+            dt_grad_payload_encode(&ranks[q], g);
+            memcpy(in + (size_t)q * B, ranks[q].send, B);
+        }
+        /* my own: rank 0's decode, then rank 1's, ..., divided by count */
+        memset(mine, 0, sizeof mine);
+        for (int q = 0; q < count; q++) dt_codec_decode_add(ranks[0].codec, in + (size_t)q * B, N, mine);
+        for (int i = 0; i < N; i++) mine[i] /= (float)count;
+        dt_grad_payload_mean(&ranks[count - 1], in, count, out);
+        dt_grad_payload_mean(&other, in, count, out2);
+        if ((count & (count - 1)) == 0) same &= memcmp(out, mine, sizeof out) == 0; /* x / 2^j exact */
+        for (int i = 0; i < N; i++) near_def &= fabsf(out[i] - mine[i]) <= 2.4e-7f * fabsf(mine[i]);
+        same2 &= memcmp(out, out2, sizeof out) == 0;
+    }
+    CHECK_MSG(same, "%s N=%d: the mean is not the rank-order sum / N bit for bit", text, count);
+    CHECK_MSG(near_def, "%s N=%d: the mean is off the rank-order sum / N by more than an ulp", text, count);
+    CHECK_MSG(same2, "%s N=%d: two decoders disagree", text, count);
+    free(in);
+    for (int q = 0; q < count; q++) dt_grad_payload_free(&ranks[q]);
+    dt_grad_payload_free(&other);
+}
+
+/* ------------------------------------------------------------------ fedavg weights */
+
+static void test_weights(void) {
+    dt_param_weighting k = DT_WEIGHT_LOSS;
+    CHECK(dt_param_weighting_parse("average", &k) == DT_OK && k == DT_WEIGHT_AVERAGE);
+    CHECK(dt_param_weighting_parse("samples", &k) == DT_OK && k == DT_WEIGHT_SAMPLES);
+    CHECK(dt_param_weighting_parse("loss", &k) == DT_OK && k == DT_WEIGHT_LOSS);
+    const char *bad[] = {"mean", "Loss", "", "samples "};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK_MSG(dt_param_weighting_parse(bad[i], &k) == DT_ERR_ARG, "'%s' accepted", bad[i]);
+        CHECK_MSG(has_text(dt_last_error(), "--aggregate"), "%s", dt_last_error());
+    }
+    CHECK(dt_param_weight(DT_WEIGHT_AVERAGE, 1234, 7.0, 3) == 1.0f);
+    CHECK(dt_param_weight(DT_WEIGHT_SAMPLES, 1234, 7.0, 3) == 1234.0f);
+    CHECK(dt_param_weight(DT_WEIGHT_LOSS, 1234, 7.5, 3) == 2.5f);  /* mean loss 7.5 / 3 */
+    CHECK(dt_param_weight(DT_WEIGHT_LOSS, 1234, 0.0, 0) == 1.0f);  /* no batch this round */
+}
+
+/* ------------------------------------------------------------------ registry and options */
+
+static dt_algo_config config(const char *algo) {
+    dt_algo_config a;
+    memset(&a, 0, sizeof a);
+    a.algo = algo;
+    return a;
+}
+
+static dt_status check_with(const char *algo, const char *flag, const char *value) {
+    dt_algo_config a = config(algo);
+    dt_status st = dt_algo_config_set(&a, flag, value);
+    CHECK_MSG(st == DT_OK, "set --%s: %s", flag, dt_last_error());
+    return dt_algo_check(&a);
+}
+
+static void test_registry_table(void) {
+    int n = 0;
+    const dt_scheme *const *all = dt_schemes(&n);
+    CHECK(n >= 7);
+    int topo_seen = 0;
+    for (int i = 0; i < n; i++) {
+        const dt_scheme *s = all[i];
+        CHECK(s && s->name && s->summary && s->create);
+        CHECK(dt_scheme_find(s->name) == s);
+        CHECK_MSG(has_text(dt_strategy_names(), s->name), "%s not in dt_strategy_names", s->name);
+        for (int j = 0; j < i; j++) CHECK_MSG(strcmp(all[j]->name, s->name) != 0, "scheme %s twice", s->name);
+        CHECK(s->nflags >= 0 && (s->nflags == 0 || s->flags));
+        for (int f = 0; f < s->nflags; f++) {
+            const dt_flag *fl = &s->flags[f];
+            CHECK_MSG(fl->name && fl->def && fl->help && fl->name[0] != '-', "%s flag %d", s->name, f);
+            for (int g = 0; g < f; g++)
+                CHECK_MSG(strcmp(s->flags[g].name, fl->name) != 0, "%s declares --%s twice", s->name, fl->name);
+            /* the same flag in another scheme: the same type and default */
+            for (int j = 0; j < n; j++)
+                for (int g = 0; j != i && g < all[j]->nflags; g++) {
+                    const dt_flag *o = &all[j]->flags[g];
+                    if (strcmp(o->name, fl->name)) continue;
+                    CHECK_MSG(o->type == fl->type && !strcmp(o->def, fl->def), "--%s: %s and %s disagree", fl->name,
+                              s->name, all[j]->name);
+                    if (!strcmp(fl->name, "topology")) topo_seen++;
+                }
+        }
+        /* every declared default passes the check, and the scheme creates with them */
+        dt_algo_config a = config(s->name);
+        CHECK_MSG(dt_algo_check(&a) == DT_OK, "%s with defaults: %s", s->name, dt_last_error());
+        dt_strategy *st = NULL;
+        CHECK_MSG(dt_strategy_create(&a, &st) == DT_OK && st && st->ops && st->scheme == s, "%s create: %s", s->name,
+                  dt_last_error());
+        dt_strategy_free(st);
+    }
+    CHECK_MSG(topo_seen == 2, "--topology declared by dpsgd and eventgrad (pairs seen: %d)", topo_seen);
+    CHECK(dt_scheme_find("nope") == NULL);
+    const dt_scheme *loc = dt_scheme_find("local");
+    CHECK(loc && loc->compress == DT_COMPRESS_NO);
+    CHECK(dt_scheme_find("eventgrad") && dt_scheme_find("eventgrad")->compress == DT_COMPRESS_WITH_SYNC);
+    /* NULL algo means local */
+    dt_algo_config a = config(NULL);
+    CHECK(dt_algo_check(&a) == DT_OK);
+}
+
+static void test_registry_refusals(void) {
+    int n = 0;
+    const dt_scheme *const *all = dt_schemes(&n);
+    dt_algo_config a = config("eventgrad");
+    CHECK(dt_algo_config_set(&a, "no-such-flag", "1") == DT_ERR_ARG);
+    CHECK(has_text(dt_last_error(), "--no-such-flag"));
+    CHECK(a.nset == 0);
+    /* setting a flag twice keeps one entry, the last value */
+    CHECK(dt_algo_config_set(&a, "history", "3") == DT_OK && dt_algo_config_set(&a, "history", "4") == DT_OK);
+    CHECK(a.nset == 1 && !strcmp(a.set[0].value, "4"));
+
+    a = config("sgd");
+    CHECK(dt_algo_check(&a) == DT_ERR_ARG);
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", dt_last_error());
+    CHECK(has_text(msg, "--algo sgd"));
+    for (int i = 0; i < n; i++) CHECK_MSG(has_text(msg, all[i]->name), "%s missing from: %s", all[i]->name, msg);
+
+    a = config("local");
+    a.compress = "fp16";
+    CHECK(dt_algo_check(&a) == DT_ERR_ARG);
+    snprintf(msg, sizeof msg, "%s", dt_last_error());
+    CHECK(has_text(msg, "--compress fp16") && has_text(msg, "local"));
+    for (int i = 0; i < n; i++)
+        if (all[i]->compress != DT_COMPRESS_NO)
+            CHECK_MSG(has_text(msg, all[i]->name), "%s missing from: %s", all[i]->name, msg);
+    CHECK(has_text(msg, "eventgrad with --sync"));
+    a.compress = "none";
+    CHECK(dt_algo_check(&a) == DT_OK);
+    a = config("allreduce");
+    a.compress = "fp17";
+    CHECK(dt_algo_check(&a) == DT_ERR_ARG && has_text(dt_last_error(), "--compress"));
+
+    struct { const char *algo, *flag, *value; } bad[] = {
+        {"eventgrad", "history", "0"},           {"eventgrad", "history", "abc"},
+        {"eventgrad", "history", "1001"},        {"eventgrad", "history", "2.5"},
+        {"eventgrad", "threshold-decay", "1.5"}, {"eventgrad", "threshold-decay", "0"},
+        {"eventgrad", "horizon", "0"},           {"eventgrad", "horizon", "-1"},
+        {"eventgrad", "warmup-steps", "-1"},     {"eventgrad", "sync", "2"},
+        {"downpour", "servers", "0"},            {"downpour", "worker-timeout", "0"},
+        {"fedavg", "local-epochs", "0"},         {"fedavg", "local-steps", "x"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK_MSG(check_with(bad[i].algo, bad[i].flag, bad[i].value) == DT_ERR_ARG, "--%s %s accepted", bad[i].flag,
+                  bad[i].value);
+        char want[64];
+        snprintf(want, sizeof want, "--%s %s", bad[i].flag, bad[i].value);
+        CHECK_MSG(has_text(dt_last_error(), want), "want '%s' in: %s", want, dt_last_error());
+    }
+    /* the edges of the ranges */
+    struct { const char *algo, *flag, *value; } good[] = {
+        {"eventgrad", "history", "1"},         {"eventgrad", "history", "1000"},
+        {"eventgrad", "threshold-decay", "1"}, {"eventgrad", "threshold-decay", "1e-6"},
+        {"eventgrad", "horizon", "1e-6"},      {"eventgrad", "warmup-steps", "0"},
+        {"eventgrad", "sync", "1"},            {"downpour", "servers", "1"},
+        {"fedavg", "local-steps", "0"},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        CHECK_MSG(check_with(good[i].algo, good[i].flag, good[i].value) == DT_OK, "--%s %s: %s", good[i].flag,
+                  good[i].value, dt_last_error());
+
+    /* words are checked at create, with a message naming the flag */
+    dt_strategy *s = NULL;
+    struct { const char *algo, *flag, *value; } words[] = {
+        {"eventgrad", "threshold", "fast"}, {"eventgrad", "topology", "star"},
+        {"dpsgd", "topology", "line"},      {"fedavg", "aggregate", "median"},
+        {"ps", "ps-mode", "both"},
+    };
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+        a = config(words[i].algo);
+        dt_algo_config_set(&a, words[i].flag, words[i].value);
+        CHECK_MSG(dt_strategy_create(&a, &s) == DT_ERR_ARG && s == NULL, "--%s %s created", words[i].flag,
+                  words[i].value);
+        char want[64];
+        snprintf(want, sizeof want, "--%s %s", words[i].flag, words[i].value);
+        CHECK_MSG(has_text(dt_last_error(), want), "want '%s' in: %s", want, dt_last_error());
+    }
+    /* eventgrad compresses only in lock-step */
+    a = config("eventgrad");
+    a.compress = "int8";
+    CHECK(dt_algo_check(&a) == DT_OK); /* the scheme takes --compress ... */
+    CHECK(dt_strategy_create(&a, &s) == DT_ERR_ARG && s == NULL); /* ... with --sync */
+    CHECK_MSG(has_text(dt_last_error(), "--sync"), "%s", dt_last_error());
+    dt_algo_config_set(&a, "sync", "1");
+    CHECK_MSG(dt_strategy_create(&a, &s) == DT_OK && s, "%s", dt_last_error());
+    if (s) CHECK(s->codec.kind == DT_CODEC_INT8 && s->decentralized == 1);
+    dt_strategy_free(s);
+}
+
+static void test_registry_values(void) {
+    dt_strategy *s = NULL;
+    dt_algo_config a = config("eventgrad");
+    CHECK(dt_strategy_create(&a, &s) == DT_OK);
+    if (s) {
+        CHECK(dt_algo_int(s, "history") == 2);
+        CHECK(dt_algo_int(s, "warmup-steps") == 30);
+        CHECK(dt_algo_float(s, "horizon") == 1.0);
+        CHECK(dt_algo_float(s, "threshold-decay") == 1.0);
+        CHECK(dt_algo_switch(s, "sync") == 0);
+        CHECK(!strcmp(dt_algo_text(s, "threshold"), "adaptive"));
+        CHECK(!strcmp(dt_algo_text(s, "topology"), "ring"));
+        CHECK(!dt_algo_given(s, "history") && !dt_algo_given(s, "sync"));
+        dt_strategy_free(s);
+    }
+    dt_algo_config_set(&a, "history", "3");
+    dt_algo_config_set(&a, "horizon", "0.25");
+    dt_algo_config_set(&a, "sync", "1");
+    dt_algo_config_set(&a, "threshold", "const:0.5");
+    dt_algo_config_set(&a, "warmup-steps", "30"); /* given, though equal to the default */
+    CHECK(dt_strategy_create(&a, &s) == DT_OK);
+    if (s) {
+        CHECK(dt_algo_int(s, "history") == 3);
+        CHECK(dt_algo_float(s, "horizon") == 0.25);
+        CHECK(dt_algo_switch(s, "sync") == 1);
+        CHECK(!strcmp(dt_algo_text(s, "threshold"), "const:0.5"));
+        CHECK(dt_algo_given(s, "history") && dt_algo_given(s, "sync") && dt_algo_given(s, "warmup-steps"));
+        CHECK(!dt_algo_given(s, "threshold-decay") && !dt_algo_given(s, "topology"));
+        dt_strategy_free(s);
+    }
+    /* a flag of another scheme is recorded but not this scheme's business */
+    dt_algo_config d = config("downpour");
+    dt_algo_config_set(&d, "fetch-every", "4");
+    CHECK(dt_strategy_create(&d, &s) == DT_OK);
+    if (s) {
+        CHECK(dt_algo_int(s, "servers") == 1 && s->nservers == 1);
+        CHECK(dt_algo_int(s, "fetch-every") == 4 && dt_algo_int(s, "push-every") == 1);
+        CHECK(dt_algo_float(s, "worker-timeout") == 30.0);
+        CHECK(dt_algo_given(s, "fetch-every") && !dt_algo_given(s, "servers"));
+        dt_strategy_free(s);
+    }
+    dt_algo_config_set(&d, "servers", "2");
+    CHECK(dt_strategy_create(&d, &s) == DT_OK);
+    if (s) CHECK(dt_algo_int(s, "servers") == 2 && s->nservers == 2);
+    dt_strategy_free(s);
+    dt_algo_config f = config("fedavg");
+    CHECK(dt_strategy_create(&f, &s) == DT_OK);
+    if (s) {
+        CHECK(dt_algo_int(s, "local-epochs") == 1 && dt_algo_int(s, "local-steps") == 0);
+        CHECK(!strcmp(dt_algo_text(s, "aggregate"), "average"));
+        dt_strategy_free(s);
+    }
+
+    /* the configuration line: every flag of the scheme, with its value in force */
+    dt_json j;
+    dt_json_init(&j);
+    dt_json_begin(&j, NULL);
+    dt_algo_config_json(&a, &j);
+    dt_json_end(&j);
+    const char *text = dt_json_text(&j);
+    CHECK(text != NULL);
+    const dt_scheme *eg = dt_scheme_find("eventgrad");
+    for (int i = 0; text && i < eg->nflags; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "\"%s\":", eg->flags[i].name);
+        CHECK_MSG(has_text(text, key), "%s missing from %s", key, text);
+    }
+    const char *want[] = {"\"history\":3", "\"sync\":true", "\"horizon\":0.25", "\"threshold\":\"const:0.5\"",
+                          "\"warmup-steps\":30", "\"threshold-decay\":1", "\"topology\":\"ring\"",
+                          "\"compress\":\"none\""};
+    for (size_t i = 0; text && i < sizeof want / sizeof want[0]; i++)
+        CHECK_MSG(has_text(text, want[i]), "%s missing from %s", want[i], text);
+    dt_json_reset(&j);
+    dt_algo_config l = config("local");
+    dt_json_begin(&j, NULL);
+    dt_algo_config_json(&l, &j);
+    dt_json_end(&j);
+    text = dt_json_text(&j);
+    CHECK_MSG(text && !strcmp(text, "{\"compress\":\"none\"}"), "%s", text ? text : "(null)");
+    dt_json_free(&j);
+}
+
+/* ------------------------------------------------------------------ hooks on one rank */
+
+static dt_step_ctx make_ctx(dt_model *m, dt_comm *comm) {
+    dt_step_ctx c;
+    memset(&c, 0, sizeof c);
+    c.model = m;
+    c.comm = comm;
+    c.run.epochs = 1;
+    c.run.batch = 8;
+    c.run.steps_per_epoch = 10;
+    c.run.nworkers = comm->size;
+    c.run.worker = comm->rank;
+    c.run.shard_n = 80;
+    c.run.quiet = 1;
+    c.lr = 0.1f;
+    return c;
+}
+
+static void test_local_hooks(void) {
+    dt_algo_config a = config("local");
+    dt_strategy *s = NULL;
+    CHECK(dt_strategy_create(&a, &s) == DT_OK && s);
+    if (!s) return;
+    static const dt_strategy_ops none;
+    CHECK_MSG(memcmp(s->ops, &none, sizeof none) == 0, "local's hooks are not all NULL");
+    CHECK(s->impl == NULL && s->nservers == 0 && !s->decentralized);
+    dt_strategy_free(s);
+}
+
+/* allreduce on this rank (N = 1) with --compress as given (NULL: not given). */
+static void test_allreduce_one_rank(dt_comm *comm, dt_model *m, const char *compress) {
+    dt_algo_config a = config("allreduce");
+    a.compress = compress;
+    dt_strategy *s = NULL;
+    CHECK_MSG(dt_strategy_create(&a, &s) == DT_OK && s, "%s", dt_last_error());
+    if (!s) return;
+    dt_step_ctx c = make_ctx(m, comm);
+    comm->c = (dt_counters){0};
+    CHECK_MSG(s->ops->start(s, &c) == DT_OK, "start: %s", dt_last_error());
+    const size_t n = dt_model_num_params(m);
+    float *g = dt_model_grads(m);
+    float *want = malloc(n * sizeof *want), *res = calloc(n, sizeof *res);
+    const int fp16 = compress && !strcmp(compress, "fp16");
+    dt_rng r;
+    dt_rng_seed(&r, 3);
+    int exact = 1, changed = 0;
+    for (int step = 0; step < 4; step++) {
+        fill_normal(&r, g, n, 0.05f);
+        for (size_t i = 0; i < n; i++) {
+            if (fp16) { /* sent: fp16(g + e); kept: e = (g + e) - sent */
+                const float p = g[i] + res[i], sent = dt_f16_to_f32(dt_f32_to_f16(p));
+                res[i] = p - sent;
+                /* the mean of one payload: a sum from 0 (so -0 becomes +0) divided by 1 */
+                want[i] = (0.0f + sent) / 1.0f;
+            } else {
+                want[i] = g[i]; /* the mean of one gradient */
+            }
+            changed += want[i] != g[i];
+        }
+        c.step = step;
+        CHECK_MSG(s->ops->after_backward(s, &c) == DT_OK, "after_backward: %s", dt_last_error());
+        exact &= memcmp(g, want, n * sizeof *g) == 0;
+    }
+    CHECK_MSG(exact, "allreduce --compress %s on one rank: not the expected gradient", compress ? compress : "(not given)");
+    if (fp16) CHECK_MSG(changed > 0, "fp16 changed nothing: the check would not tell");
+    /* N = 1: an allreduce (or allgather) sends nothing to nobody, and the baseline is the same */
+    CHECK(comm->c.msgs_sent == 0 && comm->c.bytes_sent == 0 && comm->c.msgs_recv == 0 && comm->c.baseline_msgs == 0);
+    /* the residual is in the checkpoint records (compressed), nothing otherwise */
+    dt_records recs = {0};
+    CHECK(s->ops->save_state(s, &c, &recs) == DT_OK);
+    if (fp16) {
+        CHECK(recs.n == 1 && !strcmp(recs.r[0].name, "allreduce:residual") && recs.r[0].numel == n);
+        if (recs.n == 1) CHECK(memcmp(recs.r[0].data, res, n * sizeof *res) == 0);
+    } else {
+        CHECK(recs.n == 0);
+    }
+    dt_records_free(&recs);
+    free(want);
+    free(res);
+    dt_strategy_free(s);
+}
+
+static void test_hooks(void) {
+    test_local_hooks();
+    dt_comm comm;
+    if (dt_comm_init(NULL, NULL, &comm) != DT_OK) {
+        CHECK_MSG(0, "dt_comm_init: %s", dt_last_error());
+        return;
+    }
+    CHECK(comm.size == 1 && comm.rank == 0);
+    dt_model *m = NULL;
+    CHECK_MSG(dt_model_from_name("mlp", &m) == DT_OK, "%s", dt_last_error());
+    if (m && comm.size == 1) {
+        dt_model_init(m, 1);
+        test_allreduce_one_rank(&comm, m, NULL);
+        test_allreduce_one_rank(&comm, m, "none");
+        test_allreduce_one_rank(&comm, m, "fp16");
+    }
+    dt_model_free(m);
+    dt_comm_finalize();
+}
+
+int main(void) {
+    dt_runtime_init();
+    test_trigger_const();
+    test_trigger_decay();
+    test_trigger_adaptive();
+    test_trigger_bad();
+    test_trigger_checkpoint();
+    for (size_t i = 0; i < sizeof codecs / sizeof codecs[0]; i++) {
+        test_payload_feedback(codecs[i]);
+        for (int count = 1; count <= 4; count++) test_payload_mean(codecs[i], count);
+    }
+    test_weights();
+    test_registry_table();
+    test_registry_refusals();
+    test_registry_values();
+    test_hooks();
+    return test_summary("test_algorithms");
+}
