@@ -56,7 +56,7 @@ static dt_status report_stats(dp_impl *p, dt_step_ctx *t) {
     p->f_mean = n > 0 ? sum / n : 0;
     p->f_max = mx;
     if (!t->run.quiet) {
-        printf("%.0f pushes, staleness mean %.2f max %.0f; dropped workers: ", total, p->f_mean, mx);
+        printf("downpour: %.0f pushes, staleness mean %.2f max %.0f; dropped workers: ", total, p->f_mean, mx);
         int any = 0;
         for (int w = 0; w < W; w++)
             if (dropped[w]) printf("%srank %d (silent %.1f s)", any++ ? ", " : "", p->S + w, silent[w]);
@@ -156,7 +156,7 @@ static dt_status dp_start(dt_strategy *s, dt_step_ctx *t) {
         if (p->pbytes[k] > bigpay) bigpay = p->pbytes[k];
     }
     if ((HDR + (biggest > p->ns ? biggest : p->ns) * sizeof(float)) > (size_t)2147483647 || HDR + bigpay > (size_t)2147483647)
-        return dt_fail(DT_ERR_ARG, "a slice of %zu parameters is too large for one message (use more --servers)", biggest);
+        return dt_fail(DT_ERR_ARG, "downpour: a slice of %zu parameters is too large for one message (use more --servers)", biggest);
     if (zip) { /* scratch for the largest slice: encoding and decoding allocate nothing */
         dt_status st = dt_codec_create(&p->spec, biggest, &p->codec);
         if (st != DT_OK) return st;
@@ -287,5 +287,5 @@ static dt_status dp_create(dt_strategy *s) {
 
 const dt_scheme dt_scheme_downpour = {
     .name = "downpour", .summary = "asynchronous parameter server: workers push gradients and pull parameters",
-    .flags = dp_flags, .nflags = 5, .compress = DT_COMPRESS_YES, .create = dp_create,
+    DT_FLAG_TABLE(dp_flags), .compress = DT_COMPRESS_YES, .create = dp_create,
 };

@@ -100,7 +100,7 @@ static dt_status server_handle(dt_step_ctx *t, dp_impl *p, MPI_Message *msg, MPI
         int err = junk ? MPI_Mrecv(junk, cnt, MPI_BYTE, msg, MPI_STATUS_IGNORE) : MPI_SUCCESS;
         free(junk);
         if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Mrecv (downpour, unexpected message)");
-        return dt_fail(DT_ERR_MPI, "server rank %d got an unexpected message from rank %d (tag %d, %d bytes)",
+        return dt_fail(DT_ERR_MPI, "downpour: server rank %d got an unexpected message from rank %d (tag %d, %d bytes)",
                        t->comm->rank, src, tag, cnt);
     }
     double t0 = dt_now();
@@ -119,7 +119,7 @@ static dt_status server_handle(dt_step_ctx *t, dp_impl *p, MPI_Message *msg, MPI
         return server_reply(t, p, w);
     case TAG_PUSH:
         if ((size_t)cnt != HDR + dp_pay_bytes(p, p->server))
-            return dt_fail(DT_ERR_MPI, "push of %d bytes from rank %d, expected %zu", cnt, src,
+            return dt_fail(DT_ERR_MPI, "downpour: push of %d bytes from rank %d, expected %zu", cnt, src,
                            HDR + dp_pay_bytes(p, p->server));
         if (!live) return DT_OK; /* a dropped worker's: discarded */
         if (p->codec) {
@@ -131,7 +131,7 @@ static dt_status server_handle(dt_step_ctx *t, dp_impl *p, MPI_Message *msg, MPI
         return server_apply(t, p, w, &h, payload);
     case TAG_EPOCH:
         if ((size_t)cnt != HDR + p->ns * sizeof(float) || h.epoch < 1 || h.epoch > t->run.epochs)
-            return dt_fail(DT_ERR_MPI, "bad epoch report from rank %d", src);
+            return dt_fail(DT_ERR_MPI, "downpour: bad epoch report from rank %d", src);
         if (live && p->reports) {
             const int e = (int)h.epoch;
             p->e_loss[e] += h.loss_sum;
@@ -148,7 +148,7 @@ static dt_status server_handle(dt_step_ctx *t, dp_impl *p, MPI_Message *msg, MPI
         t->comm->c.baseline_msgs += (uint64_t)h.steps; /* one reply per step, had it pulled every step */
         return DT_OK;
     default:
-        return dt_fail(DT_ERR_MPI, "server rank %d got tag %d from rank %d", t->comm->rank, tag, src);
+        return dt_fail(DT_ERR_MPI, "downpour: server rank %d got tag %d from rank %d", t->comm->rank, tag, src);
     }
 }
 
@@ -197,7 +197,7 @@ dt_status dp_server_finish(dt_step_ctx *t, dp_impl *p) {
             int err = MPI_Test(&p->oreq[w], &flag, MPI_STATUS_IGNORE);
             if (err != MPI_SUCCESS) { st = dt_mpi_check(err, "MPI_Test (downpour reply)"); break; }
             if (!flag && dt_now() > end) {
-                st = dt_fail(DT_ERR_MPI, "worker rank %d did not take its last reply", p->S + w);
+                st = dt_fail(DT_ERR_MPI, "downpour: worker rank %d did not take its last reply", p->S + w);
                 break;
             }
             if (!flag) dp_nap(50000);

@@ -16,7 +16,7 @@ static dt_status wait_all(dt_step_ctx *t, dp_impl *p, int n, MPI_Request *reqs, 
                 int one = 0;
                 if (MPI_Test(&reqs[i], &one, MPI_STATUS_IGNORE) != MPI_SUCCESS || !one) who = i % p->S;
             }
-            st = dt_fail(DT_ERR_MPI, "%s: server rank %d did not answer for %.0f s", what, who, p->deadline);
+            st = dt_fail(DT_ERR_MPI, "downpour: %s: server rank %d did not answer for %.0f s", what, who, p->deadline);
             break;
         }
         dp_nap(50000);
@@ -61,7 +61,7 @@ static dt_status worker_pull(dt_step_ctx *t, dp_impl *p) {
         if (p->sts[k].MPI_TAG == TAG_DROPPED) { dropped = 1; continue; }
         const size_t bytes = dp_pay_bytes(p, k);
         if (p->sts[k].MPI_TAG != TAG_REPLY || (size_t)cnt != HDR + bytes)
-            return dt_fail(DT_ERR_MPI, "unexpected reply from server rank %d (tag %d, %d bytes)", k,
+            return dt_fail(DT_ERR_MPI, "downpour: unexpected reply from server rank %d (tag %d, %d bytes)", k,
                            p->sts[k].MPI_TAG, cnt);
         msg_hdr r;
         memcpy(&r, p->rbuf[k], HDR);

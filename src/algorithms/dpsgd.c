@@ -96,5 +96,5 @@ static dt_status dpsgd_create(dt_strategy *s) {
 
 const dt_scheme dt_scheme_dpsgd = {
     .name = "dpsgd", .summary = "average with the graph neighbours every step (one-sided, lock-step)",
-    .flags = dpsgd_flags, .nflags = 1, .compress = DT_COMPRESS_YES, .create = dpsgd_create,
+    DT_FLAG_TABLE(dpsgd_flags), .compress = DT_COMPRESS_YES, .create = dpsgd_create,
 };

@@ -137,5 +137,5 @@ static dt_status eg_create(dt_strategy *s) {
 
 const dt_scheme dt_scheme_eventgrad = {
     .name = "eventgrad", .summary = "send a tensor to the neighbours only when its norm moved past a threshold",
-    .flags = eg_flags, .nflags = 7, .compress = DT_COMPRESS_WITH_SYNC, .create = eg_create,
+    DT_FLAG_TABLE(eg_flags), .compress = DT_COMPRESS_WITH_SYNC, .create = eg_create,
 };

@@ -19,6 +19,7 @@ typedef struct {
     long since;        /* steps since the last averaging */
     double round_loss; /* sum of the round's batch losses (--aggregate loss) */
     long round_batches;
+    double saved[3];   /* checkpoints: since, round_loss, round_batches (records keep pointers) */
     float *buf;        /* [w*x | w*state | w] */
     dt_param_avg *avg; /* --compress */
 } fedavg_impl;
@@ -93,8 +94,10 @@ static dt_status fedavg_finish(dt_strategy *s, dt_step_ctx *c) {
  * --aggregate loss) and, with --compress, the copies */
 static dt_status fedavg_save(dt_strategy *s, dt_step_ctx *c, dt_records *out) {
     fedavg_impl *f = s->impl;
-    const double round[3] = {(double)f->since, f->round_loss, (double)f->round_batches};
-    dt_status st = dt_records_add_raw(out, "fedavg:round", round, sizeof round);
+    f->saved[0] = (double)f->since;
+    f->saved[1] = f->round_loss;
+    f->saved[2] = (double)f->round_batches;
+    dt_status st = dt_records_add_raw(out, "fedavg:round", f->saved, sizeof f->saved);
     if (st == DT_OK && f->avg) st = dt_param_avg_save(f->avg, c->comm, "fedavg", out);
     return st;
 }
@@ -142,5 +145,5 @@ static dt_status fedavg_create(dt_strategy *s) {
 
 const dt_scheme dt_scheme_fedavg = {
     .name = "fedavg", .summary = "local SGD for K steps or E epochs, then average the models (weighted)",
-    .flags = fedavg_flags, .nflags = 3, .compress = DT_COMPRESS_YES, .create = fedavg_create,
+    DT_FLAG_TABLE(fedavg_flags), .compress = DT_COMPRESS_YES, .create = fedavg_create,
 };

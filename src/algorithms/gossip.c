@@ -29,6 +29,7 @@ struct dt_gossip {
     const void **send_src; /* this step's payloads, in send order */
     size_t *send_bytes;
     unsigned char *rbuf;   /* max ebytes: a payload read from the window */
+    int *graph;            /* the saved graph record (records keep pointers until written) */
 };
 
 int dt_gossip_degree(const dt_gossip *g) { return g->nn; }
@@ -41,6 +42,7 @@ void dt_gossip_free(dt_gossip *g) {
     dt_codec_free(g->codec);
     free(g->cself); free(g->enc); free(g->eoff); free(g->ebytes); free(g->send_src); free(g->send_bytes);
     free(g->rbuf);
+    free(g->graph);
     free(g);
 }
 
@@ -328,14 +330,13 @@ static void record_name(char *out, size_t len, const char *prefix, const char *w
     snprintf(out, len, "%s:%s", prefix, what);
 }
 
-dt_status dt_gossip_save(const dt_gossip *g, const char *prefix, const int *extra, int nextra, dt_records *out) {
+dt_status dt_gossip_save(dt_gossip *g, const char *prefix, const int *extra, int nextra, dt_records *out) {
     char name[64];
     size_t n;
-    int *graph = graph_record(g, extra, nextra, &n);
-    if (!graph) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    free(g->graph);
+    if (!(g->graph = graph_record(g, extra, nextra, &n))) return dt_fail(DT_ERR_NOMEM, "out of memory");
     record_name(name, sizeof name, prefix, "graph");
-    dt_status st = dt_records_add_raw(out, name, graph, n * sizeof *graph);
-    free(graph);
+    dt_status st = dt_records_add_raw(out, name, g->graph, n * sizeof *g->graph);
     record_name(name, sizeof name, prefix, "neighbours");
     if (st == DT_OK) st = dt_records_add_raw(out, name, g->xhat, (size_t)g->nn * g->np * sizeof(float));
     record_name(name, sizeof name, prefix, "own_copy");

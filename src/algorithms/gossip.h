@@ -56,7 +56,7 @@ void dt_gossip_abandon(dt_gossip *g);
  * with one line naming the flags that shape it (`what`, e.g. "--topology"). Taken at an
  * epoch's end; in lock-step every write has been read by then, so a resumed run repeats the
  * uninterrupted one (the windows start afresh on both sides, their sequence numbers too). */
-dt_status dt_gossip_save(const dt_gossip *g, const char *prefix, const int *extra, int nextra, dt_records *out);
+dt_status dt_gossip_save(dt_gossip *g, const char *prefix, const int *extra, int nextra, dt_records *out);
 dt_status dt_gossip_load(dt_gossip *g, const dt_comm *c, const char *prefix, const int *extra, int nextra, const char *what,
                          const dt_tfile *f, const char *path);
 

@@ -183,5 +183,5 @@ static dt_status ps_create(dt_strategy *s) {
 
 const dt_scheme dt_scheme_ps = {
     .name = "ps", .summary = "synchronous parameter server: rank 0 gathers, averages, applies, broadcasts",
-    .flags = ps_flags, .nflags = 1, .compress = DT_COMPRESS_YES, .create = ps_create,
+    DT_FLAG_TABLE(ps_flags), .compress = DT_COMPRESS_YES, .create = ps_create,
 };

@@ -49,6 +49,9 @@ typedef struct dt_flag {
     int test_only;        /* for the tests: left out of --help */
 } dt_flag;
 
+/* In a dt_scheme initialiser: the flag table and its length, counted by the compiler. */
+#define DT_FLAG_TABLE(t) .flags = (t), .nflags = (int)(sizeof(t) / sizeof((t)[0]))
+
 /* Which schemes take --compress. */
 typedef enum { DT_COMPRESS_NO, DT_COMPRESS_YES, DT_COMPRESS_WITH_SYNC } dt_compress_support;
 
@@ -135,7 +138,8 @@ typedef struct dt_strategy_ops {
     /* collective: the model to evaluate and keep, into params/state (every rank) */
     dt_status (*model_for_eval)(dt_strategy *s, dt_step_ctx *c, float *params, float *state);
     /* checkpoints: the scheme's own state as records named "<scheme>:...", saved after every
-     * epoch and restored on --resume (after start, which it overwrites) */
+     * epoch and restored on --resume (after start, which it overwrites); a record points at
+     * its data until the file is written, so the data lives in the scheme's state */
     dt_status (*save_state)(dt_strategy *s, dt_step_ctx *c, dt_records *out);
     dt_status (*load_state)(dt_strategy *s, dt_step_ctx *c, const dt_tfile *f, const char *path);
     /* rank 0, while the summary line is written: the scheme's own figures as members */

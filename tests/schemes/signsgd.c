@@ -51,5 +51,5 @@ static dt_status signsgd_create(dt_strategy *s) {
 
 const dt_scheme dt_scheme_signsgd = {
     .name = "signsgd", .summary = "signSGD with majority vote: step along the sign of the summed gradient signs",
-    .flags = signsgd_flags, .nflags = 1, .compress = DT_COMPRESS_NO, .create = signsgd_create,
+    DT_FLAG_TABLE(signsgd_flags), .compress = DT_COMPRESS_NO, .create = signsgd_create,
 };
