@@ -10,7 +10,7 @@
 #include "comm/topology.h"
 
 typedef struct {
-    dt_gossip *g;
+    dt_gossip *g;   /* first: gossip.h's shared hooks find it there */
     int *all;     /* every tensor index */
     int T;
 } dpsgd_impl;
@@ -36,16 +36,6 @@ static dt_status dpsgd_after_backward(dt_strategy *s, dt_step_ctx *c) {
     return st;
 }
 
-static dt_status dpsgd_end_epoch(dt_strategy *s, dt_step_ctx *c) {
-    dpsgd_impl *d = s->impl;
-    return dt_gossip_end_epoch(d->g, c);
-}
-
-static dt_status dpsgd_finish(dt_strategy *s, dt_step_ctx *c) {
-    dpsgd_impl *d = s->impl;
-    return dt_gossip_drain(d->g, c->comm);
-}
-
 static dt_status dpsgd_save(dt_strategy *s, dt_step_ctx *c, dt_records *out) {
     dpsgd_impl *d = s->impl;
     (void)c;
@@ -55,12 +45,6 @@ static dt_status dpsgd_save(dt_strategy *s, dt_step_ctx *c, dt_records *out) {
 static dt_status dpsgd_load(dt_strategy *s, dt_step_ctx *c, const dt_tfile *f, const char *path) {
     dpsgd_impl *d = s->impl;
     return dt_gossip_load(d->g, c->comm, "dpsgd", NULL, 0, "--topology", f, path);
-}
-
-static void dpsgd_abandon(dt_strategy *s, dt_step_ctx *c) {
-    dpsgd_impl *d = s->impl;
-    (void)c;
-    dt_gossip_abandon(d->g);
 }
 
 static void dpsgd_destroy(dt_strategy *s) {
@@ -74,11 +58,11 @@ static void dpsgd_destroy(dt_strategy *s) {
 static const dt_strategy_ops dpsgd_ops = {
     .start = dpsgd_start,
     .after_backward = dpsgd_after_backward,
-    .end_epoch = dpsgd_end_epoch,
-    .finish = dpsgd_finish,
+    .end_epoch = dt_gossip_hook_end_epoch,
+    .finish = dt_gossip_hook_finish,
     .save_state = dpsgd_save,
     .load_state = dpsgd_load,
-    .abandon = dpsgd_abandon,
+    .abandon = dt_gossip_hook_abandon,
     .destroy = dpsgd_destroy,
 };
 

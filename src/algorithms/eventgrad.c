@@ -14,9 +14,9 @@
 #include "comm/topology.h"
 
 typedef struct {
+    dt_gossip *g;   /* first: gossip.h's shared hooks find it there */
     int sync;
     dt_trigger trig;
-    dt_gossip *g;
     int *send_list; /* tensors triggered this step */
 } eg_impl;
 
@@ -62,16 +62,6 @@ static dt_status eg_after_backward(dt_strategy *s, dt_step_ctx *c) {
     return st;
 }
 
-static dt_status eg_end_epoch(dt_strategy *s, dt_step_ctx *c) {
-    eg_impl *e = s->impl;
-    return dt_gossip_end_epoch(e->g, c);
-}
-
-static dt_status eg_finish(dt_strategy *s, dt_step_ctx *c) {
-    eg_impl *e = s->impl;
-    return dt_gossip_drain(e->g, c->comm);
-}
-
 /* Checkpoints: the sender rule's state per tensor and the gossip state; --history shapes
  * the saved slopes, so it is part of the graph record */
 static dt_status eg_save(dt_strategy *s, dt_step_ctx *c, dt_records *out) {
@@ -87,12 +77,6 @@ static dt_status eg_load(dt_strategy *s, dt_step_ctx *c, const dt_tfile *f, cons
     return st == DT_OK ? dt_trigger_load(&e->trig, "eventgrad", f, path) : st;
 }
 
-static void eg_abandon(dt_strategy *s, dt_step_ctx *c) {
-    eg_impl *e = s->impl;
-    (void)c;
-    dt_gossip_abandon(e->g);
-}
-
 static void eg_destroy(dt_strategy *s) {
     eg_impl *e = s->impl;
     if (!e) return;
@@ -105,11 +89,11 @@ static void eg_destroy(dt_strategy *s) {
 static const dt_strategy_ops eg_ops = {
     .start = eg_start,
     .after_backward = eg_after_backward,
-    .end_epoch = eg_end_epoch,
-    .finish = eg_finish,
+    .end_epoch = dt_gossip_hook_end_epoch,
+    .finish = dt_gossip_hook_finish,
     .save_state = eg_save,
     .load_state = eg_load,
-    .abandon = eg_abandon,
+    .abandon = dt_gossip_hook_abandon,
     .destroy = eg_destroy,
 };
 

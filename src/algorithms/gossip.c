@@ -364,3 +364,16 @@ dt_status dt_gossip_load(dt_gossip *g, const dt_comm *c, const char *prefix, con
     g->overwritten_mark = c->c.overwritten; /* the counters were restored first */
     return st;
 }
+
+/* ------------------------------------------------------------------ shared hooks */
+
+static dt_gossip *of_scheme(const dt_strategy *s) { return *(dt_gossip *const *)s->impl; }
+
+dt_status dt_gossip_hook_end_epoch(dt_strategy *s, dt_step_ctx *c) { return dt_gossip_end_epoch(of_scheme(s), c); }
+
+dt_status dt_gossip_hook_finish(dt_strategy *s, dt_step_ctx *c) { return dt_gossip_drain(of_scheme(s), c->comm); }
+
+void dt_gossip_hook_abandon(dt_strategy *s, dt_step_ctx *c) {
+    (void)c;
+    dt_gossip_abandon(of_scheme(s));
+}

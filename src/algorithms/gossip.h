@@ -60,4 +60,11 @@ dt_status dt_gossip_save(dt_gossip *g, const char *prefix, const int *extra, int
 dt_status dt_gossip_load(dt_gossip *g, const dt_comm *c, const char *prefix, const int *extra, int nextra, const char *what,
                          const dt_tfile *f, const char *path);
 
+/* The hooks every gossip scheme has alike, for schemes whose state (s->impl) starts with its
+ * dt_gossip pointer: the transport line every epoch, the drain at the end, and freeing the
+ * windows after a failed start. */
+dt_status dt_gossip_hook_end_epoch(dt_strategy *s, dt_step_ctx *c);
+dt_status dt_gossip_hook_finish(dt_strategy *s, dt_step_ctx *c);
+void dt_gossip_hook_abandon(dt_strategy *s, dt_step_ctx *c);
+
 #endif

@@ -76,26 +76,23 @@ static int fields(const dt_trigger *t, field *f) {
     return 5;
 }
 
-dt_status dt_trigger_save(const dt_trigger *t, const char *prefix, dt_records *out) {
+/* save (out) or load (in) every field as a record "<prefix>:<field>" */
+static dt_status transfer(dt_trigger *t, const char *prefix, dt_records *out, const dt_tfile *in, const char *path) {
     field f[5];
     const int n = fields(t, f);
     dt_status st = DT_OK;
     for (int i = 0; i < n && st == DT_OK; i++) {
         char name[64];
         snprintf(name, sizeof name, "%s:%s", prefix, f[i].name);
-        st = dt_records_add_raw(out, name, f[i].p, f[i].bytes);
+        st = out ? dt_records_add_raw(out, name, f[i].p, f[i].bytes) : dt_tfile_take(in, path, name, f[i].p, f[i].bytes);
     }
     return st;
 }
 
-dt_status dt_trigger_load(dt_trigger *t, const char *prefix, const dt_tfile *tf, const char *path) {
-    field f[5];
-    const int n = fields(t, f);
-    dt_status st = DT_OK;
-    for (int i = 0; i < n && st == DT_OK; i++) {
-        char name[64];
-        snprintf(name, sizeof name, "%s:%s", prefix, f[i].name);
-        st = dt_tfile_take(tf, path, name, f[i].p, f[i].bytes);
-    }
-    return st;
+dt_status dt_trigger_save(dt_trigger *t, const char *prefix, dt_records *out) {
+    return transfer(t, prefix, out, NULL, NULL);
+}
+
+dt_status dt_trigger_load(dt_trigger *t, const char *prefix, const dt_tfile *f, const char *path) {
+    return transfer(t, prefix, NULL, f, path);
 }

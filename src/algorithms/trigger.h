@@ -30,7 +30,7 @@ void dt_trigger_free(dt_trigger *t);
  * for a send), 0 if not (its threshold decays). */
 int dt_trigger_decide(dt_trigger *t, int i, long k, double n);
 /* Checkpoints: the state per tensor as records "<prefix>:norm_last", ... */
-dt_status dt_trigger_save(const dt_trigger *t, const char *prefix, dt_records *out);
+dt_status dt_trigger_save(dt_trigger *t, const char *prefix, dt_records *out);
 dt_status dt_trigger_load(dt_trigger *t, const char *prefix, const dt_tfile *f, const char *path);
 
 #endif
