@@ -2,9 +2,8 @@
  * (trigger.h: first send, warm-up, |n - n_last| >= delta, decay, adaptive thresholds over a
  * ring of slopes, bad words, checkpoint round trip); gradient payloads with error feedback
  * (payload.h: nothing lost over many steps, the mean of N payloads in rank order, the same on
- * two decoders); fedavg's weights (paramavg.h); the registry against the schemes' own
- * declarations (strategy.h: names, flags, defaults, ranges, messages, values in force, the
- * configuration's JSON); and the hooks of local and allreduce on one MPI rank (a hand-built
+ * two decoders); fedavg's weights (paramavg.h); and the hooks of local and allreduce on one
+ * MPI rank (a hand-built
  * step context: the mean of one gradient is the gradient; fp16 is its round trip). */
 #include <math.h>
 #include <stdint.h>
@@ -299,238 +298,6 @@ static void test_weights(void) {
     CHECK(dt_param_weight(DT_WEIGHT_LOSS, 1234, 0.0, 0) == 1.0f);  /* no batch this round */
 }
 
-/* ------------------------------------------------------------------ registry and options */
-
-static dt_algo_config config(const char *algo) {
-    dt_algo_config a;
-    memset(&a, 0, sizeof a);
-    a.algo = algo;
-    return a;
-}
-
-static dt_status check_with(const char *algo, const char *flag, const char *value) {
-    dt_algo_config a = config(algo);
-    dt_status st = dt_algo_config_set(&a, flag, value);
-    CHECK_MSG(st == DT_OK, "set --%s: %s", flag, dt_last_error());
-    return dt_algo_check(&a);
-}
-
-static void test_registry_table(void) {
-    int n = 0;
-    const dt_scheme *const *all = dt_schemes(&n);
-    CHECK(n >= 7);
-    int topo_seen = 0;
-    for (int i = 0; i < n; i++) {
-        const dt_scheme *s = all[i];
-        CHECK(s && s->name && s->summary && s->create);
-        CHECK(dt_scheme_find(s->name) == s);
-        CHECK_MSG(has_text(dt_strategy_names(), s->name), "%s not in dt_strategy_names", s->name);
-        for (int j = 0; j < i; j++) CHECK_MSG(strcmp(all[j]->name, s->name) != 0, "scheme %s twice", s->name);
-        CHECK(s->nflags >= 0 && (s->nflags == 0 || s->flags));
-        for (int f = 0; f < s->nflags; f++) {
-            const dt_flag *fl = &s->flags[f];
-            CHECK_MSG(fl->name && fl->def && fl->help && fl->name[0] != '-', "%s flag %d", s->name, f);
-            for (int g = 0; g < f; g++)
-                CHECK_MSG(strcmp(s->flags[g].name, fl->name) != 0, "%s declares --%s twice", s->name, fl->name);
-            /* the same flag in another scheme: the same type and default */
-            for (int j = 0; j < n; j++)
-                for (int g = 0; j != i && g < all[j]->nflags; g++) {
-                    const dt_flag *o = &all[j]->flags[g];
-                    if (strcmp(o->name, fl->name)) continue;
-                    CHECK_MSG(o->type == fl->type && !strcmp(o->def, fl->def), "--%s: %s and %s disagree", fl->name,
-                              s->name, all[j]->name);
-                    if (!strcmp(fl->name, "topology")) topo_seen++;
-                }
-        }
-        /* every declared default passes the check, and the scheme creates with them */
-        dt_algo_config a = config(s->name);
-        CHECK_MSG(dt_algo_check(&a) == DT_OK, "%s with defaults: %s", s->name, dt_last_error());
-        dt_strategy *st = NULL;
-        CHECK_MSG(dt_strategy_create(&a, &st) == DT_OK && st && st->ops && st->scheme == s, "%s create: %s", s->name,
-                  dt_last_error());
-        dt_strategy_free(st);
-    }
-    CHECK_MSG(topo_seen == 2, "--topology declared by dpsgd and eventgrad (pairs seen: %d)", topo_seen);
-    CHECK(dt_scheme_find("nope") == NULL);
-    const dt_scheme *loc = dt_scheme_find("local");
-    CHECK(loc && loc->compress == DT_COMPRESS_NO);
-    CHECK(dt_scheme_find("eventgrad") && dt_scheme_find("eventgrad")->compress == DT_COMPRESS_WITH_SYNC);
-    /* NULL algo means local */
-    dt_algo_config a = config(NULL);
-    CHECK(dt_algo_check(&a) == DT_OK);
-}
-
-static void test_registry_refusals(void) {
-    int n = 0;
-    const dt_scheme *const *all = dt_schemes(&n);
-    dt_algo_config a = config("eventgrad");
-    CHECK(dt_algo_config_set(&a, "no-such-flag", "1") == DT_ERR_ARG);
-    CHECK(has_text(dt_last_error(), "--no-such-flag"));
-    CHECK(a.nset == 0);
-    /* setting a flag twice keeps one entry, the last value */
-    CHECK(dt_algo_config_set(&a, "history", "3") == DT_OK && dt_algo_config_set(&a, "history", "4") == DT_OK);
-    CHECK(a.nset == 1 && !strcmp(a.set[0].value, "4"));
-
-    a = config("sgd");
-    CHECK(dt_algo_check(&a) == DT_ERR_ARG);
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", dt_last_error());
-    CHECK(has_text(msg, "--algo sgd"));
-    for (int i = 0; i < n; i++) CHECK_MSG(has_text(msg, all[i]->name), "%s missing from: %s", all[i]->name, msg);
-
-    a = config("local");
-    a.compress = "fp16";
-    CHECK(dt_algo_check(&a) == DT_ERR_ARG);
-    snprintf(msg, sizeof msg, "%s", dt_last_error());
-    CHECK(has_text(msg, "--compress fp16") && has_text(msg, "local"));
-    for (int i = 0; i < n; i++)
-        if (all[i]->compress != DT_COMPRESS_NO)
-            CHECK_MSG(has_text(msg, all[i]->name), "%s missing from: %s", all[i]->name, msg);
-    CHECK(has_text(msg, "eventgrad with --sync"));
-    a.compress = "none";
-    CHECK(dt_algo_check(&a) == DT_OK);
-    a = config("allreduce");
-    a.compress = "fp17";
-    CHECK(dt_algo_check(&a) == DT_ERR_ARG && has_text(dt_last_error(), "--compress"));
-
-    struct { const char *algo, *flag, *value; } bad[] = {
-        {"eventgrad", "history", "0"},           {"eventgrad", "history", "abc"},
-        {"eventgrad", "history", "1001"},        {"eventgrad", "history", "2.5"},
-        {"eventgrad", "threshold-decay", "1.5"}, {"eventgrad", "threshold-decay", "0"},
-        {"eventgrad", "horizon", "0"},           {"eventgrad", "horizon", "-1"},
-        {"eventgrad", "warmup-steps", "-1"},     {"eventgrad", "sync", "2"},
-        {"downpour", "servers", "0"},            {"downpour", "worker-timeout", "0"},
-        {"fedavg", "local-epochs", "0"},         {"fedavg", "local-steps", "x"},
-    };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        CHECK_MSG(check_with(bad[i].algo, bad[i].flag, bad[i].value) == DT_ERR_ARG, "--%s %s accepted", bad[i].flag,
-                  bad[i].value);
-        char want[64];
-        snprintf(want, sizeof want, "--%s %s", bad[i].flag, bad[i].value);
-        CHECK_MSG(has_text(dt_last_error(), want), "want '%s' in: %s", want, dt_last_error());
-    }
-    /* the edges of the ranges */
-    struct { const char *algo, *flag, *value; } good[] = {
-        {"eventgrad", "history", "1"},         {"eventgrad", "history", "1000"},
-        {"eventgrad", "threshold-decay", "1"}, {"eventgrad", "threshold-decay", "1e-6"},
-        {"eventgrad", "horizon", "1e-6"},      {"eventgrad", "warmup-steps", "0"},
-        {"eventgrad", "sync", "1"},            {"downpour", "servers", "1"},
-        {"fedavg", "local-steps", "0"},
-    };
-    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
-        CHECK_MSG(check_with(good[i].algo, good[i].flag, good[i].value) == DT_OK, "--%s %s: %s", good[i].flag,
-                  good[i].value, dt_last_error());
-
-    /* words are checked at create, with a message naming the flag */
-    dt_strategy *s = NULL;
-    struct { const char *algo, *flag, *value; } words[] = {
-        {"eventgrad", "threshold", "fast"}, {"eventgrad", "topology", "star"},
-        {"dpsgd", "topology", "line"},      {"fedavg", "aggregate", "median"},
-        {"ps", "ps-mode", "both"},
-    };
-    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
-        a = config(words[i].algo);
-        dt_algo_config_set(&a, words[i].flag, words[i].value);
-        CHECK_MSG(dt_strategy_create(&a, &s) == DT_ERR_ARG && s == NULL, "--%s %s created", words[i].flag,
-                  words[i].value);
-        char want[64];
-        snprintf(want, sizeof want, "--%s %s", words[i].flag, words[i].value);
-        CHECK_MSG(has_text(dt_last_error(), want), "want '%s' in: %s", want, dt_last_error());
-    }
-    /* eventgrad compresses only in lock-step */
-    a = config("eventgrad");
-    a.compress = "int8";
-    CHECK(dt_algo_check(&a) == DT_OK); /* the scheme takes --compress ... */
-    CHECK(dt_strategy_create(&a, &s) == DT_ERR_ARG && s == NULL); /* ... with --sync */
-    CHECK_MSG(has_text(dt_last_error(), "--sync"), "%s", dt_last_error());
-    dt_algo_config_set(&a, "sync", "1");
-    CHECK_MSG(dt_strategy_create(&a, &s) == DT_OK && s, "%s", dt_last_error());
-    if (s) CHECK(s->codec.kind == DT_CODEC_INT8 && s->decentralized == 1);
-    dt_strategy_free(s);
-}
-
-static void test_registry_values(void) {
-    dt_strategy *s = NULL;
-    dt_algo_config a = config("eventgrad");
-    CHECK(dt_strategy_create(&a, &s) == DT_OK);
-    if (s) {
-        CHECK(dt_algo_int(s, "history") == 2);
-        CHECK(dt_algo_int(s, "warmup-steps") == 30);
-        CHECK(dt_algo_float(s, "horizon") == 1.0);
-        CHECK(dt_algo_float(s, "threshold-decay") == 1.0);
-        CHECK(dt_algo_switch(s, "sync") == 0);
-        CHECK(!strcmp(dt_algo_text(s, "threshold"), "adaptive"));
-        CHECK(!strcmp(dt_algo_text(s, "topology"), "ring"));
-        CHECK(!dt_algo_given(s, "history") && !dt_algo_given(s, "sync"));
-        dt_strategy_free(s);
-    }
-    dt_algo_config_set(&a, "history", "3");
-    dt_algo_config_set(&a, "horizon", "0.25");
-    dt_algo_config_set(&a, "sync", "1");
-    dt_algo_config_set(&a, "threshold", "const:0.5");
-    dt_algo_config_set(&a, "warmup-steps", "30"); /* given, though equal to the default */
-    CHECK(dt_strategy_create(&a, &s) == DT_OK);
-    if (s) {
-        CHECK(dt_algo_int(s, "history") == 3);
-        CHECK(dt_algo_float(s, "horizon") == 0.25);
-        CHECK(dt_algo_switch(s, "sync") == 1);
-        CHECK(!strcmp(dt_algo_text(s, "threshold"), "const:0.5"));
-        CHECK(dt_algo_given(s, "history") && dt_algo_given(s, "sync") && dt_algo_given(s, "warmup-steps"));
-        CHECK(!dt_algo_given(s, "threshold-decay") && !dt_algo_given(s, "topology"));
-        dt_strategy_free(s);
-    }
-    /* a flag of another scheme is recorded but not this scheme's business */
-    dt_algo_config d = config("downpour");
-    dt_algo_config_set(&d, "fetch-every", "4");
-    CHECK(dt_strategy_create(&d, &s) == DT_OK);
-    if (s) {
-        CHECK(dt_algo_int(s, "servers") == 1 && s->nservers == 1);
-        CHECK(dt_algo_int(s, "fetch-every") == 4 && dt_algo_int(s, "push-every") == 1);
-        CHECK(dt_algo_float(s, "worker-timeout") == 30.0);
-        CHECK(dt_algo_given(s, "fetch-every") && !dt_algo_given(s, "servers"));
-        dt_strategy_free(s);
-    }
-    dt_algo_config_set(&d, "servers", "2");
-    CHECK(dt_strategy_create(&d, &s) == DT_OK);
-    if (s) CHECK(dt_algo_int(s, "servers") == 2 && s->nservers == 2);
-    dt_strategy_free(s);
-    dt_algo_config f = config("fedavg");
-    CHECK(dt_strategy_create(&f, &s) == DT_OK);
-    if (s) {
-        CHECK(dt_algo_int(s, "local-epochs") == 1 && dt_algo_int(s, "local-steps") == 0);
-        CHECK(!strcmp(dt_algo_text(s, "aggregate"), "average"));
-        dt_strategy_free(s);
-    }
-
-    /* the configuration line: every flag of the scheme, with its value in force */
-    dt_json j;
-    dt_json_init(&j);
-    dt_json_begin(&j, NULL);
-    dt_algo_config_json(&a, &j);
-    dt_json_end(&j);
-    const char *text = dt_json_text(&j);
-    CHECK(text != NULL);
-    const dt_scheme *eg = dt_scheme_find("eventgrad");
-    for (int i = 0; text && i < eg->nflags; i++) {
-        char key[64];
-        snprintf(key, sizeof key, "\"%s\":", eg->flags[i].name);
-        CHECK_MSG(has_text(text, key), "%s missing from %s", key, text);
-    }
-    const char *want[] = {"\"history\":3", "\"sync\":true", "\"horizon\":0.25", "\"threshold\":\"const:0.5\"",
-                          "\"warmup-steps\":30", "\"threshold-decay\":1", "\"topology\":\"ring\"",
-                          "\"compress\":\"none\""};
-    for (size_t i = 0; text && i < sizeof want / sizeof want[0]; i++)
-        CHECK_MSG(has_text(text, want[i]), "%s missing from %s", want[i], text);
-    dt_json_reset(&j);
-    dt_algo_config l = config("local");
-    dt_json_begin(&j, NULL);
-    dt_algo_config_json(&l, &j);
-    dt_json_end(&j);
-    text = dt_json_text(&j);
-    CHECK_MSG(text && !strcmp(text, "{\"compress\":\"none\"}"), "%s", text ? text : "(null)");
-    dt_json_free(&j);
-}
-
 /* ------------------------------------------------------------------ hooks on one rank */
 
 static dt_step_ctx make_ctx(dt_model *m, dt_comm *comm) {
@@ -550,7 +317,7 @@ static dt_step_ctx make_ctx(dt_model *m, dt_comm *comm) {
 }
 
 static void test_local_hooks(void) {
-    dt_algo_config a = config("local");
+    dt_algo_config a = {.algo = "local"};
     dt_strategy *s = NULL;
     CHECK(dt_strategy_create(&a, &s) == DT_OK && s);
     if (!s) return;
@@ -562,7 +329,7 @@ static void test_local_hooks(void) {
 
 /* allreduce on this rank (N = 1) with --compress as given (NULL: not given). */
 static void test_allreduce_one_rank(dt_comm *comm, dt_model *m, const char *compress) {
-    dt_algo_config a = config("allreduce");
+    dt_algo_config a = {.algo = "allreduce"};
     a.compress = compress;
     dt_strategy *s = NULL;
     CHECK_MSG(dt_strategy_create(&a, &s) == DT_OK && s, "%s", dt_last_error());
@@ -645,9 +412,6 @@ int main(void) {
         for (int count = 1; count <= 4; count++) test_payload_mean(codecs[i], count);
     }
     test_weights();
-    test_registry_table();
-    test_registry_refusals();
-    test_registry_values();
     test_hooks();
     return test_summary("test_algorithms");
 }
