@@ -8,8 +8,8 @@
  * reports, dropping, never blocking forever, accounting, --compress): docs/downpour.md.
  *
  * This file: set-up, the end of the run (collective) and the figures; the worker's side is
- * downpour_worker.c, the server's downpour_server.c, their shared state downpour.h. */
-#include "algorithms/downpour.h"
+ * downpour_worker.c, the server's downpour_server.c, their shared state downpour_state.h. */
+#include "algorithms/downpour_state.h"
 
 /* ------------------------------------------------------------------ the end (collective) */
 

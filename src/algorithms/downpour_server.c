@@ -1,5 +1,5 @@
 /* downpour: the server's side (design: docs/downpour.md). */
-#include "algorithms/downpour.h"
+#include "algorithms/downpour_state.h"
 
 static int all_finished(const dp_impl *p, int count_dropped) {
     for (int w = 0; w < p->W; w++)

@@ -1,5 +1,5 @@
 /* downpour: the worker's side (design: docs/downpour.md). */
-#include "algorithms/downpour.h"
+#include "algorithms/downpour_state.h"
 
 /* Polls n requests until all complete; a server that does not answer by the deadline is an
  * error (the caller stops the run). */

@@ -1,9 +1,9 @@
-/* downpour: the asynchronous parameter server (Dean et al. 2012), in three files: this
+/* downpour: the asynchronous parameter server (Dean et al. 2012), in three files and this
  * header (messages and state), downpour.c (set-up, the end, figures), downpour_worker.c and
  * downpour_server.c. The design (slices, messages, staleness, dropping workers, accounting,
  * --compress) is described in docs/downpour.md. */
-#ifndef DT_DOWNPOUR_H
-#define DT_DOWNPOUR_H
+#ifndef DT_DOWNPOUR_STATE_H
+#define DT_DOWNPOUR_STATE_H
 
 #include <stdio.h>
 #include <stdlib.h>
