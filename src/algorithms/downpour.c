@@ -16,7 +16,7 @@
 /* Servers' figures gathered on rank 0 (measurement, not counted): the staleness line on
  * stdout, and what the summary line says (dp_summary). */
 static dt_status report_stats(dp_impl *p, dt_step_ctx *t) {
-    const int W = p->W, len = 3 + 4 * W;
+    const int W = p->W, len = 3 + 3 * W;
     double *mine = calloc((size_t)len, sizeof(double));
     double *all = t->comm->rank == 0 ? calloc((size_t)len * (size_t)t->comm->size, sizeof(double)) : NULL;
     if (!mine || (t->comm->rank == 0 && !all)) { free(mine); free(all); return dt_fail(DT_ERR_NOMEM, "out of memory"); }
@@ -26,7 +26,6 @@ static dt_status report_stats(dp_impl *p, dt_step_ctx *t) {
             mine[3 + w] = (double)p->pushes[w];
             mine[3 + W + w] = p->wdropped[w];
             mine[3 + 2 * W + w] = p->silent[w];
-            mine[3 + 3 * W + w] = (double)p->wsteps[w];
         }
     }
     int err = MPI_Gather(mine, len, MPI_DOUBLE, all, len, MPI_DOUBLE, 0, t->comm->comm);
@@ -140,7 +139,6 @@ static dt_status dp_start(dt_strategy *s, dt_step_ctx *t) {
     p->np = dt_model_num_params(t->model);
     p->ns = dt_model_num_state(t->model);
     p->server = t->run.worker < 0 ? t->comm->rank : -1;
-    p->timeout = p->timeout_opt;
     p->deadline = 4 * p->timeout > 120 ? 4 * p->timeout : 120;
     p->last_reported = 0;
     p->lo = malloc((size_t)(S + 1) * sizeof *p->lo);
@@ -173,9 +171,8 @@ static dt_status dp_start(dt_strategy *s, dt_step_ctx *t) {
         p->wdropped = calloc((size_t)W, sizeof(int));
         p->wep = calloc((size_t)W, sizeof(int));
         p->pushes = calloc((size_t)W, sizeof(int64_t));
-        p->wsteps = calloc((size_t)W, sizeof(int64_t));
         if (!p->inbuf || !bufs_ok(p->obuf, W) || !p->oreq || !p->last_heard || !p->silent || !p->done ||
-            !p->wdropped || !p->wep || !p->pushes || !p->wsteps)
+            !p->wdropped || !p->wep || !p->pushes)
             return dt_fail(DT_ERR_NOMEM, "out of memory");
         for (int w = 0; w < W; w++) p->oreq[w] = MPI_REQUEST_NULL;
         if (p->codec) {
@@ -245,7 +242,7 @@ static void dp_destroy(dt_strategy *s) {
     free(p->inbuf);
     free_bufs(p->obuf, p->W);
     free(p->oreq); free(p->last_heard); free(p->silent); free(p->done); free(p->wdropped); free(p->wep);
-    free(p->pushes); free(p->wsteps); free(p->e_loss); free(p->e_state); free(p->eval_state); free(p->f_per_worker);
+    free(p->pushes); free(p->e_loss); free(p->e_state); free(p->eval_state); free(p->f_per_worker);
     dt_codec_free(p->codec);
     free(p->pbytes); free(p->residual); free(p->wcopy); free(p->scopy); free(p->grad);
     free(p);
@@ -280,7 +277,7 @@ static dt_status dp_create(dt_strategy *s) {
     p->spec = s->codec; /* the codec is made at start */
     p->fetch_every = dt_algo_int(s, "fetch-every");
     p->push_every = dt_algo_int(s, "push-every");
-    p->timeout_opt = (float)dt_algo_float(s, "worker-timeout");
+    p->timeout = (float)dt_algo_float(s, "worker-timeout");
     p->stall_seconds = (float)dt_algo_float(s, "stall-seconds");
     return DT_OK;
 }

@@ -144,7 +144,6 @@ static dt_status server_handle(dt_step_ctx *t, dp_impl *p, MPI_Message *msg, MPI
         return DT_OK;
     case TAG_DONE:
         p->done[w] = 1;
-        p->wsteps[w] = h.steps;
         t->comm->c.baseline_msgs += (uint64_t)h.steps; /* one reply per step, had it pulled every step */
         return DT_OK;
     default:

@@ -33,8 +33,8 @@ typedef struct {
     size_t *lo;             /* S + 1 slice bounds */
     /* options */
     long fetch_every, push_every;
-    float timeout_opt, stall_seconds;
-    double timeout, deadline;
+    float stall_seconds;
+    double timeout, deadline; /* --worker-timeout; a worker's wait for a server */
     /* worker */
     char **rbuf, **sbuf;    /* per server: reply and push buffers (header + slice) */
     MPI_Request *req;       /* 2S */
@@ -53,7 +53,7 @@ typedef struct {
     MPI_Request *oreq;      /* per worker: the reply in flight */
     double *last_heard, *silent;
     int *done, *wdropped, *wep;
-    int64_t *pushes, *wsteps;
+    int64_t *pushes;
     double stale_sum, stale_n, stale_max, last_check;
     /* epoch reports (rank 0, one server) */
     int reports, last_reported;
