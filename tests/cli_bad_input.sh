@@ -60,5 +60,15 @@ head -c 100 "$T/good.weights" >"$T/cut.weights"
 expect_error "eval: truncated weights" "cut.weights: truncated"     -- "$DTRAIN" eval --model cnn1 --weights "$T/cut.weights" --data-dir "$T/good"
 expect_error "resume: weights not checkpoint" "not a checkpoint"    -- train --data-dir "$T/good" --resume "$T/good.weights"
 expect_error "unknown command"    "unknown command 'fit'"           -- "$DTRAIN" fit
+# a scheme's flags are checked against its own declarations by `run`, before any rank starts
+# (the data folder does not exist: the flag is what is reported)
+for bad in "eventgrad --history 0|--history 0: expected an integer >= 1" "eventgrad --threshold fast|--threshold fast: expected adaptive" \
+           "eventgrad --horizon 0|--horizon 0: expected a number > 0" "ps --ps-mode avg|--ps-mode avg: expected grad or weight" \
+           "dpsgd --topology star|--topology star: expected ring" "downpour --servers 0|--servers 0: expected an integer >= 1" \
+           "eventgrad --compress int8|eventgrad needs --sync" "local --compress fp16|not supported by --algo local"; do
+    args=${bad%%|*} want=${bad#*|}
+    # shellcheck disable=SC2086
+    expect_error "run --algo $args" "$want" -- "$DTRAIN" run -n 2 --data-dir "$T/none" --algo $args
+done
 
 finish

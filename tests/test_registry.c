@@ -153,6 +153,7 @@ static void test_registry_refusals(void) {
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
         a = config(words[i].algo);
         dt_algo_config_set(&a, words[i].flag, words[i].value);
+        CHECK_MSG(dt_algo_check(&a) == DT_ERR_ARG, "--%s %s passed the check", words[i].flag, words[i].value);
         CHECK_MSG(dt_strategy_create(&a, &s) == DT_ERR_ARG && s == NULL, "--%s %s created", words[i].flag,
                   words[i].value);
         char want[64];
@@ -162,8 +163,10 @@ static void test_registry_refusals(void) {
     /* eventgrad compresses only in lock-step */
     a = config("eventgrad");
     a.compress = "int8";
-    CHECK(dt_algo_check(&a) == DT_OK); /* the scheme takes --compress ... */
-    CHECK(dt_strategy_create(&a, &s) == DT_ERR_ARG && s == NULL); /* ... with --sync */
+    /* the scheme takes --compress, with --sync: refused already by the check, before any rank
+     * starts (a trial create), and by create */
+    CHECK(dt_algo_check(&a) == DT_ERR_ARG && has_text(dt_last_error(), "--sync"));
+    CHECK(dt_strategy_create(&a, &s) == DT_ERR_ARG && s == NULL);
     CHECK_MSG(has_text(dt_last_error(), "--sync"), "%s", dt_last_error());
     dt_algo_config_set(&a, "sync", "1");
     CHECK_MSG(dt_strategy_create(&a, &s) == DT_OK && s, "%s", dt_last_error());

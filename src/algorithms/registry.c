@@ -120,7 +120,12 @@ dt_status dt_algo_check(const dt_algo_config *a) {
         double x;
         if ((st = parse_number(f, value_text(a, f), &x)) != DT_OK) return st;
     }
-    return DT_OK;
+    /* the words (--threshold, --topology, ...): a scheme's create checks them and touches no
+     * MPI, so a trial create says what is wrong before any rank starts */
+    dt_strategy probe = {.scheme = sc, .cfg = a, .codec = spec};
+    st = sc->create(&probe);
+    if (probe.ops && probe.ops->destroy) probe.ops->destroy(&probe);
+    return st;
 }
 
 dt_status dt_strategy_create(const dt_algo_config *a, dt_strategy **out) {

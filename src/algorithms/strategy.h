@@ -62,7 +62,8 @@ typedef struct dt_scheme {
     const dt_flag *flags;
     int nflags;
     dt_compress_support compress;
-    /* fills in s->ops and s->impl; the options are validated already */
+    /* fills in s->ops and s->impl, checking the words of its text flags; the numbers are
+     * validated already. No MPI here: dt_algo_check calls it on trial before any rank starts */
     dt_status (*create)(dt_strategy *s);
 } dt_scheme;
 
