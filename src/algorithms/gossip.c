@@ -320,7 +320,7 @@ static int *graph_record(const dt_gossip *g, const int *extra, int nextra, size_
     *n = (size_t)(nextra + 1 + g->nn);
     int *r = malloc(*n * sizeof *r);
     if (!r) return NULL;
-    memcpy(r, extra, (size_t)nextra * sizeof *r);
+    if (nextra) memcpy(r, extra, (size_t)nextra * sizeof *r);
     r[nextra] = g->nn;
     memcpy(r + nextra + 1, g->nbrs, (size_t)g->nn * sizeof *r);
     return r;
