@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "core/tensorfile.h"
 #include "dtrain.h"
 
 static void expect_spec_error(const char *spec, const char *needle) {
@@ -74,6 +75,11 @@ static void test_zoo(void) {
 
 static void test_spec_errors(void) {
     expect_spec_error("conv out=3 k=3\n", "t.spec:1: the first line must be 'input");
+    /* sizes are checked in 64 bits: 46341^2 overflowed an int in flatten once */
+    expect_spec_error("input c=1 h=46341 w=46341\nflatten\nlinear out=10\n",
+                      "layer 'flatten1': its input of 1x46341x46341 = 2147488281 values per image is more than");
+    expect_spec_error("input c=1 h=4096 w=4096\nflatten\nlinear out=100\n", "its weight has 1677721600 values, more than");
+    expect_spec_error("input c=1 h=64 w=64\nconv out=70000 k=1\n", "its output of 70000x64x64 values per image is empty or more");
     expect_spec_error("input c=1 h=8 w=8\nconvv out=3\n", "t.spec:2: unknown layer 'convv'");
     expect_spec_error("input c=1 h=8 w=8\n\n# c\nconv out=3 k=3 size=2\n", "t.spec:4: unknown key 'size' for conv");
     expect_spec_error("input c=1 h=8 w=8\nconv out=x k=3\n", "t.spec:2: bad value 'x' for out=");
@@ -153,6 +159,22 @@ static void test_weights_file(void) {
     fclose(o);
     CHECK(dt_model_load(m2, bad) == DT_ERR_FORMAT);
     CHECK(strstr(dt_last_error(), "bad magic") != NULL);
+    /* a forged header: 24 bytes claiming a 65535 x 65535 tensor (16 GiB) is refused before
+     * anything that size is allocated */
+    {
+        const uint32_t one = 1, dim = 65535;
+        const uint16_t nl = 1;
+        const uint8_t nd = 2;
+        o = fopen(bad, "wb");
+        fwrite("DTRTNS01", 1, 8, o); fwrite(&one, 4, 1, o); fwrite(&nl, 2, 1, o); fwrite("w", 1, 1, o);
+        fwrite(&nd, 1, 1, o); fwrite(&dim, 4, 1, o); fwrite(&dim, 4, 1, o);
+        fclose(o);
+        dt_tfile tf;
+        CHECK(dt_tfile_read(bad, &tf) == DT_ERR_FORMAT);
+        CHECK_MSG(strstr(dt_last_error(), "tensor 'w' claims 4294836225 values, more than the 0 bytes left") != NULL,
+                  "%s", dt_last_error());
+        dt_tfile_free(&tf);
+    }
     CHECK(dt_model_load(m2, "/nonexistent/w") == DT_ERR_IO);
     /* saving into a missing folder fails cleanly and leaves nothing behind */
     char nodir[300];

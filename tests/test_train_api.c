@@ -3,10 +3,14 @@
  * scheme, and the errors a program can meet. The distributed schemes run through the same
  * call under mpiexec; tests/cli_*.sh run them through the command. */
 #include <stdio.h>
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "comm/comm.h"
+#include "core/tensorfile.h"
 #include "dtrain.h"
 
 static void small(dt_train_config *c) {
@@ -62,6 +66,31 @@ int main(void) {
     small(&c);
     c.data_dir = "/nonexistent";
     CHECK(dt_train(&c, &r) != DT_OK && strstr(dt_last_error(), "/nonexistent"));
+
+    /* a checkpoint whose numbers are forged under a valid checksum is refused, not cast */
+    char dir[] = "/tmp/dtrain-api-XXXXXX", ck[64];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(ck, sizeof ck, "%s/ck", dir);
+    small(&c);
+    c.checkpoint = ck;
+    CHECK_MSG(dt_train(&c, &r) == DT_OK, "%s", dt_last_error());
+    const float forged[] = {NAN, 1e10f, -5.0f, 1.5f};
+    for (int i = 0; i < 4; i++) {
+        dt_tfile f;
+        CHECK(dt_tfile_read(ck, &f) == DT_OK);
+        dt_record *p = (dt_record *)dt_tfile_find(&f, "train:progress");
+        CHECK(p && p->numel == 2);
+        if (p) p->data[0] = forged[i];
+        CHECK(dt_tfile_write(ck, f.recs, f.n) == DT_OK);
+        dt_tfile_free(&f);
+        small(&c);
+        c.epochs = 2;
+        c.resume = ck;
+        CHECK_MSG(dt_train(&c, &r) == DT_ERR_FORMAT && strstr(dt_last_error(), "train:progress holds epoch"),
+                  "epoch %g: %s", (double)forged[i], dt_last_error());
+    }
+    unlink(ck);
+    rmdir(dir);
 
     dt_comm_finalize();
     return test_summary("test_train_api");

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -79,10 +80,11 @@ void dt_tfile_free(dt_tfile *f) {
     f->n = 0;
 }
 
-typedef struct { FILE *f; uLong crc; } reader;
+typedef struct { FILE *f; uLong crc; size_t left; } reader; /* left: bytes not read yet */
 
 static int get(reader *r, void *p, size_t len) {
-    if (fread(p, 1, len, r->f) != len) return 0;
+    if (len > r->left || fread(p, 1, len, r->f) != len) return 0;
+    r->left -= len;
     r->crc = crc32(r->crc, p, (uInt)len);
     return 1;
 }
@@ -91,7 +93,14 @@ dt_status dt_tfile_read(const char *path, dt_tfile *out) {
     memset(out, 0, sizeof *out);
     FILE *f = fopen(path, "rb");
     if (!f) return dt_fail(DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    reader r = {f, crc32(0L, Z_NULL, 0)};
+    /* what the header claims is checked against what the file holds before anything is
+     * allocated: a 24-byte file must not ask for 16 GiB */
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        fclose(f);
+        return dt_fail(DT_ERR_IO, "%s: not a regular file", path);
+    }
+    reader r = {f, crc32(0L, Z_NULL, 0), (size_t)sb.st_size};
     char magic[8];
     uint32_t count = 0;
     dt_status st = DT_OK;
@@ -126,8 +135,9 @@ dt_status dt_tfile_read(const char *path, dt_tfile *out) {
             rec->shape[d] = (int)dim;
             numel *= dim;
         }
-        if (numel > ((size_t)1 << 32)) {
-            st = dt_fail(DT_ERR_FORMAT, "%s: tensor '%s' is implausibly large", path, rec->name);
+        if (numel > ((size_t)1 << 32) || numel * sizeof(float) > r.left) {
+            st = dt_fail(DT_ERR_FORMAT, "%s: truncated or corrupt: tensor '%s' claims %zu values, more than the %zu "
+                         "bytes left in the file", path, rec->name, numel, r.left);
             goto done;
         }
         rec->numel = numel;

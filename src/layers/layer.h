@@ -75,6 +75,10 @@ struct dt_node {
     void *aux;
 };
 
+/* The most values one image's activation or one parameter tensor may have: 2^28 floats
+ * (1 GiB). Every shape product in the layers fits an int below it. */
+#define DT_MAX_VALUES ((size_t)1 << 28)
+
 static inline size_t dt_node_in_size(const dt_node *n) { return (size_t)n->ic * n->ih * n->iw; }
 static inline size_t dt_node_out_size(const dt_node *n) { return (size_t)n->oc * n->oh * n->ow; }
 static inline size_t dt_ptensor_numel(const dt_ptensor *t) {

@@ -78,7 +78,23 @@ dt_status dt_model_build(dt_node *nodes, int nn, int in_c, int in_h, int in_w, c
                 free(uses); goto fail;
             }
         }
+        /* shapes are ints in the layers: sizes are checked in 64 bits before and after each
+         * setup, so no product of them can overflow (a 46341x46341 input once did in flatten) */
+        if (dt_node_in_size(n) > DT_MAX_VALUES) {
+            st = dt_fail(DT_ERR_FORMAT, "%s: layer '%s': its input of %dx%dx%d = %zu values per image is more than "
+                         "dtrain handles (%zu)", origin, n->name, n->ic, n->ih, n->iw, dt_node_in_size(n),
+                         (size_t)DT_MAX_VALUES);
+            free(uses); goto fail;
+        }
         st = n->ops->setup(n);
+        for (int t = 0; st == DT_OK && t < n->nparam; t++)
+            if (dt_ptensor_numel(&n->ptens[t]) > DT_MAX_VALUES)
+                st = dt_fail(DT_ERR_ARG, "its %s has %zu values, more than dtrain handles (%zu)", n->ptens[t].suffix,
+                             dt_ptensor_numel(&n->ptens[t]), (size_t)DT_MAX_VALUES);
+        if (st == DT_OK && (n->oc < 1 || n->oh < 1 || n->ow < 1 ||
+                            (size_t)n->oc * (size_t)n->oh * (size_t)n->ow > DT_MAX_VALUES))
+            st = dt_fail(DT_ERR_ARG, "its output of %dx%dx%d values per image is empty or more than dtrain handles (%zu)",
+                         n->oc, n->oh, n->ow, (size_t)DT_MAX_VALUES);
         if (st != DT_OK) {
             char msg[400];
             snprintf(msg, sizeof msg, "%s", dt_last_error());

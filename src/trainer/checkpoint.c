@@ -1,13 +1,14 @@
 /* Checkpoints: after every epoch each rank saves its model, momentum, progress, counters and
  * its scheme's own state (FILE.rankR with several ranks); --resume restores them, so a
  * resumed run repeats the uninterrupted one. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "models/model.h"
 #include "trainer/trainer.h"
 
-static void rank_path(const dt_trainer *t, const char *base, char *out, size_t len) {
+void dt_trainer_rank_path(const dt_trainer *t, const char *base, char *out, size_t len) {
     if (t->comm.size > 1) snprintf(out, len, "%s.rank%d", base, t->comm.rank);
     else snprintf(out, len, "%s", base);
 }
@@ -22,7 +23,7 @@ static void run_signature(const dt_trainer *t, char out[64]) {
 
 dt_status dt_trainer_save_checkpoint(dt_trainer *t) {
     char path[1100], sig[64];
-    rank_path(t, t->cfg->checkpoint, path, sizeof path);
+    dt_trainer_rank_path(t, t->cfg->checkpoint, path, sizeof path);
     run_signature(t, sig);
     dt_model *m = t->model;
     dt_record *mr = calloc((size_t)(dt_model_num_tensors(m) + dt_model_num_state_tensors(m)), sizeof *mr);
@@ -46,7 +47,7 @@ dt_status dt_trainer_save_checkpoint(dt_trainer *t) {
 dt_status dt_trainer_load_checkpoint(dt_trainer *t) {
     char *path = t->resume_path;
     dt_tfile *f = &t->resume_file;
-    rank_path(t, t->cfg->resume, path, sizeof t->resume_path);
+    dt_trainer_rank_path(t, t->cfg->resume, path, sizeof t->resume_path);
     dt_status st = dt_tfile_read(path, f);
     if (st == DT_OK) st = dt_model_load_records(t->model, f, path);
     if (st != DT_OK) return st;
@@ -65,8 +66,14 @@ dt_status dt_trainer_load_checkpoint(dt_trainer *t) {
     }
     if (t->opt.buf && (!mom || mom->numel != t->opt.n))
         return dt_fail(DT_ERR_FORMAT, "%s: has no momentum buffer for this model (saved with --momentum 0?)", path);
-    t->start_epoch = (int)prog->data[0];
-    t->ctx.step = (long)prog->data[1];
+    /* numbers read from a file are checked before they are used (a NaN cast to int is
+     * undefined), even under a valid checksum */
+    const float epoch = prog->data[0], step = prog->data[1];
+    if (!(epoch >= 1 && epoch <= 1e6f && epoch == floorf(epoch)) || !(step >= 0 && step <= 1e15f && step == floorf(step)))
+        return dt_fail(DT_ERR_FORMAT, "%s: train:progress holds epoch %g and step %g, expected a whole epoch >= 1 and "
+                       "step >= 0 (a corrupt or forged checkpoint)", path, (double)epoch, (double)step);
+    t->start_epoch = (int)epoch;
+    t->ctx.step = (long)step;
     if (t->opt.buf) { memcpy(t->opt.buf, mom->data, t->opt.n * sizeof(float)); t->opt.started = 1; }
     return DT_OK;
 }
