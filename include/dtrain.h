@@ -50,7 +50,8 @@ typedef enum dt_status {
     DT_ERR_ARG,     /* bad argument or flag value */
     DT_ERR_NOMEM,   /* allocation failed */
     DT_ERR_MPI,     /* MPI reported an error */
-    DT_ERR_STATE    /* operation not valid in the current state */
+    DT_ERR_STATE,   /* operation not valid in the current state */
+    DT_ERR_DIVERGED /* training diverged: a loss or parameter became non-finite */
 } dt_status;
 
 const char *dt_status_str(dt_status s);

@@ -60,6 +60,12 @@ head -c 100 "$T/good.weights" >"$T/cut.weights"
 expect_error "eval: truncated weights" "cut.weights: truncated"     -- "$DTRAIN" eval --model cnn1 --weights "$T/cut.weights" --data-dir "$T/good"
 expect_error "resume: weights not checkpoint" "not a checkpoint"    -- train --data-dir "$T/good" --resume "$T/good.weights"
 expect_error "unknown command"    "unknown command 'fit'"           -- "$DTRAIN" fit
+# outputs are checked before training, not after it (a directory, a folder that is not there)
+mkdir -p "$T/adir"
+expect_error "--log is a directory" "--log $T/adir: is a directory" -- train --data-dir "$T/good" --log "$T/adir"
+expect_error "--checkpoint is a directory" "--checkpoint $T/adir: is a directory" -- train --data-dir "$T/good" --checkpoint "$T/adir"
+expect_error "--out is a directory" "--out $T/adir: is a directory" -- "$DTRAIN" train --model cnn1 --data mnist --data-dir "$T/good" --out "$T/adir"
+expect_error "--log in no folder" "--log $T/none/l.jsonl: cannot create a file in $T/none" -- train --data-dir "$T/good" --log "$T/none/l.jsonl"
 # a scheme's flags are checked against its own declarations by `run`, before any rank starts
 # (the data folder does not exist: the flag is what is reported)
 for bad in "eventgrad --history 0|--history 0: expected an integer >= 1" "eventgrad --threshold fast|--threshold fast: expected adaptive" \

@@ -35,6 +35,25 @@ else
     check "fashion-mnist present" 1 "$DATA/fashion-mnist missing: run scripts/get-data"
 fi
 
+# 6. divergence: --lr 1e6 stops at the end of the epoch it happened in, with one line, exit
+# status 3, a log that is JSON throughout, no weights, and the last finite checkpoint kept
+cp "$T/ckpt" "$T/ckpt.finite"
+"$DTRAIN" train "${common[@]}" --epochs 3 --lr 1e6 --resume "$T/ckpt" --checkpoint "$T/ckpt" \
+    --out "$T/nan.weights" --log "$T/nan.jsonl" >"$T/nan.out" 2>"$T/nan.err"
+rc=$?
+[ $rc -eq 3 ] && [ "$(wc -l <"$T/nan.err")" -eq 1 ] && grep -q "training diverged in epoch 2: non-finite values from step" "$T/nan.err"
+check "--lr 1e6: one line, exit status 3" $? "rc=$rc: $(cat "$T/nan.err")"
+[ ! -e "$T/nan.weights" ]; check "... no weights written" $? ""
+cmp -s "$T/ckpt" "$T/ckpt.finite"; check "... the last finite checkpoint kept" $? "cmp ckpt (epoch 1)"
+compare "... the log says where (JSON throughout)" "$(log_query "$T/nan.jsonl" 'one("diverged")[a[0]]' epoch)" == 2
+compare "... and logs no epoch of it" "$(line_count "$T/nan.jsonl" epoch)" == 0
+# under MPI every rank agrees and one line is printed
+"$DTRAIN" run -n 2 --algo allreduce --model mlp --data mnist --train-limit 2000 --epochs 2 --lr 1e6 --quiet \
+    --out "$T/nan2.weights" >"$T/nan2.out" 2>"$T/nan2.err"
+rc=$?
+[ $rc -eq 3 ] && [ "$(wc -l <"$T/nan2.err")" -eq 1 ] && grep -q "training diverged in epoch 1" "$T/nan2.err" && [ ! -e "$T/nan2.weights" ]
+check "allreduce on 2 ranks, --lr 1e6: one line, exit status 3, no weights" $? "rc=$rc: $(cat "$T/nan2.err")"
+
 # 5. model info
 "$DTRAIN" info --model resnet18-cifar | grep -q "parameters: 11173962 "
 check "resnet18-cifar has 11,173,962 parameters" $? "$("$DTRAIN" info --model resnet18-cifar | grep parameters)"

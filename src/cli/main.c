@@ -239,6 +239,12 @@ static int cmd_train(int argc, char **argv) {
     double final_acc = t.last.test_acc;
     int rank = t.comm.rank, size = t.comm.size;
     dt_trainer_free(&t);
+    if (st == DT_ERR_DIVERGED) {
+        /* agreed by every rank: said once, and the run ends with its own status */
+        if (rank == 0) fprintf(stderr, "dtrain: error: %s\n", dt_last_error());
+        dt_comm_finalize();
+        return 3;
+    }
     if (st != DT_OK) {
         /* mid-run errors are this rank's own: say which, and stop the others */
         if (size > 1) {

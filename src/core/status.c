@@ -15,6 +15,7 @@ const char *dt_status_str(dt_status s) {
     case DT_ERR_NOMEM: return "out of memory";
     case DT_ERR_MPI: return "MPI error";
     case DT_ERR_STATE: return "invalid state";
+    case DT_ERR_DIVERGED: return "diverged";
     }
     return "unknown status";
 }

@@ -3,6 +3,7 @@
  * the weights it starts from: a run resumed from a checkpoint repeats the same steps.
  * The loop is the only caller of the scheme's hooks (strategy.h), and keeps the context
  * they see (t->ctx) up to date: epoch, step, learning rate, the step's batch figures. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,6 +50,53 @@ static dt_status train_step(dt_trainer *t, const int *bi, int cnt, int augment, 
     return HOOK(t, end_step);
 }
 
+/* The first non-finite parameter tensor of this rank's model, or NULL. */
+static const char *nonfinite_tensor(const dt_model *m) {
+    const float *x = dt_model_params((dt_model *)m);
+    for (int i = 0; i < dt_model_num_tensors(m); i++) {
+        const dt_tensor_view *v = dt_model_tensor(m, i);
+        for (size_t k = 0; k < v->numel; k++)
+            if (!isfinite(x[v->offset + k])) return v->name;
+    }
+    return NULL;
+}
+
+/* Collective, at every epoch's end: did any rank's loss or parameters become non-finite?
+ * Then every rank stops with DT_ERR_DIVERGED before anything is evaluated or saved (the last
+ * checkpoint and no weights stay as they are), and rank 0 says where it happened first. Once
+ * an epoch: a check every step would cost a message every step. */
+static dt_status check_divergence(dt_trainer *t, long bad_step) {
+    const char *tensor = nonfinite_tensor(t->model);
+    if (tensor && bad_step < 0) bad_step = t->ctx.step;
+    /* the earliest step, the lowest rank on a tie: (step, rank) as one number */
+    const double mine = bad_step < 0 ? INFINITY : (double)bad_step * t->comm.size + t->comm.rank;
+    double first = mine;
+    int err = MPI_Allreduce(&mine, &first, 1, MPI_DOUBLE, MPI_MIN, t->comm.comm);
+    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Allreduce (divergence check)");
+    if (isinf(first)) return DT_OK;
+    const int who = (int)fmod(first, t->comm.size);
+    const long step = (long)(first / t->comm.size);
+    char name[sizeof((dt_tensor_view *)0)->name] = "";
+    if (t->comm.rank == who && tensor) snprintf(name, sizeof name, "%s", tensor);
+    err = MPI_Bcast(name, (int)sizeof name, MPI_CHAR, who, t->comm.comm);
+    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Bcast (divergence check)");
+    dt_json j;
+    dt_json_init(&j);
+    dt_json_begin(&j, NULL);
+    dt_json_str(&j, "type", "diverged");
+    dt_json_int(&j, "epoch", t->ctx.epoch + 1);
+    dt_json_int(&j, "step", step);
+    dt_json_int(&j, "rank", who);
+    dt_json_str(&j, "tensor", name[0] ? name : NULL);
+    dt_json_end(&j);
+    const char *text = dt_json_text(&j);
+    if (text) dt_trainer_log(t, text);
+    dt_json_free(&j);
+    return dt_fail(DT_ERR_DIVERGED, "training diverged in epoch %d: non-finite values from step %ld on rank %d%s%s "
+                   "(nothing written for this epoch; try a smaller --lr)", t->ctx.epoch + 1, step, who,
+                   name[0] ? ", first in " : "", name);
+}
+
 static dt_status train_epochs(dt_trainer *t) {
     const dt_train_config *cfg = t->cfg;
     dt_step_ctx *c = &t->ctx;
@@ -66,7 +114,7 @@ static dt_status train_epochs(dt_trainer *t) {
         memcpy(order, t->shard, (size_t)c->run.shard_n * sizeof(int));
         dt_shuffle(order, c->run.shard_n, &rng);
         double t0 = dt_now(), loss_sum = 0, comm0 = t->comm.c.t_comm;
-        long seen = 0, correct = 0;
+        long seen = 0, correct = 0, bad_step = -1;
         c->lr = cfg->lr;
         for (c->epoch_step = 0; c->epoch_step < c->run.steps_per_epoch; c->epoch_step++) {
             if (stop_training(t)) break;
@@ -74,6 +122,7 @@ static dt_status train_epochs(dt_trainer *t) {
             const int *bi = batch_indices(t, order, c->epoch_step, &cnt);
             c->lr = dt_schedule_lr(&t->sched, c->epoch + (double)c->epoch_step / c->run.steps_per_epoch, cfg->epochs);
             if ((st = train_step(t, bi, cnt, augment, &rng)) != DT_OK) goto done;
+            if (bad_step < 0 && !isfinite(c->loss)) bad_step = c->step;
             loss_sum += (double)c->loss * cnt;
             seen += cnt;
             correct += c->correct;
@@ -85,6 +134,7 @@ static dt_status train_epochs(dt_trainer *t) {
         const int due = cfg->eval_every > 0 && (c->epoch + 1) % cfg->eval_every == 0;
         c->eval_due = due || last;
         if ((st = HOOK(t, end_epoch)) != DT_OK) goto done;
+        if (sync_eval && (st = check_divergence(t, bad_step)) != DT_OK) goto done;
         if (sync_eval && c->eval_due && (st = dt_trainer_epoch_report(t, loss_sum, seen, correct, secs, c->lr)) != DT_OK)
             goto done;
         if (cfg->checkpoint && (st = dt_trainer_save_checkpoint(t)) != DT_OK) goto done;

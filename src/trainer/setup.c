@@ -1,9 +1,11 @@
 /* The trainer's set-up: configuration defaults, data and model, the training set divided
  * among the ranks, the buffers, and the context the scheme's hooks see. */
+#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "trainer/trainer.h"
 
@@ -121,11 +123,42 @@ static dt_status make_strategy(dt_trainer *t) {
     return DT_OK;
 }
 
+/* An output the run will write: refused now if it is a directory or its folder cannot take
+ * it, rather than after the training it was to keep. */
+static dt_status check_output(const char *flag, const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return dt_fail(DT_ERR_ARG, "%s %s: is a directory, expected a file name", flag, path);
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    const char *d = !slash ? "." : slash == dir ? "/" : (*slash = 0, dir);
+    if (access(d, W_OK | X_OK) != 0)
+        return dt_fail(DT_ERR_IO, "%s %s: cannot create a file in %s: %s", flag, path, d, strerror(errno));
+    if (stat(path, &sb) == 0 && access(path, W_OK) != 0)
+        return dt_fail(DT_ERR_IO, "%s %s: cannot write: %s", flag, path, strerror(errno));
+    return DT_OK;
+}
+
+static dt_status check_outputs(const dt_trainer *t) {
+    const dt_train_config *cfg = t->cfg;
+    dt_status st = DT_OK;
+    if (t->comm.rank == 0 && cfg->weights_out) st = check_output("--out", cfg->weights_out);
+    if (st == DT_OK && t->comm.rank == 0 && cfg->log_path) st = check_output("--log", cfg->log_path);
+    if (st == DT_OK && cfg->checkpoint) {
+        char path[1100];
+        dt_trainer_rank_path(t, cfg->checkpoint, path, sizeof path);
+        st = check_output("--checkpoint", path);
+    }
+    return st;
+}
+
 dt_status dt_trainer_init(dt_trainer *t, const dt_train_config *cfg) {
     memset(t, 0, sizeof *t);
     t->cfg = cfg;
     dt_status st;
     if ((st = dt_comm_init(NULL, NULL, &t->comm)) != DT_OK) return st;
+    if ((st = check_outputs(t)) != DT_OK) return st;
     char dir[1024];
     dt_data_dir(cfg->data, cfg->data_dir, dir, sizeof dir);
     if ((st = dt_model_open(cfg->model, &t->model)) != DT_OK) return st;
