@@ -1,7 +1,10 @@
 /* What a run tells: one console line per epoch and a per-rank table at the end (rank 0), and
  * the JSON-lines log: a configuration line first, one line per epoch, a summary last. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "trainer/trainer.h"
 
@@ -9,26 +12,25 @@
 extern const char dt_build_commit[];
 extern const char dt_build_version[];
 
-static dt_status log_fill(void *ctx, void *file) {
-    dt_trainer *t = ctx;
-    return fwrite(t->log_text, 1, t->log_len, file) == t->log_len ? DT_OK
-                                                                   : dt_fail(DT_ERR_IO, "%s: write failed", t->cfg->log_path);
-}
-
+/* The log grows a line at a time: each line goes out in one write() to a file opened for
+ * appending and is synced, so the file is always whole lines, whatever happens to the run;
+ * the first line of a run (its configuration) starts the file afresh. */
 dt_status dt_trainer_log(dt_trainer *t, const char *line) {
     if (!t->cfg->log_path || t->comm.rank != 0) return DT_OK;
-    size_t n = strlen(line);
-    if (t->log_len + n + 2 > t->log_cap) {
-        size_t cap = (t->log_cap + n + 2) * 2;
-        char *nb = realloc(t->log_text, cap);
-        if (!nb) return dt_fail(DT_ERR_NOMEM, "out of memory");
-        t->log_text = nb;
-        t->log_cap = cap;
+    if (t->log_fd < 0) {
+        t->log_fd = open(t->cfg->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+        if (t->log_fd < 0) return dt_fail(DT_ERR_IO, "--log %s: cannot create: %s", t->cfg->log_path, strerror(errno));
     }
-    memcpy(t->log_text + t->log_len, line, n);
-    t->log_len += n;
-    t->log_text[t->log_len++] = '\n';
-    return dt_write_atomic(t->cfg->log_path, log_fill, t);
+    const size_t n = strlen(line);
+    char *buf = malloc(n + 1);
+    if (!buf) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    memcpy(buf, line, n);
+    buf[n] = '\n';
+    const ssize_t w = write(t->log_fd, buf, n + 1);
+    free(buf);
+    if (w != (ssize_t)(n + 1) || fsync(t->log_fd) != 0)
+        return dt_fail(DT_ERR_IO, "--log %s: write failed: %s", t->cfg->log_path, w < 0 ? strerror(errno) : "short write");
+    return DT_OK;
 }
 
 /* A finished line into the log (NULL: the writer ran out of memory, already said). */

@@ -156,6 +156,7 @@ static dt_status check_outputs(const dt_trainer *t) {
 dt_status dt_trainer_init(dt_trainer *t, const dt_train_config *cfg) {
     memset(t, 0, sizeof *t);
     t->cfg = cfg;
+    t->log_fd = -1;
     dt_status st;
     if ((st = dt_comm_init(NULL, NULL, &t->comm)) != DT_OK) return st;
     if ((st = check_outputs(t)) != DT_OK) return st;
@@ -205,9 +206,11 @@ void dt_trainer_free(dt_trainer *t) {
     dt_sgd_free(&t->opt);
     dt_dataset_free(&t->train);
     dt_dataset_free(&t->test);
-    free(t->shard); free(t->x); free(t->y); free(t->idx); free(t->log_text);
+    free(t->shard); free(t->x); free(t->y); free(t->idx);
+    if (t->log_fd >= 0) close(t->log_fd);
     free(t->eval_params); free(t->eval_state);
     memset(t, 0, sizeof *t);
+    t->log_fd = -1;
 }
 
 /* An error of some ranks, agreed: every rank returns an error, the message stays on the

@@ -41,8 +41,7 @@ typedef struct dt_trainer {
     char resume_path[1100];
     dt_epoch_stats last;
     double t_start;
-    char *log_text;          /* JSON lines so far (the log file is rewritten atomically) */
-    size_t log_len, log_cap;
+    int log_fd;              /* --log, open from the first line on (rank 0); -1: not yet */
 } dt_trainer;
 
 /* Resolves the data folder for a dataset name (--data-dir, $DTRAIN_DATA/NAME, ./data/NAME). */
