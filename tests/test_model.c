@@ -1,5 +1,7 @@
 /* Model building, the spec parser and its errors, parameter layout, weights files,
  * the optimiser and the learning-rate schedules. */
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,6 +127,22 @@ static void test_weights_file(void) {
     CHECK(mkdtemp(dir) != NULL);
     char path[256], bad[256];
     snprintf(path, sizeof path, "%s/m.weights", dir);
+    /* a temporary file of a killed writer is removed at the next save; a live one's is not */
+    {
+        long dead = 4000000;
+        while (dead > 1000 && !(kill((pid_t)dead, 0) != 0 && errno == ESRCH)) dead--;
+        char stale[600], live[600];
+        snprintf(stale, sizeof stale, "%s.tmp.%ld", path, dead);
+        snprintf(live, sizeof live, "%s.tmp.%ld", path, (long)getppid());
+        FILE *s1 = fopen(stale, "wb"), *s2 = fopen(live, "wb");
+        CHECK(s1 && s2);
+        if (s1) fclose(s1);
+        if (s2) fclose(s2);
+        CHECK(dt_model_save(m, path) == DT_OK);
+        CHECK_MSG(access(stale, F_OK) != 0, "%s (pid %ld is gone) was left behind", stale, dead);
+        CHECK_MSG(access(live, F_OK) == 0, "%s (pid %ld runs) was removed", live, (long)getppid());
+        unlink(live);
+    }
     CHECK(dt_model_save(m, path) == DT_OK);
     CHECK(dt_model_load(m2, path) == DT_OK);
     CHECK(memcmp(dt_model_params(m), dt_model_params(m2), dt_model_num_params(m) * sizeof(float)) == 0);

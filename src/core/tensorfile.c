@@ -1,7 +1,10 @@
 #include "core/tensorfile.h"
 
 #include <assert.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +14,39 @@
 
 static const char MAGIC[8] = {'D', 'T', 'R', 'T', 'N', 'S', '0', '1'};
 
+/* The folder of path ("." when it has none) into dir. */
+static void folder_of(const char *path, char *dir, size_t len) {
+    snprintf(dir, len, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, len, ".");
+    else if (slash == dir) dir[1] = 0;
+    else *slash = 0;
+}
+
+/* Temporary files PATH.tmp.PID left by a writer that was killed (its process is gone) are
+ * removed before the next write of PATH; one whose process still runs is left alone. */
+static void remove_stale_tmp(const char *path) {
+    char dir[4096];
+    folder_of(path, dir, sizeof dir);
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    const size_t blen = strlen(base);
+    DIR *d = opendir(dir);
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (strncmp(e->d_name, base, blen) != 0 || strncmp(e->d_name + blen, ".tmp.", 5) != 0) continue;
+        char *end = NULL;
+        const long pid = strtol(e->d_name + blen + 5, &end, 10);
+        if (!end || *end || pid <= 0 || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        char stale[4096 + 256];
+        snprintf(stale, sizeof stale, "%s/%s", dir, e->d_name);
+        unlink(stale);
+    }
+    closedir(d);
+}
+
 dt_status dt_write_atomic(const char *path, dt_status (*fill)(void *ctx, void *file), void *ctx) {
+    remove_stale_tmp(path);
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 32);
     if (!tmp) return dt_fail(DT_ERR_NOMEM, "out of memory");
@@ -31,6 +66,14 @@ dt_status dt_write_atomic(const char *path, dt_status (*fill)(void *ctx, void *f
         st = dt_fail(DT_ERR_IO, "%s: cannot rename temporary file into place: %s", path, strerror(errno));
     if (st != DT_OK) unlink(tmp);
     free(tmp);
+    if (st == DT_OK) {
+        /* the rename itself is durable only once the folder is synced */
+        char dir[4096];
+        folder_of(path, dir, sizeof dir);
+        int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0 || fsync(fd) != 0) st = dt_fail(DT_ERR_IO, "%s: cannot sync its folder %s: %s", path, dir, strerror(errno));
+        if (fd >= 0) close(fd);
+    }
     return st;
 }
 
