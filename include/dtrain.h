@@ -247,6 +247,8 @@ typedef struct dt_train_config {
     int epochs, batch;       /* batch per rank */
     long max_steps;          /* stop after this many steps per rank (0: no limit) */
     int eval_every;          /* evaluate the averaged model every N epochs (0: only at the end) */
+    int eval_every_steps;    /* ... and every N steps in between (0: never) */
+    float target_acc;        /* stop at the first evaluation reaching this test accuracy (0: none) */
     float lr, momentum, weight_decay;
     int nesterov;
     const char *schedule;    /* const | step:EVERY:GAMMA | cosine[:MIN_LR] */
@@ -266,6 +268,7 @@ void dt_train_config_defaults(dt_train_config *c);
 
 typedef struct dt_train_result {
     double test_acc, test_loss;  /* of the final (agreed) model */
+    double time_to_target_s;     /* training seconds to --target-acc (evaluation not counted); -1: not reached */
     long steps;                  /* per training rank */
     double msgs_sent, mb_sent, msgs_pct; /* all ranks */
 } dt_train_result;

@@ -138,6 +138,8 @@ static int train_options(train_flags *f, dt_opt *opts) {
         {"seed", OPT_SEED, &c->seed, "run seed (weights, split, shuffling, dropout) [1]", 0, 0, 0, 0, NULL},
         {"max-steps", OPT_INT, &f->max_steps, "stop after N steps per rank [no limit]", 1, 2e9, 0, 0, NULL},
         {"eval-every", OPT_INT, &c->eval_every, "evaluate the averaged model every N epochs; 0: only at the end [1]", 0, 1e6, 0, 0, NULL},
+        {"eval-every-steps", OPT_INT, &c->eval_every_steps, "... and every N steps in between (not counted as training time) [0: never]", 1, 1e9, 0, 0, NULL},
+        {"target-acc", OPT_FLOAT, &c->target_acc, "stop at the first evaluation with this test accuracy, in (0, 1]; the summary gives the time to it [none]", 0, 1, 1, 0, NULL},
         {"train-limit", OPT_INT, &c->train_limit, "use only the first N training examples [all]", 1, 1e9, 0, 0, NULL},
         {"test-limit", OPT_INT, &c->test_limit, "use only the first N test examples [all]", 1, 1e9, 0, 0, NULL},
         {"no-augment", OPT_FLAG, &f->no_augment, "no random crop/flip (CIFAR)", 0, 0, 0, 0, NULL},

@@ -27,9 +27,19 @@ static const int *batch_indices(const dt_trainer *t, const int *order, int s, in
     return order + off;
 }
 
-/* --max-steps reached, or the scheme stopped this rank */
+/* --max-steps reached, --target-acc reached, or the scheme stopped this rank */
 static int stop_training(const dt_trainer *t) {
-    return (t->cfg->max_steps > 0 && t->ctx.step >= t->cfg->max_steps) || t->ctx.stop;
+    return (t->cfg->max_steps > 0 && t->ctx.step >= t->cfg->max_steps) || t->ctx.stop || t->reached;
+}
+
+/* --eval-every-steps: an evaluation after this step, unless the epoch's own follows it */
+static int step_eval_due(const dt_trainer *t) {
+    const dt_train_config *cfg = t->cfg;
+    const dt_step_ctx *c = &t->ctx;
+    if (cfg->eval_every_steps <= 0 || (c->step + 1) % cfg->eval_every_steps != 0) return 0;
+    const int epoch_end = c->epoch_step + 1 == c->run.steps_per_epoch;
+    const int epoch_eval = c->epoch + 1 == cfg->epochs || (cfg->eval_every > 0 && (c->epoch + 1) % cfg->eval_every == 0);
+    return !(epoch_end && epoch_eval);
 }
 
 /* One step: the batch, forward, backward and the hooks around the optimiser step. */
@@ -113,7 +123,7 @@ static dt_status train_epochs(dt_trainer *t) {
         dt_model_set_seed(t->model, dt_seed_mix(cfg->seed, (uint64_t)t->comm.rank, (uint64_t)c->epoch, 2));
         memcpy(order, t->shard, (size_t)c->run.shard_n * sizeof(int));
         dt_shuffle(order, c->run.shard_n, &rng);
-        double t0 = dt_now(), loss_sum = 0, comm0 = t->comm.c.t_comm;
+        double t0 = dt_now(), loss_sum = 0, comm0 = t->comm.c.t_comm, eval0 = t->eval_s;
         long seen = 0, correct = 0, bad_step = -1;
         c->lr = cfg->lr;
         for (c->epoch_step = 0; c->epoch_step < c->run.steps_per_epoch; c->epoch_step++) {
@@ -126,9 +136,11 @@ static dt_status train_epochs(dt_trainer *t) {
             loss_sum += (double)c->loss * cnt;
             seen += cnt;
             correct += c->correct;
+            if (sync_eval && step_eval_due(t) && (st = dt_trainer_step_report(t)) != DT_OK) goto done;
             c->step++;
         }
-        double secs = dt_now() - t0;
+        /* evaluations between steps are not training time */
+        double secs = dt_now() - t0 - (t->eval_s - eval0);
         t->comm.c.t_compute += secs - (t->comm.c.t_comm - comm0);
         const int last = c->epoch + 1 == cfg->epochs || stop_training(t);
         const int due = cfg->eval_every > 0 && (c->epoch + 1) % cfg->eval_every == 0;

@@ -101,6 +101,8 @@ dt_status dt_trainer_log_config(dt_trainer *t) {
     num6(&j, "weight_decay", c->weight_decay);
     dt_json_int(&j, "max_steps", c->max_steps);
     dt_json_int(&j, "eval_every", c->eval_every);
+    dt_json_int(&j, "eval_every_steps", c->eval_every_steps);
+    num6(&j, "target_acc", c->target_acc);
     dt_json_int(&j, "train_limit", c->train_limit);
     dt_json_int(&j, "test_limit", c->test_limit);
     dt_json_bool(&j, "augment", c->augment < 0 ? t->train.augment : c->augment);
@@ -178,7 +180,83 @@ dt_status dt_trainer_report_server_epoch(void *host, int epoch, double train_los
     return log_epoch(t, e);
 }
 
+/* Training time so far on this rank: since the start, less the time spent evaluating. */
+static double train_seconds(const dt_trainer *t) { return dt_now() - t->t_start - t->eval_s; }
+
+/* Collective, after rank 0 evaluated (test_acc there): every rank learns whether the
+ * --target-acc was reached now for the first time, and the run stops there. */
+static dt_status check_target(dt_trainer *t, double test_acc, double msgs, double mb) {
+    if (!(t->cfg->target_acc > 0) || t->reached) return DT_OK;
+    double v[2] = {test_acc, train_seconds(t)};
+    int err = MPI_Bcast(v, 2, MPI_DOUBLE, 0, t->comm.comm);
+    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Bcast (target accuracy)");
+    if (!(v[0] >= t->cfg->target_acc)) return DT_OK;
+    t->reached = 1;
+    t->target_train_s = v[1];
+    t->target_steps = t->ctx.step;
+    t->target_msgs = msgs;
+    t->target_mb = mb;
+    if (!t->cfg->quiet && t->comm.rank == 0) {
+        printf("reached %.2f%% test accuracy (--target-acc %.4g) after %.2f s of training, %ld steps, %.0f messages, "
+               "%.2f MB (evaluation, %.2f s so far, not counted)\n",
+               100 * v[0], (double)t->cfg->target_acc, v[1], t->ctx.step, msgs, mb, t->eval_s);
+        fflush(stdout);
+    }
+    return DT_OK;
+}
+
+/* Every rank's counters summed: messages sent, their baseline, bytes (measurement, uncounted). */
+static dt_status traffic(dt_trainer *t, double *msgs, double *baseline, double *bytes) {
+    double mine[3] = {(double)t->comm.c.msgs_sent, (double)t->comm.c.baseline_msgs, (double)t->comm.c.bytes_sent}, all[3];
+    int err = MPI_Allreduce(mine, all, 3, MPI_DOUBLE, MPI_SUM, t->comm.comm);
+    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Allreduce (traffic so far)");
+    *msgs = all[0]; *baseline = all[1]; *bytes = all[2];
+    return DT_OK;
+}
+
+dt_status dt_trainer_step_report(dt_trainer *t) {
+    const double t0 = dt_now(), trained = train_seconds(t);
+    double msgs = 0, baseline = 0, bytes = 0, spread = 0, acc = 0, loss = 0;
+    dt_status st = traffic(t, &msgs, &baseline, &bytes);
+    if (st == DT_OK) st = dt_trainer_agreed_model(t, &spread);
+    if (st == DT_OK && t->comm.rank == 0) st = dt_trainer_eval_rank0(t, t->eval_params, t->eval_state, &acc, &loss);
+    if (st != DT_OK) return st;
+    const double eval = dt_now() - t0;
+    if (t->comm.rank == 0) {
+        const double pos = t->ctx.epoch + (double)(t->ctx.epoch_step + 1) / t->ctx.run.steps_per_epoch;
+        if (!t->cfg->quiet) {
+            printf("step %6ld (epoch %.2f)  test %6.2f%%  %8.1f s training  msgs %5.1f%%  %8.2f MB sent\n", t->ctx.step + 1,
+                   pos, 100 * acc, trained, baseline > 0 ? 100 * msgs / baseline : 0, bytes / 1e6);
+            fflush(stdout);
+        }
+        dt_json j;
+        dt_json_init(&j);
+        dt_json_begin(&j, NULL);
+        dt_json_str(&j, "type", "eval");
+        dt_json_int(&j, "step", t->ctx.step + 1);
+        dt_json_fixed(&j, "epoch", pos, 4);
+        dt_json_fixed(&j, "test_acc", acc, 6);
+        dt_json_fixed(&j, "test_loss", loss, 6);
+        dt_json_fixed(&j, "train_s", trained, 3);
+        dt_json_fixed(&j, "eval_s", eval, 3);
+        dt_json_fixed(&j, "msgs_sent", msgs, 0);
+        dt_json_fixed(&j, "mb_sent", bytes / 1e6, 4);
+        if (t->strategy->decentralized) num6(&j, "spread", spread);
+        dt_json_end(&j);
+        st = log_json(t, &j);
+    }
+    t->eval_s += dt_now() - t0;
+    if (st == DT_OK) {
+        /* the step just taken counts: ctx.step is advanced after this report */
+        t->ctx.step++;
+        st = check_target(t, acc, msgs, bytes / 1e6);
+        t->ctx.step--;
+    }
+    return st;
+}
+
 dt_status dt_trainer_epoch_report(dt_trainer *t, double loss_sum, long seen, long correct, double seconds, float lr) {
+    const double t0 = dt_now();
     dt_epoch_stats *e = &t->last;
     memset(e, 0, sizeof *e);
     e->epoch = t->ctx.epoch + 1;
@@ -202,7 +280,9 @@ dt_status dt_trainer_epoch_report(dt_trainer *t, double loss_sum, long seen, lon
         (st = dt_trainer_eval_rank0(t, t->eval_params, t->eval_state, &e->test_acc, &e->test_loss)) != DT_OK)
         return st;
     print_epoch(t, e);
-    return log_epoch(t, e);
+    st = log_epoch(t, e);
+    t->eval_s += dt_now() - t0;
+    return st == DT_OK ? check_target(t, e->test_acc, e->msgs_sent, e->mb_sent) : st;
 }
 
 /* ------------------------------------------------------------------ summary */
@@ -251,6 +331,20 @@ static void summary_line(dt_trainer *t, dt_json *j, const double *rows, const do
     dt_json_fixed(j, "mb_sent", tot[R_BYTES_SENT] / 1e6, 4);
     num6(j, "spread_before_avg", spread_before);
     dt_json_fixed(j, "wall_s", wall, 3);
+    dt_json_fixed(j, "eval_s", t->eval_s, 3);
+    dt_json_fixed(j, "train_s", wall - t->eval_s, 3);
+    if (c->target_acc > 0) {
+        num6(j, "target_acc", c->target_acc);
+        if (t->reached) {
+            dt_json_fixed(j, "time_to_target_s", t->target_train_s, 3);
+            dt_json_int(j, "steps_to_target", t->target_steps);
+            dt_json_fixed(j, "msgs_to_target", t->target_msgs, 0);
+            dt_json_fixed(j, "mb_to_target", t->target_mb, 4);
+        } else {
+            const char *unknown[] = {"time_to_target_s", "steps_to_target", "msgs_to_target", "mb_to_target"};
+            for (int i = 0; i < 4; i++) dt_json_null(j, unknown[i]);
+        }
+    }
     if (t->strategy->ops->summary) t->strategy->ops->summary(t->strategy, j);
     dt_json_begin_array(j, "per_rank");
     for (int r = 0; r < t->comm.size; r++) {
@@ -286,6 +380,9 @@ dt_status dt_trainer_summary(dt_trainer *t, double spread_before, double wall) {
         }
     const double pct = tot[R_BASELINE] > 0 ? 100 * tot[R_MSGS_SENT] / tot[R_BASELINE] : 0;
     if (!t->cfg->quiet && t->comm.size > 1) print_table(t, rows, tot, pct, spread_before, wall);
+    if (!t->cfg->quiet && t->cfg->target_acc > 0 && !t->reached)
+        printf("--target-acc %.4g not reached: final test accuracy %.2f%% after %.2f s of training\n",
+               (double)t->cfg->target_acc, 100 * t->last.test_acc, wall - t->eval_s);
     dt_json j;
     dt_json_init(&j);
     summary_line(t, &j, rows, tot, pct, spread_before, wall);

@@ -114,6 +114,9 @@ static dt_status make_strategy(dt_trainer *t) {
     if (s->nservers >= t->comm.size)
         return dt_fail(DT_ERR_ARG, "--algo %s: %d server rank(s) need at least one more rank to train (started %d)",
                        s->scheme->name, s->nservers, t->comm.size);
+    if (s->nservers > 0 && (cfg->target_acc > 0 || cfg->eval_every_steps > 0))
+        return dt_fail(DT_ERR_ARG, "%s: not with --algo %s (its servers evaluate the model on their own, at epochs)",
+                       cfg->target_acc > 0 ? "--target-acc" : "--eval-every-steps", s->scheme->name);
     if (s->nservers > 0 && (cfg->checkpoint || cfg->resume))
         return dt_fail(DT_ERR_ARG, "%s: --algo %s cannot checkpoint: its servers run asynchronously of the workers' "
                        "epochs, so there is no point at which the whole run's state is consistent",
@@ -234,6 +237,7 @@ dt_status dt_train(const dt_train_config *c, dt_train_result *out) {
         out->test_acc = t.last.test_acc;
         out->test_loss = t.last.test_loss;
         out->steps = t.ctx.step;
+        out->time_to_target_s = t.reached ? t.target_train_s : -1;
         out->msgs_sent = t.last.msgs_sent;
         out->mb_sent = t.last.mb_sent;
         out->msgs_pct = t.last.msgs_pct;

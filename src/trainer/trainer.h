@@ -41,6 +41,11 @@ typedef struct dt_trainer {
     char resume_path[1100];
     dt_epoch_stats last;
     double t_start;
+    double eval_s;           /* seconds spent evaluating (not training time) */
+    /* --target-acc: where the run stood at the first evaluation that reached it */
+    int reached;
+    double target_train_s, target_msgs, target_mb;
+    long target_steps;
     int log_fd;              /* --log, open from the first line on (rank 0); -1: not yet */
 } dt_trainer;
 
@@ -72,6 +77,7 @@ dt_status dt_trainer_log(dt_trainer *t, const char *json_line);          /* rank
 dt_status dt_trainer_log_config(dt_trainer *t);                          /* collective: the first line */
 dt_status dt_trainer_epoch_report(dt_trainer *t, double loss_sum, long seen, long correct, double seconds,
                                   float lr);                              /* collective */
+dt_status dt_trainer_step_report(dt_trainer *t);                         /* collective: --eval-every-steps */
 dt_status dt_trainer_summary(dt_trainer *t, double spread_before, double wall); /* collective */
 /* the ctx->report_epoch service: a server's own epoch report (not collective) */
 dt_status dt_trainer_report_server_epoch(void *host, int epoch, double train_loss, double train_acc,

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Time to accuracy: --eval-every-steps evaluates between epochs without changing the training,
+# --target-acc stops at the first evaluation that reaches it, and the summary says how long
+# the training took to get there (evaluation not counted), in how many steps, messages, bytes.
+. "$(dirname "$0")/lib.sh"
+require_mnist
+C=(--model mlp --data mnist --train-limit 6000 --test-limit 1000 --batch 32 --lr 0.05 --seed 3 --quiet)
+
+# 1. one process: stops at the first evaluation at or above the target
+"$DTRAIN" train "${C[@]}" --epochs 3 --eval-every-steps 20 --target-acc 0.85 --no-save --log "$T/t.jsonl"
+check "--target-acc 0.85 runs" $? ""
+accs=$(log_query "$T/t.jsonl" '[e["test_acc"] for e in of("eval")]')
+compare "... the last evaluation reaches the target, no earlier one did" \
+    "$(log_query "$T/t.jsonl" 'int(of("eval")[-1]["test_acc"] >= 0.85 and all(e["test_acc"] < 0.85 for e in of("eval")[:-1]))')" == 1 "evals $accs"
+steps=$(summary_field "$T/t.jsonl" steps)
+compare "... and training stopped there" "$(summary_field "$T/t.jsonl" steps_to_target)" == "$steps" "steps_to_target == steps ($steps)"
+compare "... before the 3 epochs' $((3 * 187)) steps" "$steps" '<' $((3 * 187))
+compare "... evaluated every 20 steps" "$(log_query "$T/t.jsonl" 'int(all(e["step"] % 20 == 0 for e in of("eval")))')" == 1
+tt=$(summary_field "$T/t.jsonl" time_to_target_s) ev=$(summary_field "$T/t.jsonl" eval_s) tr=$(summary_field "$T/t.jsonl" train_s)
+compare "... time to target > 0 and <= the training time" "$(awk -v a="$tt" -v b="$tr" 'BEGIN { print (a > 0 && a <= b + 0.001) }')" == 1 "time_to_target_s $tt, train_s $tr"
+compare "... evaluation time measured apart" "$ev" '>' 0 "eval_s $ev"
+
+# 2. evaluating between steps changes nothing in the training (one process, and allreduce)
+"$DTRAIN" train "${C[@]}" --epochs 1 --out "$T/plain.w"
+"$DTRAIN" train "${C[@]}" --epochs 1 --eval-every-steps 7 --out "$T/evald.w"
+identical "--eval-every-steps 7: the same weights as without" "$T/plain.w" "$T/evald.w"
+run -n 2 --algo allreduce "${C[@]}" --epochs 1 --out "$T/ar.w"
+run -n 2 --algo allreduce "${C[@]}" --epochs 1 --eval-every-steps 10 --out "$T/ar-evald.w" --log "$T/ar.jsonl"
+identical "allreduce with --eval-every-steps 10: the same weights as without" "$T/ar.w" "$T/ar-evald.w"
+compare "... with an evaluation line every 10 steps" "$(line_count "$T/ar.jsonl" eval)" == $((93 / 10))
+
+# 3. across ranks: every rank stops at the same evaluation; the traffic to it is recorded
+run -n 2 --algo fedavg --local-steps 5 "${C[@]}" --epochs 3 --eval-every-steps 10 --target-acc 0.85 --no-save --log "$T/f.jsonl"
+check "fedavg on 2 ranks with --target-acc runs" $? ""
+compare "... reaches it" "$(log_query "$T/f.jsonl" 'int(one("summary")["time_to_target_s"] is not None)')" == 1
+compare "... every rank stopped at the same step" "$(log_query "$T/f.jsonl" 'len(set(r["steps"] for r in one("summary")["per_rank"]))')" == 1
+m=$(summary_field "$T/f.jsonl" msgs_to_target)
+compare "... messages to the target recorded" "$m" '>' 0 "msgs_to_target $m"
+
+# 4. a target not reached: the run ends as usual and says so (null, not a number)
+"$DTRAIN" train "${C[@]}" --epochs 1 --target-acc 0.999 --no-save --log "$T/u.jsonl"
+check "an unreachable target still ends normally" $? ""
+compare "... time_to_target_s is null" "$(log_query "$T/u.jsonl" 'int(one("summary")["time_to_target_s"] is None)')" == 1
+
+# 5. bad values
+expect_error "--target-acc 0" "--target-acc 0: expected a number > 0" -- "$DTRAIN" train "${C[@]}" --target-acc 0
+expect_error "--target-acc 1.5" "--target-acc 1.5" -- "$DTRAIN" train "${C[@]}" --target-acc 1.5
+expect_error "downpour --target-acc" "--target-acc: not with --algo downpour" -- "$DTRAIN" run -n 3 --algo downpour "${C[@]}" --target-acc 0.9
+
+finish
