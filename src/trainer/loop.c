@@ -11,14 +11,12 @@
 
 #define HOOK(t, name) ((t)->strategy->ops->name ? (t)->strategy->ops->name((t)->strategy, &(t)->ctx) : DT_OK)
 
-static int striped(const dt_train_config *cfg) { return cfg->split && !strcmp(cfg->split, "stripe"); }
-
 /* Batch s of this epoch: a slice of the rank's shuffled shard, or with --split stripe this
  * rank's slice of global batch s of the shared shuffled order (the data-parallel twin of one
  * process at batch N*B). */
 static const int *batch_indices(const dt_trainer *t, const int *order, int s, int *cnt) {
     const int B = t->cfg->batch;
-    if (striped(t->cfg)) {
+    if (dt_split_striped(t->cfg)) {
         *cnt = B;
         return order + ((size_t)s * t->ctx.run.nworkers + (size_t)t->ctx.run.worker) * B;
     }
@@ -32,14 +30,18 @@ static int stop_training(const dt_trainer *t) {
     return (t->cfg->max_steps > 0 && t->ctx.step >= t->cfg->max_steps) || t->ctx.stop || t->reached;
 }
 
+/* The current epoch ends with an evaluation: the last one, or every --eval-every. */
+static int epoch_eval_planned(const dt_trainer *t) {
+    const int e1 = t->ctx.epoch + 1, every = t->cfg->eval_every;
+    return e1 == t->cfg->epochs || (every > 0 && e1 % every == 0);
+}
+
 /* --eval-every-steps: an evaluation after this step, unless the epoch's own follows it */
 static int step_eval_due(const dt_trainer *t) {
-    const dt_train_config *cfg = t->cfg;
     const dt_step_ctx *c = &t->ctx;
-    if (cfg->eval_every_steps <= 0 || (c->step + 1) % cfg->eval_every_steps != 0) return 0;
-    const int epoch_end = c->epoch_step + 1 == c->run.steps_per_epoch;
-    const int epoch_eval = c->epoch + 1 == cfg->epochs || (cfg->eval_every > 0 && (c->epoch + 1) % cfg->eval_every == 0);
-    return !(epoch_end && epoch_eval);
+    const int n = t->cfg->eval_every_steps;
+    if (n <= 0 || (c->step + 1) % n != 0) return 0;
+    return !(c->epoch_step + 1 == c->run.steps_per_epoch && epoch_eval_planned(t));
 }
 
 /* One step: the batch, forward, backward and the hooks around the optimiser step. */
@@ -118,7 +120,7 @@ static dt_status train_epochs(dt_trainer *t) {
     for (c->epoch = t->start_epoch; c->epoch < cfg->epochs; c->epoch++) {
         dt_rng rng;
         /* stripe: one shared order (seeded without the rank) */
-        const uint64_t who = striped(cfg) ? 0 : (uint64_t)t->comm.rank;
+        const uint64_t who = dt_split_striped(cfg) ? 0 : (uint64_t)t->comm.rank;
         dt_rng_seed(&rng, dt_seed_mix(cfg->seed, who, (uint64_t)c->epoch, 1));
         dt_model_set_seed(t->model, dt_seed_mix(cfg->seed, (uint64_t)t->comm.rank, (uint64_t)c->epoch, 2));
         memcpy(order, t->shard, (size_t)c->run.shard_n * sizeof(int));
@@ -143,8 +145,7 @@ static dt_status train_epochs(dt_trainer *t) {
         double secs = dt_now() - t0 - (t->eval_s - eval0);
         t->comm.c.t_compute += secs - (t->comm.c.t_comm - comm0);
         const int last = c->epoch + 1 == cfg->epochs || stop_training(t);
-        const int due = cfg->eval_every > 0 && (c->epoch + 1) % cfg->eval_every == 0;
-        c->eval_due = due || last;
+        c->eval_due = epoch_eval_planned(t) || last;
         if ((st = HOOK(t, end_epoch)) != DT_OK) goto done;
         if (sync_eval && (st = check_divergence(t, bad_step)) != DT_OK) goto done;
         if (sync_eval && c->eval_due && (st = dt_trainer_epoch_report(t, loss_sum, seen, correct, secs, c->lr)) != DT_OK)

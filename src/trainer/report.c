@@ -185,7 +185,7 @@ static double train_seconds(const dt_trainer *t) { return dt_now() - t->t_start 
 
 /* Collective, after rank 0 evaluated (test_acc there): every rank learns whether the
  * --target-acc was reached now for the first time, and the run stops there. */
-static dt_status check_target(dt_trainer *t, double test_acc, double msgs, double mb) {
+static dt_status check_target(dt_trainer *t, double test_acc, long steps, double msgs, double mb) {
     if (!(t->cfg->target_acc > 0) || t->reached) return DT_OK;
     double v[2] = {test_acc, train_seconds(t)};
     int err = MPI_Bcast(v, 2, MPI_DOUBLE, 0, t->comm.comm);
@@ -193,13 +193,13 @@ static dt_status check_target(dt_trainer *t, double test_acc, double msgs, doubl
     if (!(v[0] >= t->cfg->target_acc)) return DT_OK;
     t->reached = 1;
     t->target_train_s = v[1];
-    t->target_steps = t->ctx.step;
+    t->target_steps = steps;
     t->target_msgs = msgs;
     t->target_mb = mb;
     if (!t->cfg->quiet && t->comm.rank == 0) {
         printf("reached %.2f%% test accuracy (--target-acc %.4g) after %.2f s of training, %ld steps, %.0f messages, "
                "%.2f MB (evaluation, %.2f s so far, not counted)\n",
-               100 * v[0], (double)t->cfg->target_acc, v[1], t->ctx.step, msgs, mb, t->eval_s);
+               100 * v[0], (double)t->cfg->target_acc, v[1], steps, msgs, mb, t->eval_s);
         fflush(stdout);
     }
     return DT_OK;
@@ -246,13 +246,8 @@ dt_status dt_trainer_step_report(dt_trainer *t) {
         st = log_json(t, &j);
     }
     t->eval_s += dt_now() - t0;
-    if (st == DT_OK) {
-        /* the step just taken counts: ctx.step is advanced after this report */
-        t->ctx.step++;
-        st = check_target(t, acc, msgs, bytes / 1e6);
-        t->ctx.step--;
-    }
-    return st;
+    /* the step just taken counts (the loop advances ctx.step after this report) */
+    return st == DT_OK ? check_target(t, acc, t->ctx.step + 1, msgs, bytes / 1e6) : st;
 }
 
 dt_status dt_trainer_epoch_report(dt_trainer *t, double loss_sum, long seen, long correct, double seconds, float lr) {
@@ -282,7 +277,7 @@ dt_status dt_trainer_epoch_report(dt_trainer *t, double loss_sum, long seen, lon
     print_epoch(t, e);
     st = log_epoch(t, e);
     t->eval_s += dt_now() - t0;
-    return st == DT_OK ? check_target(t, e->test_acc, e->msgs_sent, e->mb_sent) : st;
+    return st == DT_OK ? check_target(t, e->test_acc, t->ctx.step, e->msgs_sent, e->mb_sent) : st;
 }
 
 /* ------------------------------------------------------------------ summary */

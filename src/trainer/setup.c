@@ -28,8 +28,6 @@ dt_status dt_model_open(const char *name_or_path, dt_model **out) {
     return dt_model_from_name(name_or_path, out);
 }
 
-static int striped(const dt_train_config *cfg) { return cfg->split && !strcmp(cfg->split, "stripe"); }
-
 /* The split is computed on rank 0 and broadcast: every rank then knows its shard. */
 static dt_status make_shard(dt_trainer *t) {
     const dt_train_config *cfg = t->cfg;
@@ -38,7 +36,7 @@ static dt_status make_shard(dt_trainer *t) {
     int *idx = malloc((size_t)n * sizeof *idx), *off = malloc((size_t)(run->nworkers + 1) * sizeof *off);
     if (!idx || !off) { free(idx); free(off); return dt_fail(DT_ERR_NOMEM, "out of memory"); }
     dt_status st = DT_OK;
-    if (striped(cfg)) {
+    if (dt_split_striped(cfg)) {
         /* every rank walks the same global order and takes its slice of each global batch:
          * the data-parallel twin of one process at batch N*B (see loop.c) */
         for (int i = 0; i < n; i++) idx[i] = i;
@@ -58,7 +56,7 @@ static dt_status make_shard(dt_trainer *t) {
         }
     }
     if (run->worker >= 0) {
-        const int lo = striped(cfg) ? 0 : off[run->worker], hi = striped(cfg) ? n : off[run->worker + 1];
+        const int lo = dt_split_striped(cfg) ? 0 : off[run->worker], hi = dt_split_striped(cfg) ? n : off[run->worker + 1];
         run->shard_n = hi - lo;
         t->shard = malloc((size_t)(run->shard_n ? run->shard_n : 1) * sizeof *t->shard);
         if (!t->shard) st = dt_fail(DT_ERR_NOMEM, "out of memory");
@@ -94,7 +92,7 @@ static dt_status steps_per_epoch(dt_trainer *t) {
     int mine = run->worker >= 0 ? run->shard_n : INT_MAX, smallest = mine;
     int err = MPI_Allreduce(&mine, &smallest, 1, MPI_INT, MPI_MIN, t->comm.comm);
     if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Allreduce (shard sizes)");
-    if (striped(t->cfg)) smallest = t->train.n / run->nworkers;
+    if (dt_split_striped(t->cfg)) smallest = t->train.n / run->nworkers;
     const int B = t->cfg->batch;
     run->steps_per_epoch = t->comm.size == 1 ? (smallest + B - 1) / B : smallest / B;
     if (run->steps_per_epoch < 1)

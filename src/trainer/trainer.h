@@ -8,6 +8,7 @@
 #define DT_TRAINER_H
 
 #include <stdio.h>
+#include <string.h>
 
 #include "algorithms/strategy.h"
 #include "comm/comm.h"
@@ -65,6 +66,9 @@ void dt_trainer_free(dt_trainer *t);
 dt_status dt_evaluate(dt_model *m, const dt_dataset *d, int batch, int limit, double *acc, double *loss);
 
 /* ---------------------------------------------------------------- between the trainer's files */
+
+/* --split stripe: every rank takes its slice of each global batch of one shared order */
+static inline int dt_split_striped(const dt_train_config *cfg) { return cfg->split && !strcmp(cfg->split, "stripe"); }
 
 /* evaluate.c: the model all ranks agree to evaluate and keep (the scheme's, or the mean of the
  * training ranks' models) into t->eval_params/eval_state, and how far the training ranks
