@@ -32,9 +32,6 @@ struct dt_gossip {
     int *graph;            /* the saved graph record (records keep pointers until written) */
 };
 
-int dt_gossip_degree(const dt_gossip *g) { return g->nn; }
-const int *dt_gossip_neighbours(const dt_gossip *g) { return g->nbrs; }
-
 void dt_gossip_free(dt_gossip *g) {
     if (!g) return;
     free(g->nbrs); free(g->off); free(g->len); free(g->xhat); free(g->req); free(g->statuses);

@@ -28,8 +28,6 @@ typedef struct dt_gossip dt_gossip;
 dt_status dt_gossip_create(dt_step_ctx *c, const char *topology, const dt_codec_spec *spec, dt_gossip **out);
 /* Frees the memory; the windows must be gone (dt_gossip_drain or dt_gossip_abandon). */
 void dt_gossip_free(dt_gossip *g);
-int dt_gossip_degree(const dt_gossip *g);
-const int *dt_gossip_neighbours(const dt_gossip *g);
 
 /* Writes tensors ts[0..n) of x into every neighbour's window (one flush round). Counts the
  * baseline: every tensor to every neighbour. */
