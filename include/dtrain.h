@@ -260,6 +260,10 @@ typedef struct dt_train_config {
     const char *checkpoint;  /* written after every epoch, NULL: none (".rankR" added for N > 1) */
     const char *resume;      /* checkpoint to continue from, NULL: none */
     int quiet;               /* no progress output */
+    /* set by a supervisor that restarted the job (dtrain run --max-restarts): reported in the
+     * summary, not used for training */
+    int restarts;            /* restarts before this attempt */
+    long redone_steps;       /* steps trained again because a lost attempt's were not saved */
 } dt_train_config;
 
 /* The dtrain command's defaults: cnn1 on mnist, local, 10 epochs, batch 64, lr 0.05, seed 1,

@@ -10,6 +10,7 @@
  * This file: set-up, the end of the run (collective) and the figures; the worker's side is
  * downpour_worker.c, the server's downpour_server.c, their shared state downpour_state.h. */
 #include "algorithms/downpour_state.h"
+#include "comm/watch.h"
 
 /* ------------------------------------------------------------------ the end (collective) */
 
@@ -86,10 +87,63 @@ static void dp_summary(dt_strategy *s, dt_json *j) {
     dt_json_end_array(j);
 }
 
+/* After the servers' last messages: which workers are gone for good (any server's verdict,
+ * collected by rank 0 and sent to every rank still here, point to point: a gone rank must not
+ * be waited for). When some are, the ranks still here go on, for the end of the run (final
+ * model, evaluation, figures), on a communicator of their own. */
+static dt_status settle_gone(dp_impl *p, dt_step_ctx *t) {
+    dt_comm *c = t->comm;
+    const int W = p->W, S = p->S;
+    int err = MPI_SUCCESS;
+    if (c->rank == 0) {
+        int *other = malloc((size_t)W * sizeof(int));
+        if (!other) return dt_fail(DT_ERR_NOMEM, "out of memory");
+        for (int k = 1; k < S && err == MPI_SUCCESS; k++) {
+            err = MPI_Recv(other, W, MPI_INT, k, TAG_GONE_MASK, c->comm, MPI_STATUS_IGNORE);
+            for (int w = 0; w < W && err == MPI_SUCCESS; w++) p->gone[w] |= other[w];
+        }
+        free(other);
+        for (int r = 1; r < c->size && err == MPI_SUCCESS; r++)
+            if (r < S || !p->gone[r - S]) err = MPI_Send(p->gone, W, MPI_INT, r, TAG_GONE, c->comm);
+    } else {
+        if (p->server >= 0) err = MPI_Send(p->gone, W, MPI_INT, 0, TAG_GONE_MASK, c->comm);
+        if (err == MPI_SUCCESS) err = MPI_Recv(p->gone, W, MPI_INT, 0, TAG_GONE, c->comm, MPI_STATUS_IGNORE);
+    }
+    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Send/MPI_Recv (downpour: agreeing on gone workers)");
+    int ngone = 0, gone_ranks[8];
+    for (int w = 0; w < W; w++)
+        if (p->gone[w]) { if (ngone < 8) gone_ranks[ngone] = S + w; ngone++; }
+    if (!ngone) return DT_OK;
+    if (p->server < 0 && p->gone[c->rank - S])
+        return dt_fail(DT_ERR_MPI, "downpour: rank %d was silent too long and the servers ended the run without it", c->rank);
+    dt_watch_dropped(gone_ranks, ngone < 8 ? ngone : 8); /* dtrain run ends them; MPI_Finalize would wait for them */
+    MPI_Group world, live;
+    p->live_world = malloc((size_t)(c->size - ngone) * sizeof(int));
+    if (!p->live_world) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    int n = 0;
+    for (int r = 0; r < c->size; r++)
+        if (r < S || !p->gone[r - S]) p->live_world[n++] = r;
+    err = MPI_Comm_group(c->comm, &world);
+    if (err == MPI_SUCCESS) err = MPI_Group_incl(world, n, p->live_world, &live);
+    if (err == MPI_SUCCESS) err = MPI_Comm_create_group(c->comm, live, TAG_LIVE_COMM, &p->live);
+    if (err == MPI_SUCCESS) {
+        MPI_Group_free(&live);
+        MPI_Group_free(&world);
+        p->has_live = 1;
+        MPI_Comm_set_errhandler(p->live, MPI_ERRORS_RETURN);
+        c->comm = p->live;
+        c->world_ranks = p->live_world;
+        MPI_Comm_rank(p->live, &c->rank);
+        MPI_Comm_size(p->live, &c->size);
+    }
+    return dt_mpi_check(err, "MPI_Comm_create_group (downpour: the ranks still here)");
+}
+
 static dt_status dp_finish(dt_strategy *s, dt_step_ctx *t) {
     dp_impl *p = s->impl;
     dt_status st = p->server < 0 ? dp_worker_finish(t, p) : dp_server_finish(t, p);
-    /* every rank reaches this point unless it failed (and then the run is aborted) */
+    if (st == DT_OK) st = settle_gone(p, t);
+    /* every rank still here reaches this point unless it failed (and then the run is aborted) */
     return st != DT_OK ? st : report_stats(p, t);
 }
 
@@ -107,7 +161,9 @@ static dt_status dp_model_for_eval(dt_strategy *s, dt_step_ctx *t, float *params
         else memcpy(state, dt_model_state(t->model), p->ns * sizeof(float));
         err = MPI_Allreduce(MPI_IN_PLACE, state, (int)p->ns, MPI_FLOAT, MPI_SUM, t->comm->comm);
         if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Allreduce (downpour final state)");
-        const float inv = 1.0f / (float)p->W;
+        int live_workers = p->W;
+        for (int w = 0; w < p->W; w++) live_workers -= p->gone[w];
+        const float inv = 1.0f / (float)live_workers;
         for (size_t i = 0; i < p->ns; i++) state[i] *= inv;
     }
     return DT_OK;
@@ -139,6 +195,8 @@ static dt_status dp_start(dt_strategy *s, dt_step_ctx *t) {
     p->np = dt_model_num_params(t->model);
     p->ns = dt_model_num_state(t->model);
     p->server = t->run.worker < 0 ? t->comm->rank : -1;
+    p->gone = calloc((size_t)(W > 0 ? W : 1), sizeof(int));
+    if (!p->gone) return dt_fail(DT_ERR_NOMEM, "out of memory");
     p->deadline = 4 * p->timeout > 120 ? 4 * p->timeout : 120;
     p->last_reported = 0;
     p->lo = malloc((size_t)(S + 1) * sizeof *p->lo);
@@ -242,6 +300,9 @@ static void dp_destroy(dt_strategy *s) {
     free(p->inbuf);
     free_bufs(p->obuf, p->W);
     free(p->oreq); free(p->last_heard); free(p->silent); free(p->done); free(p->wdropped); free(p->wep);
+    free(p->gone);
+    if (p->has_live) MPI_Comm_free(&p->live);
+    free(p->live_world);
     free(p->pushes); free(p->e_loss); free(p->e_state); free(p->eval_state); free(p->f_per_worker);
     dt_codec_free(p->codec);
     free(p->pbytes); free(p->residual); free(p->wcopy); free(p->scopy); free(p->grad);

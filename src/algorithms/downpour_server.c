@@ -3,8 +3,22 @@
 
 static int all_finished(const dp_impl *p, int count_dropped) {
     for (int w = 0; w < p->W; w++)
-        if (!p->done[w] && !(count_dropped && p->wdropped[w])) return 0;
+        if (!p->done[w] && !p->gone[w] && !(count_dropped && p->wdropped[w])) return 0;
     return 1;
+}
+
+/* At the end: a dropped worker that has not said DONE in 3 x --worker-timeout since it was
+ * last heard is stopped or hung (a live one learns it was dropped at its next message and says
+ * DONE at once). The end goes on without it. */
+static void mark_gone(dt_step_ctx *t, dp_impl *p) {
+    const double now = dt_now();
+    for (int w = 0; w < p->W; w++) {
+        if (!p->wdropped[w] || p->done[w] || p->gone[w] || now - p->last_heard[w] < 3 * p->timeout) continue;
+        p->gone[w] = 1;
+        fprintf(stderr, "dtrain: warning: downpour: worker rank %d still silent after %.0f s: left out of the end of the run "
+                "(server rank %d)\n", p->S + w, now - p->last_heard[w], t->comm->rank);
+        fflush(stderr);
+    }
 }
 
 /* Rank 0 with one server: reports epoch e once every live worker has finished it. */
@@ -170,6 +184,7 @@ static dt_status server_loop(dt_step_ctx *t, dp_impl *p, int drain) {
             continue;
         }
         if (!drain) check_timeouts(t, p);
+        else mark_gone(t, p);
         if ((st = maybe_report(t, p)) != DT_OK) return st;
         dp_nap(100000);
     }
@@ -189,6 +204,10 @@ dt_status dp_server_finish(dt_step_ctx *t, dp_impl *p) {
     dt_status st = server_loop(t, p, 1);
     for (int w = 0; st == DT_OK && w < p->W; w++) {
         if (p->oreq[w] == MPI_REQUEST_NULL) continue;
+        if (p->gone[w]) { /* nobody will take it: let MPI forget it */
+            MPI_Request_free(&p->oreq[w]);
+            continue;
+        }
         /* every reply answers a pull whose worker waits for it */
         double t0 = dt_now(), end = t0 + p->deadline;
         int flag = 0;

@@ -12,7 +12,7 @@
 
 #include "algorithms/strategy.h"
 
-enum { TAG_PULL = 7301, TAG_PUSH, TAG_EPOCH, TAG_DONE, TAG_REPLY, TAG_DROPPED };
+enum { TAG_PULL = 7301, TAG_PUSH, TAG_EPOCH, TAG_DONE, TAG_REPLY, TAG_DROPPED, TAG_GONE_MASK, TAG_GONE, TAG_LIVE_COMM };
 
 /* The header every message starts with (64 bytes; the payload follows as floats). */
 typedef struct {
@@ -53,6 +53,11 @@ typedef struct {
     MPI_Request *oreq;      /* per worker: the reply in flight */
     double *last_heard, *silent;
     int *done, *wdropped, *wep;
+    int *gone;              /* per worker (every rank after finish): dropped and silent since for
+                             * 3 x --worker-timeout: gone for good, left out of the end */
+    MPI_Comm live;          /* after a worker is gone: the ranks still here (has_live) */
+    int has_live;
+    int *live_world;        /* their ranks in the job, for the summary's rows */
     int64_t *pushes;
     double stale_sum, stale_n, stale_max, last_check;
     /* epoch reports (rank 0, one server) */

@@ -1,11 +1,13 @@
 /* downpour: the worker's side (design: docs/downpour.md). */
 #include "algorithms/downpour_state.h"
+#include "comm/watch.h"
 
 /* Polls n requests until all complete; a server that does not answer by the deadline is an
  * error (the caller stops the run). */
 static dt_status wait_all(dt_step_ctx *t, dp_impl *p, int n, MPI_Request *reqs, MPI_Status *sts, const char *what) {
     double t0 = dt_now(), end = t0 + p->deadline;
     dt_status st = DT_OK;
+    dt_watch_wait_begin("a downpour server's answer");
     for (;;) {
         int flag = 0, err = MPI_Testall(n, reqs, &flag, sts ? sts : MPI_STATUSES_IGNORE);
         if (err != MPI_SUCCESS) { st = dt_mpi_check(err, what); break; }
@@ -21,6 +23,7 @@ static dt_status wait_all(dt_step_ctx *t, dp_impl *p, int n, MPI_Request *reqs, 
         }
         dp_nap(50000);
     }
+    dt_watch_wait_end();
     t->comm->c.t_comm += dt_now() - t0;
     return st;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "comm/topology.h"
+#include "comm/watch.h"
 #include "comm/window.h"
 
 enum { TAG_READY = 7101, TAG_READ = 7102, TAG_INIT = 7103 };
@@ -182,7 +183,7 @@ static dt_status read_slot(dt_gossip *g, dt_comm *c, int j, int i, int *fresh) {
 
 /* MPICH may apply a completed put only when this rank next calls into MPI, so read each
  * tensor until the sequence number the neighbour announced has arrived. */
-static dt_status read_expected(dt_gossip *g, dt_comm *c) {
+static dt_status read_expected_spin(dt_gossip *g, dt_comm *c) {
     const double deadline = dt_now() + 120.0;
     for (int j = 0; j < g->nn; j++)
         for (int i = 0; i < g->T; i++) {
@@ -203,6 +204,13 @@ static dt_status read_expected(dt_gossip *g, dt_comm *c) {
             }
         }
     return DT_OK;
+}
+
+static dt_status read_expected(dt_gossip *g, dt_comm *c) {
+    dt_watch_wait_begin("a neighbour's announced put (lock-step)");
+    dt_status st = read_expected_spin(g, c);
+    dt_watch_wait_end();
+    return st;
 }
 
 static dt_status announce_and_read(dt_gossip *g, dt_comm *c) {

@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "cli/args.h"
+#include "cli/supervise.h"
+#include "comm/watch.h"
 #include "comm/comm.h"
 #include "core/tensorfile.h"
 #include "dtrain.h"
@@ -61,7 +63,10 @@ static void ensure_fast_blas(char **argv) {
 typedef struct train_flags {
     dt_train_config c;
     const char *out;
-    int no_augment, no_save, ranks, max_steps;
+    int no_augment, no_save, ranks, max_steps, redone_steps;
+    float timeout;                   /* the watchdog's, seconds (0: none) */
+    int max_restarts;                /* run: restarts after a lost rank */
+    const char *hostfile, *hosts;    /* run: where the ranks go */
     int nscheme;                     /* the schemes' flags */
     struct {
         const dt_flag *flag;
@@ -119,6 +124,7 @@ static int train_options(train_flags *f, dt_opt *opts) {
     dt_train_config_defaults(c);
     c->algo.algo = "local";
     f->ranks = 4;
+    f->timeout = 300;
     snprintf(f->algo_help, sizeof f->algo_help, "%s [local]", dt_strategy_names());
     for (char *p = f->algo_help; *p; p++)
         if (p[0] == ',' && p[1] == ' ') { memmove(p + 2, p + 1, strlen(p + 1) + 1); p[0] = ' '; p[1] = '|'; }
@@ -149,6 +155,10 @@ static int train_options(train_flags *f, dt_opt *opts) {
         {"checkpoint", OPT_STR, &c->checkpoint, "checkpoint after every epoch (one file per rank: FILE.rankR)", 0, 0, 0, 0, NULL},
         {"resume", OPT_STR, &c->resume, "continue from a checkpoint", 0, 0, 0, 0, NULL},
         {"quiet", OPT_FLAG, &c->quiet, "no progress output", 0, 0, 0, 0, NULL},
+        {"timeout", OPT_FLOAT, &f->timeout, "end the job when an MPI wait makes no progress for this long, seconds; 0: never [300]", 0, 1e7, 0, 0, NULL},
+        /* a supervisor's restart says so (dtrain run --max-restarts): reported in the summary */
+        {"restarts", OPT_INT, &c->restarts, "restarts before this attempt", 0, 1e6, 0, 1, NULL},
+        {"redone-steps", OPT_INT, &f->redone_steps, "steps trained again after restarts", 0, 2e9, 0, 1, NULL},
     };
     memcpy(opts, run, sizeof run);
     int n = NOPTS(run);
@@ -198,9 +208,31 @@ static int report_agreed(const dt_comm *comm, dt_status st) {
     return 1;
 }
 
+/* Ranks a scheme dropped for good (stopped or hung: downpour's gone workers) would hold
+ * MPI_Finalize forever. The work is done and saved, so the others leave without it: rank 0
+ * last but one message, so that nothing it still had to say or write is cut short when the
+ * launcher sees the first rank leave. */
+static void leave_without_finalize(int rank, int size) {
+    const dt_board *b = dt_watch_board();
+    fflush(stdout);
+    fflush(stderr);
+    for (int r = 1; r < size; r++) {
+        int dropped = 0;
+        for (int i = 0; i < 8; i++) dropped |= atomic_load(&b->dropped[i]) == r;
+        if (dropped) continue;
+        if (rank == 0) MPI_Send(NULL, 0, MPI_BYTE, r, 7399, MPI_COMM_WORLD);
+        else if (rank == r) MPI_Recv(NULL, 0, MPI_BYTE, 0, 7399, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
+    _exit(0);
+}
+
 static int cmd_train(int argc, char **argv) {
+    dt_guard_rank(); /* under dtrain run: a parent that sees how this rank ends */
     dt_comm comm;
     if (dt_comm_init(&argc, &argv, &comm) != DT_OK) return fail();
+    char host[64] = "";
+    gethostname(host, sizeof host - 1);
+    dt_watch_identify(comm.rank, (int)getpid(), host);
     static train_flags f;
     dt_opt opts[MAX_OPTS];
     int nopts = train_options(&f, opts), help;
@@ -218,7 +250,10 @@ static int cmd_train(int argc, char **argv) {
         return st != DT_OK ? 2 : 0;
     }
     dt_train_config *c = &f.c;
+    if (comm.size > 1 && dt_watch_start(f.timeout, c->algo.algo) != 0)
+        fprintf(stderr, "dtrain: warning: rank %d: cannot start the watchdog thread: --timeout is off\n", comm.rank);
     c->max_steps = f.max_steps;
+    c->redone_steps = f.redone_steps;
     char out_default[256];
     if (!f.out && !f.no_save) {
         const char *base = strrchr(c->model, '/') ? strrchr(c->model, '/') + 1 : c->model;
@@ -259,43 +294,63 @@ static int cmd_train(int argc, char **argv) {
     }
     if (!c->quiet && c->weights_out && rank == 0)
         printf("final test accuracy %.2f%%, weights written to %s\n", 100 * final_acc, c->weights_out);
+    fflush(stdout);
+    dt_watch_end(DT_RANK_FINISHING, 0);
+    if (dt_watch_left_out()) leave_without_finalize(rank, size);
     dt_comm_finalize();
     return 0;
 }
 
-/* Starts N ranks of `dtrain train` with mpiexec. Flags are checked here first, so a typo is
- * reported once, not by every rank. */
+/* Starts N ranks of `dtrain train` with mpiexec and supervises them (supervise.h). Flags are
+ * checked here first, so a typo is reported once, not by every rank. */
 static int cmd_run(int argc, char **argv) {
     static train_flags f;
-    dt_opt opts[MAX_OPTS + 1];
+    dt_opt opts[MAX_OPTS + 4];
     int nopts = train_options(&f, opts), help;
+    const int run_first = nopts;
     opts[nopts++] = (dt_opt){"n", OPT_INT, &f.ranks, "number of ranks [4]", 1, 1e5, 0, 0, NULL};
+    opts[nopts++] = (dt_opt){"max-restarts", OPT_INT, &f.max_restarts,
+                             "when a rank is lost or stalls, start the job again (from the newest checkpoint every rank has) up to N times [0]",
+                             0, 1000, 0, 0, NULL};
+    opts[nopts++] = (dt_opt){"hostfile", OPT_STR, &f.hostfile, "the hosts to run on, one per line (host or host:slots), passed to mpiexec", 0, 0, 0, 0, "FILE"};
+    opts[nopts++] = (dt_opt){"hosts", OPT_STR, &f.hosts, "the hosts to run on: a,b or a:2,b:2, passed to mpiexec", 0, 0, 0, 0, "LIST"};
     /* -n N is the usual spelling: accept it as --n */
     char **args = malloc((size_t)argc * sizeof *args);
     if (!args) return 2;
     for (int i = 0; i < argc; i++) args[i] = (!strcmp(argv[i], "-n") || !strcmp(argv[i], "-np")) ? "--n" : argv[i];
     dt_status st = dt_parse_args("run", argc, args, 2, opts, nopts, &help);
     if (st == DT_OK && !help) st = scheme_values(&f);
+    if (st == DT_OK && !help && f.hostfile && f.hosts) st = dt_fail(DT_ERR_ARG, "dtrain run: give --hostfile or --hosts, not both");
+    if (st == DT_OK && !help && f.hostfile && access(f.hostfile, R_OK) != 0)
+        st = dt_fail(DT_ERR_ARG, "--hostfile %s: cannot read it: %s", f.hostfile, strerror(errno));
     if (st != DT_OK) { free(args); return fail(); }
     if (help) {
         char usage[1400];
-        usage_with_schemes(usage, sizeof usage, "-n N [train flags]\n\nStarts N ranks of dtrain train under mpiexec ($DTRAIN_MPIEXEC or mpiexec).");
+        usage_with_schemes(usage, sizeof usage, "-n N [--hostfile FILE | --hosts LIST] [--max-restarts N] [train flags]\n\n"
+                           "Starts N ranks of dtrain train under mpiexec ($DTRAIN_MPIEXEC or mpiexec) and watches them: a lost\n"
+                           "or stalled rank is named in one line, the launcher's own messages go to a file that line names.");
         dt_print_help("run", usage, opts, nopts);
         free(args);
         return 0;
     }
-    const char *mpiexec = getenv("DTRAIN_MPIEXEC") ? getenv("DTRAIN_MPIEXEC") : "mpiexec";
+    /* $DTRAIN_MPIEXEC may be a command with its own arguments (e.g. scripts/netcluster mpiexec) */
+    static char launcher[1024];
+    snprintf(launcher, sizeof launcher, "%s", getenv("DTRAIN_MPIEXEC") ? getenv("DTRAIN_MPIEXEC") : "mpiexec");
+    char *lv[16];
+    int nl = 0;
+    for (char *tok = strtok(launcher, " \t"); tok && nl < 15; tok = strtok(NULL, " \t")) lv[nl++] = tok;
+    if (nl == 0) { free(args); dt_fail(DT_ERR_ARG, "DTRAIN_MPIEXEC is empty"); return fail(); }
     /* Open MPI wants to be told about root and oversubscription; MPICH's hydra does not */
     int openmpi = 0;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "%s --version 2>&1", mpiexec);
+    char cmd[1100];
+    snprintf(cmd, sizeof cmd, "%s --version 2>&1", getenv("DTRAIN_MPIEXEC") ? getenv("DTRAIN_MPIEXEC") : "mpiexec");
     FILE *p = popen(cmd, "r");
     if (p) {
         char line[256];
         while (fgets(line, sizeof line, p)) openmpi |= strstr(line, "Open MPI") != NULL || strstr(line, "OpenRTE") != NULL;
         if (pclose(p) != 0 && !openmpi) {
             free(args);
-            dt_fail(DT_ERR_ARG, "dtrain run: '%s' not found or not working (install mpich, or set DTRAIN_MPIEXEC)", mpiexec);
+            dt_fail(DT_ERR_ARG, "dtrain run: '%s' not found or not working (install mpich, or set DTRAIN_MPIEXEC)", lv[0]);
             return fail();
         }
     }
@@ -305,10 +360,10 @@ static int cmd_run(int argc, char **argv) {
     self[len] = 0;
     char nbuf[16];
     snprintf(nbuf, sizeof nbuf, "%d", f.ranks);
-    char **av = calloc((size_t)argc + 8, sizeof *av);
+    char **av = calloc((size_t)argc + 32, sizeof *av);
     if (!av) { free(args); return 2; }
     int k = 0;
-    av[k++] = (char *)mpiexec;
+    for (int i = 0; i < nl; i++) av[k++] = lv[i];
     if (openmpi) {
         av[k++] = "--oversubscribe";
         if (getuid() == 0) {
@@ -316,22 +371,34 @@ static int cmd_run(int argc, char **argv) {
             setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
         }
     }
+    if (f.hostfile) { av[k++] = openmpi ? "--hostfile" : "-f"; av[k++] = (char *)f.hostfile; }
+    if (f.hosts) { av[k++] = openmpi ? "--host" : "-hosts"; av[k++] = (char *)f.hosts; }
     av[k++] = "-n";
     av[k++] = nbuf;
     av[k++] = self;
     av[k++] = "train";
+    /* the run's own flags stay here; --resume is the supervisor's to give (restarts change it) */
     for (int i = 2; i < argc; i++) {
-        if (!strcmp(args[i], "--n")) { i++; continue; }
-        if (!strncmp(args[i], "--n=", 4)) continue;
+        int skip = 0, with_value = 1;
+        const char *a = args[i];
+        if (!strncmp(a, "--", 2)) {
+            const char *name = a + 2, *eq = strchr(name, '=');
+            const size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
+            if (eq) with_value = 0;
+            for (int o = run_first; o < nopts; o++)
+                if (strlen(opts[o].name) == nlen && !strncmp(opts[o].name, name, nlen)) skip = 1;
+            if (nlen == 6 && !strncmp(name, "resume", 6)) skip = 1;
+        }
+        if (skip) { if (with_value) i++; continue; }
         av[k++] = argv[i];
     }
     av[k] = NULL;
-    fflush(stdout);
-    execvp(mpiexec, av);
-    dt_fail(DT_ERR_IO, "dtrain run: cannot start %s: %s", mpiexec, strerror(errno));
+    dt_job job = {.argv = av, .ranks = f.ranks, .max_restarts = f.max_restarts, .checkpoint = f.c.checkpoint,
+                  .resume = f.c.resume};
+    const int rc = dt_supervise(&job);
     free(av);
     free(args);
-    return fail();
+    return rc;
 }
 
 static int cmd_eval(int argc, char **argv) {

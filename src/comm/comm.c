@@ -27,6 +27,8 @@ dt_status dt_comm_init(int *argc, char ***argv, dt_comm *c) {
     c->c = (dt_counters){0};
     int err = MPI_Comm_rank(c->comm, &c->rank);
     if (err == MPI_SUCCESS) err = MPI_Comm_size(c->comm, &c->size);
+    c->world_ranks = NULL;
+    c->world_size = c->size;
     return dt_mpi_check(err, "MPI_Comm_rank/MPI_Comm_size");
 }
 

@@ -29,6 +29,10 @@ typedef struct dt_comm {
     MPI_Comm comm;
     int rank, size;
     dt_counters c;
+    /* NULL, or when a scheme left ranks out of the end of a run (downpour's gone workers) and
+     * comm holds the others: each rank's number in the job, for reports */
+    const int *world_ranks;
+    int world_size;           /* ranks the job started with */
 } dt_comm;
 
 /* Initialises MPI (if not yet) and the context on MPI_COMM_WORLD. */

@@ -7,9 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/watch.h"
 #include "trainer/trainer.h"
 
-#define HOOK(t, name) ((t)->strategy->ops->name ? (t)->strategy->ops->name((t)->strategy, &(t)->ctx) : DT_OK)
+/* the watchdog's line names the hook a rank was in when a wait made no progress */
+#define HOOK(t, name) \
+    ((t)->strategy->ops->name ? (dt_watch_phase(#name), (t)->strategy->ops->name((t)->strategy, &(t)->ctx)) : DT_OK)
 
 /* Batch s of this epoch: a slice of the rank's shuffled shard, or with --split stripe this
  * rank's slice of global batch s of the shared shuffled order (the data-parallel twin of one
@@ -48,6 +51,7 @@ static int step_eval_due(const dt_trainer *t) {
 static dt_status train_step(dt_trainer *t, const int *bi, int cnt, int augment, dt_rng *rng) {
     dt_step_ctx *c = &t->ctx;
     dt_status st;
+    dt_watch_progress(c->epoch + 1, c->step);
     if ((st = HOOK(t, begin_step)) != DT_OK) return st;
     dt_batch_fill(&t->train, bi, cnt, t->x, t->y, augment, rng);
     dt_model_forward(t->model, t->x, cnt, 1);
@@ -56,7 +60,7 @@ static dt_status train_step(dt_trainer *t, const int *bi, int cnt, int augment, 
     c->correct = ok;
     c->count = cnt;
     if ((st = HOOK(t, after_backward)) != DT_OK) return st;
-    if (t->strategy->ops->optimizer_step) st = t->strategy->ops->optimizer_step(t->strategy, c);
+    if (t->strategy->ops->optimizer_step) st = (dt_watch_phase("optimizer_step"), t->strategy->ops->optimizer_step(t->strategy, c));
     else dt_sgd_step(&t->opt, dt_model_params(t->model), dt_model_grads(t->model), c->lr);
     if (st != DT_OK) return st;
     return HOOK(t, end_step);
@@ -138,7 +142,8 @@ static dt_status train_epochs(dt_trainer *t) {
             loss_sum += (double)c->loss * cnt;
             seen += cnt;
             correct += c->correct;
-            if (sync_eval && step_eval_due(t) && (st = dt_trainer_step_report(t)) != DT_OK) goto done;
+            if (sync_eval && step_eval_due(t) && (dt_watch_phase("an evaluation between steps"), st = dt_trainer_step_report(t)) != DT_OK)
+                goto done;
             c->step++;
         }
         /* evaluations between steps are not training time */
@@ -147,9 +152,12 @@ static dt_status train_epochs(dt_trainer *t) {
         const int last = c->epoch + 1 == cfg->epochs || stop_training(t);
         c->eval_due = epoch_eval_planned(t) || last;
         if ((st = HOOK(t, end_epoch)) != DT_OK) goto done;
+        dt_watch_phase("the divergence check");
         if (sync_eval && (st = check_divergence(t, bad_step)) != DT_OK) goto done;
+        dt_watch_phase("the epoch's evaluation");
         if (sync_eval && c->eval_due && (st = dt_trainer_epoch_report(t, loss_sum, seen, correct, secs, c->lr)) != DT_OK)
             goto done;
+        dt_watch_phase("saving the checkpoint");
         if (cfg->checkpoint && (st = dt_trainer_save_checkpoint(t)) != DT_OK) goto done;
         if (last) break;
     }
@@ -193,6 +201,7 @@ dt_status dt_trainer_run(dt_trainer *t) {
     if (st != DT_OK) return st;
     /* how far apart the ranks' models ended, before any final averaging */
     double spread = 0, spread_after = 0;
+    dt_watch_phase("the end of the run");
     if (t->strategy->decentralized && (st = dt_trainer_agreed_model(t, &spread)) != DT_OK) return st;
     if ((st = HOOK(t, finish)) != DT_OK) return st;
     /* every rank keeps the agreed (averaged) model: that is what is saved */

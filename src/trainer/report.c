@@ -14,11 +14,13 @@ extern const char dt_build_version[];
 
 /* The log grows a line at a time: each line goes out in one write() to a file opened for
  * appending and is synced, so the file is always whole lines, whatever happens to the run;
- * the first line of a run (its configuration) starts the file afresh. */
+ * the first line of a run (its configuration) starts the file afresh, except in a restarted
+ * attempt (dtrain run --max-restarts), which continues the log of the attempt it replaces. */
 dt_status dt_trainer_log(dt_trainer *t, const char *line) {
     if (!t->cfg->log_path || t->comm.rank != 0) return DT_OK;
     if (t->log_fd < 0) {
-        t->log_fd = open(t->cfg->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+        const int fresh = t->cfg->restarts > 0 ? 0 : O_TRUNC;
+        t->log_fd = open(t->cfg->log_path, O_WRONLY | O_CREAT | fresh | O_APPEND | O_CLOEXEC, 0644);
         if (t->log_fd < 0) return dt_fail(DT_ERR_IO, "--log %s: cannot create: %s", t->cfg->log_path, strerror(errno));
     }
     const size_t n = strlen(line);
@@ -107,6 +109,7 @@ dt_status dt_trainer_log_config(dt_trainer *t) {
     dt_json_int(&j, "test_limit", c->test_limit);
     dt_json_bool(&j, "augment", c->augment < 0 ? t->train.augment : c->augment);
     dt_json_str(&j, "resume", c->resume);
+    dt_json_int(&j, "restarts", c->restarts); /* 0, or this attempt follows that many lost ones */
     dt_json_int(&j, "steps_per_epoch", t->ctx.run.steps_per_epoch);
     dt_json_begin(&j, "scheme");
     dt_algo_config_json(&c->algo, &j);
@@ -285,13 +288,16 @@ dt_status dt_trainer_epoch_report(dt_trainer *t, double loss_sum, long seen, lon
 enum { R_MSGS_SENT, R_BYTES_SENT, R_MSGS_RECV, R_BYTES_RECV, R_BASELINE, R_FRESH, R_OVERWRITTEN, R_TORN, R_COMM,
        R_COMPUTE, R_STEPS, R_N };
 
+/* row r's rank in the job (a scheme may have left ranks out of the end: comm.h) */
+static int job_rank(const dt_trainer *t, int r) { return t->comm.world_ranks ? t->comm.world_ranks[r] : r; }
+
 static void print_table(const dt_trainer *t, const double *rows, const double *tot, double pct, double spread_before,
                         double wall) {
     printf("\n%-5s %12s %12s %10s %10s %8s %9s %9s\n", "rank", "msgs sent", "msgs recv", "MB sent", "MB recv", "msgs %",
            "comm s", "compute s");
     for (int r = 0; r < t->comm.size; r++) {
         const double *q = rows + (size_t)r * R_N;
-        printf("%-5d %12.0f %12.0f %10.2f %10.2f %8.2f %9.2f %9.2f\n", r, q[R_MSGS_SENT], q[R_MSGS_RECV],
+        printf("%-5d %12.0f %12.0f %10.2f %10.2f %8.2f %9.2f %9.2f\n", job_rank(t, r), q[R_MSGS_SENT], q[R_MSGS_RECV],
                q[R_BYTES_SENT] / 1e6, q[R_BYTES_RECV] / 1e6, q[R_BASELINE] > 0 ? 100 * q[R_MSGS_SENT] / q[R_BASELINE] : 0,
                q[R_COMM], q[R_COMPUTE]);
     }
@@ -313,7 +319,7 @@ static void summary_line(dt_trainer *t, dt_json *j, const double *rows, const do
     dt_json_str(j, "model", c->model);
     dt_json_str(j, "data", c->data);
     dt_json_str(j, "algo", t->strategy->scheme->name);
-    dt_json_int(j, "ranks", t->comm.size);
+    dt_json_int(j, "ranks", t->comm.world_size);
     dt_json_int(j, "epochs", c->epochs);
     dt_json_int(j, "batch", c->batch);
     num6(j, "lr", c->lr);
@@ -328,6 +334,9 @@ static void summary_line(dt_trainer *t, dt_json *j, const double *rows, const do
     dt_json_fixed(j, "wall_s", wall, 3);
     dt_json_fixed(j, "eval_s", t->eval_s, 3);
     dt_json_fixed(j, "train_s", wall - t->eval_s, 3);
+    /* the supervisor's restarts before this attempt (dtrain run --max-restarts) */
+    dt_json_int(j, "restarts", c->restarts);
+    dt_json_int(j, "redone_steps", c->redone_steps);
     if (c->target_acc > 0) {
         num6(j, "target_acc", c->target_acc);
         if (t->reached) {
@@ -345,7 +354,7 @@ static void summary_line(dt_trainer *t, dt_json *j, const double *rows, const do
     for (int r = 0; r < t->comm.size; r++) {
         const double *q = rows + (size_t)r * R_N;
         dt_json_begin(j, NULL);
-        dt_json_int(j, "rank", r);
+        dt_json_int(j, "rank", job_rank(t, r));
         for (int k = 0; k < R_N; k++) {
             if (k == R_COMM || k == R_COMPUTE) dt_json_fixed(j, per_rank[k], q[k], 3);
             else dt_json_fixed(j, per_rank[k], q[k], 0);
@@ -375,6 +384,9 @@ dt_status dt_trainer_summary(dt_trainer *t, double spread_before, double wall) {
         }
     const double pct = tot[R_BASELINE] > 0 ? 100 * tot[R_MSGS_SENT] / tot[R_BASELINE] : 0;
     if (!t->cfg->quiet && t->comm.size > 1) print_table(t, rows, tot, pct, spread_before, wall);
+    if (!t->cfg->quiet && t->cfg->restarts > 0)
+        printf("restarted %d time%s from the last checkpoint every rank had: %ld steps trained again\n", t->cfg->restarts,
+               t->cfg->restarts > 1 ? "s" : "", t->cfg->redone_steps);
     if (!t->cfg->quiet && t->cfg->target_acc > 0 && !t->reached)
         printf("--target-acc %.4g not reached: final test accuracy %.2f%% after %.2f s of training\n",
                (double)t->cfg->target_acc, 100 * t->last.test_acc, wall - t->eval_s);

@@ -1,0 +1,27 @@
+/* `dtrain run` supervises its job instead of handing the terminal to mpiexec: it starts
+ * mpiexec, keeps the launcher's and MPI's own messages in a file, passes dtrain's lines on,
+ * and when a rank is lost or stalls says which in one line (from the ranks' boards,
+ * comm/watch.h), and with --max-restarts starts the job again from the newest checkpoint
+ * every rank has. Each rank runs under a guard: the parent process that sees how it ended. */
+#ifndef DT_SUPERVISE_H
+#define DT_SUPERVISE_H
+
+typedef struct dt_job {
+    char **argv;          /* mpiexec ... dtrain train FLAGS, NULL-terminated, 8 spare slots at the end */
+    int ranks;
+    int max_restarts;
+    const char *checkpoint; /* the run's --checkpoint, or NULL */
+    const char *resume;     /* the run's --resume, or NULL */
+} dt_job;
+
+/* Runs the job (and its restarts); returns the exit status for `dtrain run`:
+ * 0, the ranks' own status (2: an error they reported, 3: divergence), or 4: a rank was lost
+ * or made no progress within --timeout. */
+int dt_supervise(const dt_job *job);
+
+/* In `dtrain train` before MPI starts: under a supervisor ($DTRAIN_BOARD) the process forks;
+ * the child returns and becomes the rank, the parent stays as its guard and exits with the
+ * rank's status once it ended, after writing how it ended on the rank's board. */
+void dt_guard_rank(void);
+
+#endif

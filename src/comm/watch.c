@@ -1,0 +1,179 @@
+/* Watching a rank (watch.h): the board, the watchdog thread, and the profiling-interface
+ * wrappers that time every blocking MPI call. */
+#include "comm/watch.h"
+
+#include <fcntl.h>
+#include <mpi.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+static dt_board mem_board = {.magic = DT_BOARD_MAGIC, .rank = -1, .dropped = {-1, -1, -1, -1, -1, -1, -1, -1}};
+static dt_board *board = &mem_board;
+static int board_is_file = 0;
+
+/* read by the watchdog thread: static strings set by the rank's one thread */
+static _Atomic(const char *) cur_wait = NULL;
+static _Atomic(const char *) cur_phase = NULL;
+static const char *scheme_name = "";
+static int wait_depth = 0; /* the rank's thread only */
+static double timeout_s = 0;
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int dt_watch_board_open(const char *dir, int rank) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/rank.%d", dir, rank);
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return -1;
+    if (ftruncate(fd, (off_t)sizeof(dt_board)) != 0) { close(fd); return -1; }
+    void *p = mmap(NULL, sizeof(dt_board), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) return -1;
+    board = p;
+    board_is_file = 1;
+    memset(board, 0, sizeof *board);
+    board->rank = rank;
+    board->pid = (int32_t)getpid();
+    for (int i = 0; i < 8; i++) atomic_store(&board->dropped[i], -1);
+    board->magic = DT_BOARD_MAGIC; /* last: a reader sees a whole board or none */
+    return 0;
+}
+
+dt_board *dt_watch_board(void) { return board; }
+
+int dt_watch_left_out(void) { return atomic_load(&board->dropped[0]) >= 0; }
+
+void dt_watch_identify(int rank, int pid, const char *host) {
+    board->rank = rank;
+    board->pid = pid;
+    snprintf(board->host, sizeof board->host, "%s", host ? host : "");
+    atomic_store(&board->state, DT_RANK_RUNNING);
+}
+
+void dt_watch_progress(int epoch1, long step) {
+    atomic_store_explicit(&board->epoch, epoch1, memory_order_relaxed);
+    atomic_store_explicit(&board->step, step, memory_order_relaxed);
+}
+
+void dt_watch_phase(const char *phase) { atomic_store_explicit(&cur_phase, phase, memory_order_relaxed); }
+
+void dt_watch_wait_begin(const char *what) {
+    if (wait_depth++ > 0) return;
+    atomic_store_explicit(&cur_wait, what, memory_order_relaxed);
+    atomic_store_explicit(&board->wait_since_ns, now_ns(), memory_order_release);
+}
+
+void dt_watch_wait_end(void) {
+    if (--wait_depth > 0) return;
+    atomic_store_explicit(&board->wait_since_ns, 0, memory_order_release);
+}
+
+void dt_watch_end(int state, int exit_code) {
+    atomic_store(&board->exit_code, exit_code);
+    atomic_store(&board->state, state);
+}
+
+void dt_watch_dropped(const int *ranks, int n) {
+    for (int i = 0; i < 8; i++) atomic_store(&board->dropped[i], i < n ? ranks[i] : -1);
+}
+
+/* The watchdog: once a second, is the current wait older than the timeout? It says so and
+ * ends the process (_exit: the rank's thread is inside MPI, which must not be re-entered;
+ * the launcher then ends the other ranks). Under a supervisor the line goes on the board
+ * only, and the supervisor says it once for the job. */
+static void *watchdog(void *arg) {
+    (void)arg;
+    for (;;) {
+        struct timespec one = {1, 0};
+        nanosleep(&one, NULL);
+        atomic_store_explicit(&board->tick_ns, now_ns(), memory_order_relaxed);
+        const int64_t since = atomic_load_explicit(&board->wait_since_ns, memory_order_acquire);
+        if (!since) continue;
+        const double waited = (double)(now_ns() - since) / 1e9;
+        if (waited <= timeout_s) continue;
+        const char *what = atomic_load_explicit(&cur_wait, memory_order_relaxed);
+        const char *phase = atomic_load_explicit(&cur_phase, memory_order_relaxed);
+        snprintf(board->note, sizeof board->note,
+                 "rank %d waited %.0f s in %s (%s%s%s, epoch %d, step %lld) with no progress: --timeout %g",
+                 board->rank, waited, what ? what : "MPI", scheme_name, phase ? " " : "", phase ? phase : "",
+                 (int)atomic_load(&board->epoch), (long long)atomic_load(&board->step), timeout_s);
+        atomic_store(&board->state, DT_RANK_TIMED_OUT);
+        if (!board_is_file) {
+            fprintf(stderr, "dtrain: error: %s\n", board->note);
+            fflush(stderr);
+        }
+        _exit(4);
+    }
+    return NULL;
+}
+
+int dt_watch_start(double timeout, const char *scheme) {
+    if (timeout <= 0) return 0;
+    timeout_s = timeout;
+    scheme_name = scheme ? scheme : "";
+    pthread_t th;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    int err = pthread_create(&th, &a, watchdog, NULL);
+    pthread_attr_destroy(&a);
+    return err;
+}
+
+/* ------------------------------------------------- the profiling interface: timed waits */
+
+#define TIMED(name, call)            \
+    do {                             \
+        dt_watch_wait_begin(name);   \
+        int rc_ = (call);            \
+        dt_watch_wait_end();         \
+        return rc_;                  \
+    } while (0)
+
+int MPI_Allreduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c) {
+    TIMED("MPI_Allreduce", PMPI_Allreduce(s, r, n, t, op, c));
+}
+int MPI_Reduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, int root, MPI_Comm c) {
+    TIMED("MPI_Reduce", PMPI_Reduce(s, r, n, t, op, root, c));
+}
+int MPI_Bcast(void *b, int n, MPI_Datatype t, int root, MPI_Comm c) { TIMED("MPI_Bcast", PMPI_Bcast(b, n, t, root, c)); }
+int MPI_Barrier(MPI_Comm c) { TIMED("MPI_Barrier", PMPI_Barrier(c)); }
+int MPI_Gather(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, int root, MPI_Comm c) {
+    TIMED("MPI_Gather", PMPI_Gather(s, sn, st, r, rn, rt, root, c));
+}
+int MPI_Allgather(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm c) {
+    TIMED("MPI_Allgather", PMPI_Allgather(s, sn, st, r, rn, rt, c));
+}
+int MPI_Alltoall(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm c) {
+    TIMED("MPI_Alltoall", PMPI_Alltoall(s, sn, st, r, rn, rt, c));
+}
+int MPI_Wait(MPI_Request *q, MPI_Status *s) { TIMED("MPI_Wait", PMPI_Wait(q, s)); }
+int MPI_Waitall(int n, MPI_Request q[], MPI_Status s[]) { TIMED("MPI_Waitall", PMPI_Waitall(n, q, s)); }
+int MPI_Win_flush(int rank, MPI_Win w) { TIMED("MPI_Win_flush", PMPI_Win_flush(rank, w)); }
+int MPI_Win_flush_all(MPI_Win w) { TIMED("MPI_Win_flush_all", PMPI_Win_flush_all(w)); }
+int MPI_Win_free(MPI_Win *w) { TIMED("MPI_Win_free", PMPI_Win_free(w)); }
+int MPI_Win_create(void *b, MPI_Aint size, int unit, MPI_Info info, MPI_Comm c, MPI_Win *w) {
+    TIMED("MPI_Win_create", PMPI_Win_create(b, size, unit, info, c, w));
+}
+int MPI_Win_lock_all(int a, MPI_Win w) { TIMED("MPI_Win_lock_all", PMPI_Win_lock_all(a, w)); }
+int MPI_Win_unlock_all(MPI_Win w) { TIMED("MPI_Win_unlock_all", PMPI_Win_unlock_all(w)); }
+int MPI_Comm_dup(MPI_Comm c, MPI_Comm *n) { TIMED("MPI_Comm_dup", PMPI_Comm_dup(c, n)); }
+int MPI_Comm_create_group(MPI_Comm c, MPI_Group g, int tag, MPI_Comm *n) {
+    TIMED("MPI_Comm_create_group", PMPI_Comm_create_group(c, g, tag, n));
+}
+int MPI_Send(const void *b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm c) {
+    TIMED("MPI_Send", PMPI_Send(b, n, t, dest, tag, c));
+}
+int MPI_Recv(void *b, int n, MPI_Datatype t, int src, int tag, MPI_Comm c, MPI_Status *s) {
+    TIMED("MPI_Recv", PMPI_Recv(b, n, t, src, tag, c, s));
+}
+int MPI_Finalize(void) { TIMED("MPI_Finalize", PMPI_Finalize()); }
