@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Faults, as a user's cluster meets them: a rank killed (kill -9) is named in one line and the
+# job ends; with --checkpoint and --max-restarts the job restarts from the last checkpoint every
+# rank has and ends with the same weights as an uninterrupted run; a stopped rank is found by
+# the watchdog (--timeout) and named; a stopped downpour worker is dropped for good and the run
+# completes without it.
+. "$(dirname "$0")/lib.sh"
+require_mnist
+export DTRAIN_RUN_DIR=$T   # the supervisor's folder (boards, launcher.log) goes in $T
+C=(--model cnn1 --data mnist --train-limit 24000 --test-limit 2000 --batch 64 --lr 0.05 --seed 5)
+
+# rank_pid R: the pid of rank R of this script's running job (the rank under its guard, not
+# the guard; every job here names a file in $T, so other dtrain jobs on the machine are not ours)
+rank_pid() {
+    local p pp
+    for p in $(pgrep -f "dtrain train.*$T"); do
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "PMI_RANK=$1" || continue
+        pp=$(awk '{print $4}' "/proc/$p/stat" 2>/dev/null) || continue
+        tr '\0' ' ' <"/proc/$pp/cmdline" 2>/dev/null | grep -q "dtrain train" && { echo "$p"; return 0; }
+    done
+    return 1
+}
+
+# wait_until SECONDS COMMAND...: polls COMMAND every 0.1 s; fails after SECONDS
+wait_until() {
+    local end=$((SECONDS + $1))
+    shift
+    until "$@"; do
+        [ $SECONDS -ge $end ] && return 1
+        sleep 0.1
+    done
+}
+epochs_logged() { [ -s "$1" ] && [ "$(grep -c '"type":"epoch"' "$1")" -ge "$2" ]; }
+has_pid() { rank_pid "$1" >/dev/null; }
+checkpointed() { [ -s "$T/ck" ] || [ -s "$T/ck.rank3" ]; }
+
+# job NAME ARGS...: starts `dtrain run ARGS...` in the background (out/err/rc in $T/NAME.*)
+job() {
+    local name=$1
+    shift
+    ( "$DTRAIN" run "$@" >"$T/$name.out" 2>"$T/$name.err"; echo $? >"$T/$name.rc" ) &
+    JOB=$!
+}
+# ended NAME SECONDS: waits for the job; its exit status in RC, seconds it took after the fault in TOOK
+ended() {
+    local t0=$SECONDS
+    wait_until "$2" test -s "$T/$1.rc"
+    TOOK=$((SECONDS - t0))
+    RC=$(cat "$T/$1.rc" 2>/dev/null || echo none)
+    wait "$JOB" 2>/dev/null
+}
+errors() { grep -c '^dtrain: error:' "$T/$1.err"; }
+
+# 1. kill -9 of a rank: one line naming it, status 4, within 30 s, no launcher banner on screen
+for scheme in allreduce:2 eventgrad:0 downpour:3; do
+    algo=${scheme%:*} victim=${scheme#*:}
+    job "kill_$algo" -n 4 --algo "$algo" "${C[@]}" --epochs 4 --no-save --log "$T/kill_$algo.jsonl"
+    wait_until 120 epochs_logged "$T/kill_$algo.jsonl" 1 && wait_until 20 has_pid "$victim"
+    kill -9 "$(rank_pid "$victim")"
+    ended "kill_$algo" 60
+    compare "$algo, kill -9 of rank $victim: dtrain run ends with status 4" "$RC" == 4
+    compare "... within 30 s" "$TOOK" '<=' 30 "${TOOK} s"
+    compare "... with one error line" "$(errors "kill_$algo")" == 1 "$(head -c 300 "$T/kill_$algo.err")"
+    grep -q "^dtrain: error: rank $victim on .* was killed by signal 9 (Killed) during epoch [0-9]*, step [0-9]*" "$T/kill_$algo.err"
+    check "... naming the rank, the signal, epoch and step" $? "$(head -c 300 "$T/kill_$algo.err")"
+    noise=$(sed -n 's/.*messages: \([^)]*\)).*/\1/p' "$T/kill_$algo.err")
+    ! grep -q "BAD TERMINATION" "$T/kill_$algo.out" "$T/kill_$algo.err" && [ -f "$noise" ]
+    check "... the launcher's banner kept in the file the line names" $? "$noise"
+    pgrep -f "dtrain train.*$T" >/dev/null
+    compare "... and no rank is left running" $? '!=' 0
+done
+
+# 2. --checkpoint and --max-restarts 1: the job restarts from the newest checkpoint and ends
+#    with the weights of an uninterrupted run (allreduce is deterministic)
+"$DTRAIN" run -n 4 --algo allreduce "${C[@]}" --epochs 3 --quiet --out "$T/straight.w" --log "$T/straight.jsonl"
+check "allreduce, uninterrupted" $? ""
+job restart -n 4 --algo allreduce "${C[@]}" --epochs 3 --quiet --out "$T/restarted.w" --log "$T/restart.jsonl" \
+    --checkpoint "$T/ck" --max-restarts 1
+wait_until 120 epochs_logged "$T/restart.jsonl" 1 && wait_until 30 checkpointed && wait_until 20 has_pid 0
+kill -9 "$(rank_pid 0)"
+ended restart 180
+compare "kill -9 of rank 0 with --max-restarts 1: the run finishes" "$RC" == 0 "$(head -c 400 "$T/restart.err")"
+grep -q "^dtrain: error: rank 0 on .* was killed by signal 9" "$T/restart.err" && grep -q "^dtrain: restart 1 of 1: from checkpoint" "$T/restart.err"
+check "... saying which rank was lost and where it restarts from" $? "$(head -c 400 "$T/restart.err")"
+identical "... with the uninterrupted run's weights" "$T/straight.w" "$T/restarted.w"
+compare "... the summary counts one restart" "$(summary_field "$T/restart.jsonl" restarts)" == 1
+redone=$(summary_field "$T/restart.jsonl" redone_steps) spe=$(log_query "$T/restart.jsonl" 'of("config")[0]["steps_per_epoch"]')
+within "... having trained at most one epoch again" "$redone" 1 "$spe"
+compare "... and the log holds both attempts" "$(line_count "$T/restart.jsonl" config)" == 2
+
+# 3. a stopped rank: the others' watchdog (--timeout) ends the job, the line says what they
+#    waited for and which rank stopped
+job stall -n 4 --algo allreduce "${C[@]}" --epochs 4 --no-save --timeout 4 --log "$T/stall.jsonl"
+wait_until 120 epochs_logged "$T/stall.jsonl" 1 && wait_until 20 has_pid 1
+kill -STOP "$(rank_pid 1)"
+ended stall 60
+compare "a stopped rank (kill -STOP) with --timeout 4: status 4" "$RC" == 4
+compare "... within 20 s" "$TOOK" '<=' 20 "${TOOK} s"
+grep -q "^dtrain: error: rank [023] waited [0-9]* s in MPI_[A-Za-z_]* (allreduce .*epoch [0-9]*, step [0-9]*) with no progress: --timeout 4" "$T/stall.err"
+check "... naming the call the others waited in" $? "$(head -c 500 "$T/stall.err")"
+grep -q "^dtrain: error: rank 1 on .* stopped responding" "$T/stall.err"
+check "... and the rank that stopped" $? ""
+pgrep -f "dtrain train.*$T" >/dev/null
+compare "... and no rank is left running" $? '!=' 0
+
+# ... also without dtrain run: the watchdog alone ends the wait with one line per waiting rank
+( mpiexec -n 2 "$DTRAIN" train --algo allreduce "${C[@]}" --epochs 4 --no-save --timeout 3 --log "$T/bare.jsonl" \
+    >"$T/bare.out" 2>"$T/bare.err"; echo $? >"$T/bare.rc" ) &
+JOB=$!
+wait_until 120 epochs_logged "$T/bare.jsonl" 1
+for p in $(pgrep -f "dtrain train.*$T"); do tr '\0' '\n' <"/proc/$p/environ" | grep -qx "PMI_RANK=1" && kill -STOP "$p"; done
+ended bare 60
+compare "under plain mpiexec, a stopped rank: the job ends" "$RC" '!=' 0 "status $RC in ${TOOK} s"
+grep -q "^dtrain: error: rank 0 waited [0-9]* s in MPI_Allreduce" "$T/bare.err"
+check "... rank 0's watchdog says what it waited for" $? "$(grep '^dtrain' "$T/bare.err" | head -c 300)"
+pkill -9 -f "dtrain train.*$T"
+
+# 4. downpour: a stopped worker is dropped for good and the run completes without it
+job dropped -n 4 --algo downpour "${C[@]}" --epochs 4 --worker-timeout 2 --quiet --out "$T/dp.w" --log "$T/dp.jsonl"
+wait_until 120 has_pid 3 && sleep 1
+kill -STOP "$(rank_pid 3)"
+ended dropped 120
+compare "downpour, a stopped worker with --worker-timeout 2: the run completes" "$RC" == 0 "$(head -c 400 "$T/dropped.err")"
+compare "... the summary names the dropped worker" "$(log_query "$T/dp.jsonl" 'int(one("summary")["dropped"] == [3])')" == 1
+[ -s "$T/dp.w" ]
+check "... the final weights are written" $? ""
+grep -q "worker rank 3 .*dropped" "$T/dropped.err"
+check "... and the user is told" $? "$(head -c 300 "$T/dropped.err")"
+pgrep -f "dtrain train.*$T" >/dev/null
+compare "... and no rank is left running" $? '!=' 0
+
+finish
