@@ -53,6 +53,13 @@ compare "... and logs no epoch of it" "$(line_count "$T/nan.jsonl" epoch)" == 0
 rc=$?
 [ $rc -eq 3 ] && [ "$(wc -l <"$T/nan2.err")" -eq 1 ] && grep -q "training diverged in epoch 1" "$T/nan2.err" && [ ! -e "$T/nan2.weights" ]
 check "allreduce on 2 ranks, --lr 1e6: one line, exit status 3, no weights" $? "rc=$rc: $(cat "$T/nan2.err")"
+# downpour's epochs are not checked (its servers apply pushes asynchronously): its final model is
+"$DTRAIN" run -n 2 --algo downpour --model mlp --data mnist --train-limit 2000 --epochs 1 --lr 1e6 --quiet \
+    --out "$T/nan3.weights" --log "$T/nan3.jsonl" >"$T/nan3.out" 2>"$T/nan3.err"
+rc=$?
+[ $rc -eq 3 ] && [ "$(wc -l <"$T/nan3.err")" -eq 1 ] && grep -q "training diverged: the final model" "$T/nan3.err" && [ ! -e "$T/nan3.weights" ]
+check "downpour on 2 ranks, --lr 1e6: one line, exit status 3, no weights" $? "rc=$rc: $(cat "$T/nan3.err")"
+compare "... a diverged line in the log" "$(line_count "$T/nan3.jsonl" diverged)" == 1
 
 # 5. model info
 "$DTRAIN" info --model resnet18-cifar | grep -q "parameters: 11173962 "

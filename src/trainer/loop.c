@@ -208,6 +208,24 @@ dt_status dt_trainer_run(dt_trainer *t) {
     if ((st = dt_trainer_agreed_model(t, &spread_after)) != DT_OK) return st;
     memcpy(dt_model_params(t->model), t->eval_params, dt_model_num_params(t->model) * sizeof(float));
     memcpy(dt_model_state(t->model), t->eval_state, dt_model_num_state(t->model) * sizeof(float));
+    /* the last guard, for schemes whose epochs are not checked (downpour's servers apply pushes
+     * asynchronously): every rank holds the same agreed model, so they all agree without a word */
+    const char *bad = nonfinite_tensor(t->model);
+    if (bad) {
+        dt_json j;
+        dt_json_init(&j);
+        dt_json_begin(&j, NULL);
+        dt_json_str(&j, "type", "diverged");
+        dt_json_int(&j, "epoch", t->ctx.epoch + 1);
+        dt_json_null(&j, "step");
+        dt_json_null(&j, "rank");
+        dt_json_str(&j, "tensor", bad);
+        dt_json_end(&j);
+        if (dt_json_text(&j)) dt_trainer_log(t, dt_json_text(&j));
+        dt_json_free(&j);
+        return dt_fail(DT_ERR_DIVERGED, "training diverged: the final model holds non-finite values, first in %s "
+                       "(no weights written; try a smaller --lr)", bad);
+    }
     if (t->strategy->nservers > 0 && t->comm.rank == 0 && t->last.epoch != cfg->epochs) {
         /* asynchronous schemes report their final model here, unless the last epoch was */
         st = dt_evaluate(t->model, &t->test, cfg->batch, 0, &t->last.test_acc, &t->last.test_loss);
