@@ -31,7 +31,7 @@ for spec in fp16:0.499:0.501 bf16:0.499:0.501 int8:0.25:0.27 topk:0.1:0.199:0.20
     a=$(acc "$T/ar_$tag.jsonl")
     within "allreduce --compress $c: test accuracy (uncompressed $a0)" "$a" 0.85 1
     within "allreduce --compress $c: bytes sent / uncompressed" "$(ratio "$(bytes "$T/ar_$tag.jsonl")" "$b0")" "$lo" "$hi"
-    identical "allreduce --compress $c: the two ranks' models are identical" "$T/ck_$tag.rank0" "$T/ck_$tag.rank1"
+    identical "allreduce --compress $c: the two ranks' models are identical" "$T/ck_$tag.e2.rank0" "$T/ck_$tag.e2.rank1"
     f="$T/ar_$tag.jsonl"
     s=$(msgs "$f") r=$(per_rank_sum "$f" msgs_recv) bs=$(bytes "$f") br=$(per_rank_sum "$f" bytes_recv)
     holds "$s" == "$r" && holds "$bs" == "$br"
@@ -52,7 +52,7 @@ for a in "ps --ps-mode grad" "ps --ps-mode weight" "fedavg --local-steps 4"; do
     done
 done
 run -n 2 --algo ps --ps-mode grad "${S[@]}" --compress int8 --checkpoint "$T/ck_psg" --no-save # no momentum buffer (only rank 0's is used)
-identical "ps --ps-mode grad --compress int8: the two ranks' models are identical" "$T/ck_psg.rank0" "$T/ck_psg.rank1"
+identical "ps --ps-mode grad --compress int8: the two ranks' models are identical" "$T/ck_psg.e1.rank0" "$T/ck_psg.e1.rank1"
 pct=$(summary_field "$T/fedavg_--local-steps_4_fp16.jsonl" msgs_pct)
 within "fedavg K=4 --compress fp16 sends 1/4 of its every-step messages" "$pct" 24 27
 run -n 2 --algo ps --ps-mode weight "${S[@]}" --compress topk:0.2 --out "$T/psw_topk.w"

@@ -32,7 +32,7 @@ wait_until() {
 }
 epochs_logged() { [ -s "$1" ] && [ "$(grep -c '"type":"epoch"' "$1")" -ge "$2" ]; }
 has_pid() { rank_pid "$1" >/dev/null; }
-checkpointed() { [ -s "$T/ck" ] || [ -s "$T/ck.rank3" ]; }
+checkpointed() { [ -s "$T/ck" ]; } # the manifest: a committed set
 
 # job NAME ARGS...: starts `dtrain run ARGS...` in the background (out/err/rc in $T/NAME.*)
 job() {

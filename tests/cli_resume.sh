@@ -3,8 +3,10 @@
 # --checkpoint and then --resume to 2 epochs ends with the same weights and the same message
 # counts as 2 epochs straight. The schemes' own state (error-feedback residuals, compressed
 # copies, fedavg's round, eventgrad's thresholds and neighbour values) travels in the
-# per-rank checkpoint files. Also: a checkpoint refuses another --algo, downpour refuses
-# --checkpoint.
+# ranks' parts of the checkpoint set. A set is committed by rank 0's manifest once every part
+# is saved: a save that never committed leaves the previous set in use, and a set mixed from
+# two epochs is refused in one line, never a hang. Also: a checkpoint refuses another --algo,
+# downpour refuses --checkpoint.
 . "$(dirname "$0")/lib.sh"
 
 # 480 examples per rank at batch 16: 30 steps per epoch (fedavg's K=7 ends mid-round)
@@ -46,6 +48,45 @@ expect_error "resume under another --history: one error line" "saved with anothe
     --resume "$T/eventgrad-sync/ck" --no-save
 expect_error "resume without the checkpoint's --compress: one error line" "this run has --algo allreduce --compress none" -- \
     "$DTRAIN" run -n 2 --algo allreduce "${C[@]}" --epochs 2 --resume "$T/allreduce-topk/ck" --no-save
+# checkpoint sets (3 ranks, allreduce: deterministic)
+d="$T/sets"
+mkdir -p "$d"
+run -n 3 --algo allreduce "${C[@]}" --epochs 1 --checkpoint "$d/one" --no-save
+run -n 3 --algo allreduce "${C[@]}" --epochs 2 --checkpoint "$d/two" --no-save
+run -n 3 --algo allreduce "${C[@]}" --epochs 3 --out "$d/straight3.w"
+files() { (cd "$d" && ls -d "$1"* | tr '\n' ' '); }
+[ "$(files two)" = "two two.e2.rank0 two.e2.rank1 two.e2.rank2 " ]
+check "a set: the manifest and the newest epoch's parts, the older set removed once it committed" $? "$(files two)"
+grep -qx "epoch 2" "$d/two" && grep -qx "ranks 3" "$d/two" && [ "$(grep -c '^part ' "$d/two")" = 3 ]
+check "... the manifest names the epoch, the ranks and three parts" $? "$(head -c 300 "$d/two")"
+# a save killed half-way through epoch 3: two ranks' parts written, the third's a temporary
+# file of a writer that is gone, no manifest for it; the resume uses the committed epoch 2
+cp "$d/two.e2.rank0" "$d/two.e3.rank0"
+cp "$d/one.e1.rank1" "$d/two.e3.rank1"
+echo partial >"$d/two.e3.rank2.tmp.999999999"
+run -n 3 --algo allreduce "${C[@]}" --epochs 3 --resume "$d/two" --checkpoint "$d/two" --out "$d/resumed3.w"
+identical "a save that never committed: resumed from the committed set == straight" "$d/straight3.w" "$d/resumed3.w"
+[ "$(files two)" = "two two.e3.rank0 two.e3.rank1 two.e3.rank2 " ]
+check "... and its next save replaced the strays, removed the dead writer's file and epoch 2" $? "$(files two)"
+# parts from two epochs under one manifest: one line, status 2, within 10 s
+mkdir -p "$d/mixed"
+cp "$d/two" "$d/two.e3.rank0" "$d/two.e3.rank2" "$d/mixed/"
+cp "$d/one.e1.rank1" "$d/mixed/two.e3.rank1"
+t0=$SECONDS
+expect_error "a part replaced by another epoch's: one error line" "a set mixed from two epochs or runs" -- \
+    "$DTRAIN" run -n 3 --algo allreduce "${C[@]}" --epochs 4 --resume "$d/mixed/two" --no-save
+compare "... within 10 s" $((SECONDS - t0)) '<=' 10
+# a manifest rewritten to name the other epoch's part, with that part's own checksum
+crc=$(python3 -c 'import sys, zlib; print("%08x" % zlib.crc32(open(sys.argv[1], "rb").read()[:-4]))' "$d/one.e1.rank1")
+cp "$d/one.e1.rank1" "$d/mixed/"
+sed -i "s/^part 1 .*/part 1 one.e1.rank1 $crc/" "$d/mixed/two"
+expect_error "a manifest naming another epoch's part: one error line" "a set mixed from two epochs" -- \
+    "$DTRAIN" run -n 3 --algo allreduce "${C[@]}" --epochs 4 --resume "$d/mixed/two" --no-save
+head -c 120 "$d/two" >"$d/mixed/cut"
+expect_error "a cut manifest: one error line" "not a whole checkpoint manifest" -- \
+    "$DTRAIN" run -n 3 --algo allreduce "${C[@]}" --epochs 4 --resume "$d/mixed/cut" --no-save
+expect_error "a set resumed by one process: one error line" "on 3 ranks, this run has --algo local" -- \
+    "$DTRAIN" train "${C[@]}" --epochs 4 --resume "$d/two" --no-save
 expect_error "downpour --checkpoint: one error line, no file" "downpour cannot checkpoint" -- \
     "$DTRAIN" run -n 3 --algo downpour "${C[@]}" --epochs 1 --checkpoint "$T/downpour.ck" --no-save
 

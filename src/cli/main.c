@@ -152,7 +152,7 @@ static int train_options(train_flags *f, dt_opt *opts) {
         {"out", OPT_STR, &f->out, "final weights file [dtrain-MODEL-DATA.weights]", 0, 0, 0, 0, NULL},
         {"no-save", OPT_FLAG, &f->no_save, "do not write final weights", 0, 0, 0, 0, NULL},
         {"log", OPT_STR, &c->log_path, "JSON-lines log: the configuration, one line per epoch, a summary", 0, 0, 0, 0, NULL},
-        {"checkpoint", OPT_STR, &c->checkpoint, "checkpoint after every epoch (one file per rank: FILE.rankR)", 0, 0, 0, 0, NULL},
+        {"checkpoint", OPT_STR, &c->checkpoint, "checkpoint after every epoch (several ranks: parts FILE.eE.rankR, committed by the manifest FILE)", 0, 0, 0, 0, NULL},
         {"resume", OPT_STR, &c->resume, "continue from a checkpoint", 0, 0, 0, 0, NULL},
         {"quiet", OPT_FLAG, &c->quiet, "no progress output", 0, 0, 0, 0, NULL},
         {"timeout", OPT_FLOAT, &f->timeout, "end the job when an MPI wait makes no progress for this long, seconds; 0: never [300]", 0, 1e7, 0, 0, NULL},

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "comm/watch.h"
+#include "trainer/ckset.h"
 #include "trainer/trainer.h"
 
 static int64_t realtime_ns(void) {
@@ -385,15 +386,23 @@ static int completed_with_drops(const boards *bs) {
     return 1;
 }
 
-/* The newest checkpoint every rank has: its epoch and step (the restart's starting point). */
+/* The newest checkpoint every rank has (the committed set its manifest names, or one
+ * process's file): its epoch and step, the restart's starting point. */
 static int checkpoint_point(const char *path, int ranks, int *epoch, long *step) {
-    char file[4200];
-    if (ranks > 1) snprintf(file, sizeof file, "%s.rank0", path);
-    else snprintf(file, sizeof file, "%s", path);
+    if (ranks > 1) {
+        char *text;
+        size_t len;
+        dt_ckset set;
+        int ok = dt_ckset_slurp(path, &text, &len) == DT_OK && dt_ckset_parse(text, len, path, -1, &set) == DT_OK;
+        free(text);
+        if (ok) { *epoch = set.epoch; *step = set.step; }
+        return ok ? 0 : -1;
+    }
     dt_tfile f;
-    if (dt_tfile_read(file, &f) != DT_OK) return -1;
+    if (dt_tfile_read(path, &f) != DT_OK) return -1;
     const dt_record *prog = dt_tfile_find(&f, "train:progress");
-    int ok = prog && prog->numel == 2 && prog->data[0] >= 1 && prog->data[1] >= 0;
+    int ok = prog && prog->numel == 2 && prog->data[0] >= 1 && prog->data[0] <= 1e6f && prog->data[1] >= 0 &&
+             prog->data[1] <= 1e15f;
     if (ok) { *epoch = (int)prog->data[0]; *step = (long)prog->data[1]; }
     dt_tfile_free(&f);
     return ok ? 0 : -1;

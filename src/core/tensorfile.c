@@ -77,7 +77,7 @@ dt_status dt_write_atomic(const char *path, dt_status (*fill)(void *ctx, void *f
     return st;
 }
 
-typedef struct { const dt_record *recs; int n; const char *path; } write_ctx;
+typedef struct { const dt_record *recs; int n; const char *path; uint32_t crc; } write_ctx;
 
 static int put(FILE *f, const void *p, size_t len, uLong *crc) {
     *crc = crc32(*crc, p, (uInt)len);
@@ -107,13 +107,18 @@ static dt_status fill_tensors(void *vctx, void *file) {
     }
     uint32_t crc32v = (uint32_t)crc;
     if (ok) ok = fwrite(&crc32v, 4, 1, f) == 1;
+    c->crc = crc32v;
     return ok ? DT_OK : dt_fail(DT_ERR_IO, "%s: write failed: %s", c->path, strerror(errno));
 }
 
-dt_status dt_tfile_write(const char *path, const dt_record *recs, int n) {
-    write_ctx c = {recs, n, path};
-    return dt_write_atomic(path, fill_tensors, &c);
+dt_status dt_tfile_write_crc(const char *path, const dt_record *recs, int n, uint32_t *crc) {
+    write_ctx c = {recs, n, path, 0};
+    dt_status st = dt_write_atomic(path, fill_tensors, &c);
+    if (crc) *crc = c.crc;
+    return st;
 }
+
+dt_status dt_tfile_write(const char *path, const dt_record *recs, int n) { return dt_tfile_write_crc(path, recs, n, NULL); }
 
 void dt_tfile_free(dt_tfile *f) {
     if (!f) return;
@@ -204,6 +209,7 @@ dt_status dt_tfile_read(const char *path, dt_tfile *out) {
         st = dt_fail(DT_ERR_FORMAT, "%s: checksum mismatch (file corrupt)", path);
         goto done;
     }
+    out->crc = stored;
 done:
     fclose(f);
     if (st != DT_OK) dt_tfile_free(out);

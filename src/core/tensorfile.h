@@ -5,6 +5,8 @@
 #ifndef DT_TENSORFILE_H
 #define DT_TENSORFILE_H
 
+#include <stdint.h>
+
 #include "dtrain.h"
 
 typedef struct dt_record {
@@ -18,9 +20,12 @@ typedef struct dt_record {
 typedef struct dt_tfile {
     int n;
     dt_record *recs;
+    uint32_t crc;            /* the file's checksum (verified when read) */
 } dt_tfile;
 
 dt_status dt_tfile_write(const char *path, const dt_record *recs, int n);
+/* The same, giving the written file's checksum (a checkpoint set's manifest names its parts by it). */
+dt_status dt_tfile_write_crc(const char *path, const dt_record *recs, int n, uint32_t *crc);
 dt_status dt_tfile_read(const char *path, dt_tfile *out);
 const dt_record *dt_tfile_find(const dt_tfile *f, const char *name);
 void dt_tfile_free(dt_tfile *f);

@@ -1,17 +1,14 @@
 /* Checkpoints: after every epoch each rank saves its model, momentum, progress, counters and
- * its scheme's own state (FILE.rankR with several ranks); --resume restores them, so a
- * resumed run repeats the uninterrupted one. */
+ * its scheme's own state; --resume restores them, so a resumed run repeats the uninterrupted
+ * one. One process writes one file; several ranks write a set, committed by rank 0's
+ * manifest once every part is durable (ckset.h), so all ranks always resume from one epoch. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "models/model.h"
+#include "trainer/ckset.h"
 #include "trainer/trainer.h"
-
-void dt_trainer_rank_path(const dt_trainer *t, const char *base, char *out, size_t len) {
-    if (t->comm.size > 1) snprintf(out, len, "%s.rank%d", base, t->comm.rank);
-    else snprintf(out, len, "%s", base);
-}
 
 /* Which run wrote a checkpoint: resuming it under another scheme, codec or number of ranks
  * would mix state that does not belong together. */
@@ -21,48 +18,143 @@ static void run_signature(const dt_trainer *t, char out[64]) {
     snprintf(out, 64, "--algo %s --compress %s on %d ranks", t->strategy->scheme->name, c, t->comm.size);
 }
 
+static dt_status signature_check(const dt_trainer *t, const char *path, const char *saved) {
+    char sig[64];
+    run_signature(t, sig);
+    if (strcmp(saved, sig) != 0)
+        return dt_fail(DT_ERR_ARG, "--resume %s: saved by a run with %s, this run has %s", path, saved, sig);
+    return DT_OK;
+}
+
+/* Collective (several ranks): every part is durable before rank 0's manifest names it, and a
+ * rank's older parts go only once the new set is committed. A rank whose part failed returns
+ * its error (the job stops); the others keep the previous set as it was. */
+static dt_status commit_set(dt_trainer *t, dt_status st, int epoch, uint32_t crc) {
+    const int rank = t->comm.rank, size = t->comm.size;
+    uint32_t mine[2] = {st == DT_OK, crc}, *all = NULL;
+    if (rank == 0 && !(all = malloc(2 * (size_t)size * sizeof *all))) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    int err = MPI_Gather(mine, 2, MPI_UINT32_T, all, 2, MPI_UINT32_T, 0, t->comm.comm);
+    if (err != MPI_SUCCESS) { free(all); return dt_mpi_check(err, "MPI_Gather (the checkpoint set's parts)"); }
+    int committed = 0;
+    if (rank == 0 && st == DT_OK) {
+        int whole = 1;
+        for (int r = 0; r < size; r++) {
+            whole &= all[2 * r] == 1;
+            all[r] = all[2 * r + 1]; /* the checksums, in rank order */
+        }
+        char sig[64];
+        run_signature(t, sig);
+        if (whole) st = dt_ckset_write(t->cfg->checkpoint, epoch, t->ctx.step, sig, size, all);
+        committed = whole && st == DT_OK;
+    }
+    free(all);
+    err = MPI_Bcast(&committed, 1, MPI_INT, 0, t->comm.comm);
+    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Bcast (the checkpoint set's commit)");
+    if (committed) dt_ckset_remove_others(t->cfg->checkpoint, rank, epoch);
+    return st;
+}
+
 dt_status dt_trainer_save_checkpoint(dt_trainer *t) {
+    const int epoch = t->ctx.epoch + 1;
     char path[1100], sig[64];
-    dt_trainer_rank_path(t, t->cfg->checkpoint, path, sizeof path);
+    if (t->comm.size > 1) dt_ckset_part_path(t->cfg->checkpoint, epoch, t->comm.rank, path, sizeof path);
+    else snprintf(path, sizeof path, "%s", t->cfg->checkpoint);
     run_signature(t, sig);
     dt_model *m = t->model;
     dt_record *mr = calloc((size_t)(dt_model_num_tensors(m) + dt_model_num_state_tensors(m)), sizeof *mr);
     if (!mr) return dt_fail(DT_ERR_NOMEM, "out of memory");
     const int nm = dt_model_records(m, mr);
-    float progress[2] = {(float)(t->ctx.epoch + 1), (float)t->ctx.step};
+    float progress[2] = {(float)epoch, (float)t->ctx.step};
     dt_records l = {0};
     dt_status st = DT_OK;
+    uint32_t crc = 0;
     for (int i = 0; i < nm && st == DT_OK; i++) st = dt_records_put(&l, &mr[i]);
     if (st == DT_OK && t->opt.buf) st = dt_records_add(&l, "optim:momentum", t->opt.buf, t->opt.n);
     if (st == DT_OK) st = dt_records_add(&l, "train:progress", progress, 2);
     if (st == DT_OK) st = dt_records_add_raw(&l, "train:run", sig, sizeof sig);
     if (st == DT_OK) st = dt_records_add_raw(&l, "train:counters", &t->comm.c, sizeof t->comm.c);
     if (st == DT_OK && t->strategy->ops->save_state) st = t->strategy->ops->save_state(t->strategy, &t->ctx, &l);
-    if (st == DT_OK) st = dt_tfile_write(path, l.r, l.n);
+    if (st == DT_OK) st = dt_tfile_write_crc(path, l.r, l.n, &crc);
     dt_records_free(&l);
     free(mr);
+    return t->comm.size > 1 ? commit_set(t, st, epoch, crc) : st;
+}
+
+/* Collective (several ranks): rank 0 reads the manifest and every rank gets its text, so the
+ * parts may sit on each rank's own disk. Every rank joins, whatever its own set-up said. */
+static dt_status read_manifest(dt_trainer *t, dt_status st, dt_ckset *set) {
+    const char *path = t->cfg->resume;
+    char *text = NULL;
+    size_t len = 0;
+    long long n = -1; /* rank 0: the manifest's length, -1 when it could not be read */
+    if (t->comm.rank == 0) {
+        dt_status rs = dt_ckset_slurp(path, &text, &len);
+        if (rs == DT_OK && !dt_ckset_is_manifest(text, len) && len >= 8 && !memcmp(text, "DTRTNS01", 8))
+            rs = dt_fail(DT_ERR_ARG, "--resume %s: a checkpoint of one process, this run has %d ranks", path, t->comm.size);
+        if (rs == DT_OK) n = (long long)len;
+        else if (st == DT_OK) st = rs;
+    }
+    int err = MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, t->comm.comm);
+    if (err != MPI_SUCCESS) { free(text); return dt_mpi_check(err, "MPI_Bcast (the checkpoint manifest)"); }
+    if (n < 0) { free(text); return st != DT_OK ? st : dt_fail(DT_ERR_IO, "--resume %s: rank 0 could not read it", path); }
+    if (t->comm.rank != 0 && !(text = malloc((size_t)n + 1))) st = dt_fail(DT_ERR_NOMEM, "out of memory");
+    /* chunks under INT_MAX bytes; a rank that could not allocate still takes part */
+    static char sink[1 << 16];
+    for (long long off = 0; off < n && err == MPI_SUCCESS; off += 1 << 16) {
+        const int cnt = (int)(n - off < (1 << 16) ? n - off : (1 << 16));
+        err = MPI_Bcast(text ? text + off : sink, cnt, MPI_CHAR, 0, t->comm.comm);
+    }
+    if (err != MPI_SUCCESS) st = dt_mpi_check(err, "MPI_Bcast (the checkpoint manifest)");
+    if (st == DT_OK) st = dt_ckset_parse(text, (size_t)n, path, t->comm.rank, set);
+    free(text);
     return st;
 }
 
-dt_status dt_trainer_load_checkpoint(dt_trainer *t) {
+/* One process: the file itself, unless it is a manifest (the checkpoint of several ranks). */
+static dt_status single_file(dt_trainer *t, dt_ckset *set) {
+    const char *path = t->cfg->resume;
+    char head[sizeof DT_CKSET_MAGIC] = "";
+    FILE *f = fopen(path, "rb");
+    const size_t got = f ? fread(head, 1, sizeof head - 1, f) : 0;
+    if (f) fclose(f);
+    memset(set, 0, sizeof *set);
+    snprintf(set->part, sizeof set->part, "%s", path);
+    if (!dt_ckset_is_manifest(head, got)) return DT_OK;
+    char *text;
+    size_t len;
+    dt_ckset whole;
+    dt_status st = dt_ckset_slurp(path, &text, &len);
+    if (st == DT_OK) st = dt_ckset_parse(text, len, path, -1, &whole);
+    free(text);
+    return st != DT_OK ? st : signature_check(t, path, whole.run);
+}
+
+dt_status dt_trainer_load_checkpoint(dt_trainer *t, dt_status st) {
+    dt_ckset set;
+    const int several = t->comm.size > 1;
+    st = several ? read_manifest(t, st, &set) : st != DT_OK ? st : single_file(t, &set);
+    if (st != DT_OK) return st;
+    if (several && (st = signature_check(t, t->cfg->resume, set.run)) != DT_OK) return st;
     char *path = t->resume_path;
     dt_tfile *f = &t->resume_file;
-    dt_trainer_rank_path(t, t->cfg->resume, path, sizeof t->resume_path);
-    dt_status st = dt_tfile_read(path, f);
+    snprintf(path, sizeof t->resume_path, "%s", set.part);
+    st = dt_tfile_read(path, f);
+    if (st == DT_OK && several && f->crc != set.crc)
+        st = dt_fail(DT_ERR_FORMAT, "--resume %s: part %s has checksum %08x, the manifest names %08x: it was replaced "
+                     "after the set of epoch %d was committed (a set mixed from two epochs or runs)",
+                     t->cfg->resume, path, (unsigned)f->crc, (unsigned)set.crc, set.epoch);
     if (st == DT_OK) st = dt_model_load_records(t->model, f, path);
     if (st != DT_OK) return st;
     const dt_record *prog = dt_tfile_find(f, "train:progress");
     const dt_record *mom = dt_tfile_find(f, "optim:momentum");
     const dt_record *run = dt_tfile_find(f, "train:run");
-    char sig[64];
-    run_signature(t, sig);
     if (!prog || prog->numel != 2)
         return dt_fail(DT_ERR_FORMAT, "%s: not a checkpoint (no train:progress; a weights file?)", path);
-    if (run && (run->numel * sizeof(float) != sizeof sig || memcmp(run->data, sig, sizeof sig) != 0)) {
+    if (run) {
         char saved[64] = "";
         memcpy(saved, run->data, run->numel * sizeof(float) < sizeof saved ? run->numel * sizeof(float) : sizeof saved);
         saved[63] = 0;
-        return dt_fail(DT_ERR_ARG, "--resume %s: saved by a run with %s, this run has %s", path, saved, sig);
+        if ((st = signature_check(t, path, saved)) != DT_OK) return st;
     }
     if (t->opt.buf && (!mom || mom->numel != t->opt.n))
         return dt_fail(DT_ERR_FORMAT, "%s: has no momentum buffer for this model (saved with --momentum 0?)", path);
@@ -72,6 +164,9 @@ dt_status dt_trainer_load_checkpoint(dt_trainer *t) {
     if (!(epoch >= 1 && epoch <= 1e6f && epoch == floorf(epoch)) || !(step >= 0 && step <= 1e15f && step == floorf(step)))
         return dt_fail(DT_ERR_FORMAT, "%s: train:progress holds epoch %g and step %g, expected a whole epoch >= 1 and "
                        "step >= 0 (a corrupt or forged checkpoint)", path, (double)epoch, (double)step);
+    if (several && ((int)epoch != set.epoch || (long)step != set.step))
+        return dt_fail(DT_ERR_FORMAT, "--resume %s: part %s is from epoch %d (step %ld), the set from epoch %d (step %ld): "
+                       "a set mixed from two epochs", t->cfg->resume, path, (int)epoch, (long)step, set.epoch, set.step);
     t->start_epoch = (int)epoch;
     t->ctx.step = (long)step;
     if (t->opt.buf) { memcpy(t->opt.buf, mom->data, t->opt.n * sizeof(float)); t->opt.started = 1; }

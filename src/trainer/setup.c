@@ -146,20 +146,14 @@ static dt_status check_outputs(const dt_trainer *t) {
     dt_status st = DT_OK;
     if (t->comm.rank == 0 && cfg->weights_out) st = check_output("--out", cfg->weights_out);
     if (st == DT_OK && t->comm.rank == 0 && cfg->log_path) st = check_output("--log", cfg->log_path);
-    if (st == DT_OK && cfg->checkpoint) {
-        char path[1100];
-        dt_trainer_rank_path(t, cfg->checkpoint, path, sizeof path);
-        st = check_output("--checkpoint", path);
-    }
+    /* one process writes this file; several ranks their parts beside it and rank 0 it */
+    if (st == DT_OK && cfg->checkpoint) st = check_output("--checkpoint", cfg->checkpoint);
     return st;
 }
 
-dt_status dt_trainer_init(dt_trainer *t, const dt_train_config *cfg) {
-    memset(t, 0, sizeof *t);
-    t->cfg = cfg;
-    t->log_fd = -1;
+/* Everything but --resume; returns at its first error. */
+static dt_status init_run(dt_trainer *t, const dt_train_config *cfg) {
     dt_status st;
-    if ((st = dt_comm_init(NULL, NULL, &t->comm)) != DT_OK) return st;
     if ((st = check_outputs(t)) != DT_OK) return st;
     char dir[1024];
     dt_data_dir(cfg->data, cfg->data_dir, dir, sizeof dir);
@@ -190,13 +184,21 @@ dt_status dt_trainer_init(dt_trainer *t, const dt_train_config *cfg) {
     if (!t->x || !t->y || !t->idx || !t->eval_params || !t->eval_state) return dt_fail(DT_ERR_NOMEM, "out of memory");
     dt_model_init(t->model, cfg->seed); /* the same seed on every rank: identical start */
     if ((st = dt_model_reserve(t->model, cfg->batch)) != DT_OK) return st;
-    if ((st = steps_per_epoch(t)) != DT_OK) return st;
-    if (cfg->resume) {
-        st = dt_trainer_load_checkpoint(t);
-        if (st == DT_OK && t->start_epoch >= cfg->epochs)
-            st = dt_fail(DT_ERR_ARG, "--resume %s: the checkpoint already finished %d epochs (--epochs %d)",
-                         cfg->resume, t->start_epoch, cfg->epochs);
-    }
+    return steps_per_epoch(t);
+}
+
+dt_status dt_trainer_init(dt_trainer *t, const dt_train_config *cfg) {
+    memset(t, 0, sizeof *t);
+    t->cfg = cfg;
+    t->log_fd = -1;
+    dt_status st;
+    if ((st = dt_comm_init(NULL, NULL, &t->comm)) != DT_OK) return st;
+    st = init_run(t, cfg);
+    /* collective with several ranks: reached by every rank, whatever init_run said */
+    if (cfg->resume) st = dt_trainer_load_checkpoint(t, st);
+    if (st == DT_OK && cfg->resume && t->start_epoch >= cfg->epochs)
+        st = dt_fail(DT_ERR_ARG, "--resume %s: the checkpoint already finished %d epochs (--epochs %d)",
+                     cfg->resume, t->start_epoch, cfg->epochs);
     return st;
 }
 

@@ -87,9 +87,10 @@ dt_status dt_trainer_summary(dt_trainer *t, double spread_before, double wall); 
 dt_status dt_trainer_report_server_epoch(void *host, int epoch, double train_loss, double train_acc,
                                          const float *params, const float *state);
 /* checkpoint.c */
-void dt_trainer_rank_path(const dt_trainer *t, const char *base, char *out, size_t len); /* base, or base.rankR */
-dt_status dt_trainer_save_checkpoint(dt_trainer *t);
-dt_status dt_trainer_load_checkpoint(dt_trainer *t);   /* before start: model, momentum, progress */
+dt_status dt_trainer_save_checkpoint(dt_trainer *t);   /* collective with several ranks */
+/* Before start: model, momentum, progress. Collective with several ranks: every rank calls
+ * it, passing what its own set-up said (st), and gets that back if it failed. */
+dt_status dt_trainer_load_checkpoint(dt_trainer *t, dt_status st);
 dt_status dt_trainer_load_run_state(dt_trainer *t);    /* after start: counters, the scheme's state */
 
 #endif
