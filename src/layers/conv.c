@@ -95,7 +95,7 @@ static void im2col_s1(const float *restrict x, int c, int h, int w, int k, int p
                     }
                     const float *src = xc + (ptrdiff_t)iy * w + kj - p;
                     for (int v = 0; v < nv; v++)
-                        _mm512_storeu_ps(r + 16 * v, _mm512_maskz_loadu_ps(m[v], src + 16 * v));
+                        _mm512_storeu_ps(r + 16 * v, dt_maskz_loadu_ps(m[v], src + 16 * v));
                 }
             }
 }
@@ -149,15 +149,15 @@ static void col2im(const float *restrict col, int c, int h, int w, int k, int s,
                 float *xr = x + ((size_t)ci * h + iy) * w;
                 for (int v = 0; v < nv; v++) {
                     const int ix = 16 * v;
-                    __m512 sum = acc ? _mm512_maskz_loadu_ps(mw[v], xr + ix) : _mm512_setzero_ps();
+                    __m512 sum = acc ? dt_maskz_loadu_ps(mw[v], xr + ix) : _mm512_setzero_ps();
                     for (int ki = 0; ki < k; ki++) {
                         const int oy = iy + p - ki;
                         if (oy < 0 || oy >= oh) continue;
                         const float *r = col + (size_t)((ci * k + ki) * k) * ld + (ptrdiff_t)oy * ow + ix + p;
                         for (int kj = 0; kj < k; kj++, r += ld - 1)
-                            sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(mk[kj][v], r));
+                            sum = _mm512_add_ps(sum, dt_maskz_loadu_ps(mk[kj][v], r));
                     }
-                    _mm512_mask_storeu_ps(xr + ix, mw[v], sum);
+                    dt_mask_storeu_ps(xr + ix, mw[v], sum);
                 }
             }
         return;

@@ -59,8 +59,8 @@ static void maxpool2_forward(dt_node *n, const dt_pass *p) {
             for (; ox < ow; ox += 16) {
                 const __mmask16 mo = dt_mask_range(0, ow, ox);
                 const __mmask16 m0 = dt_mask_range(0, 2 * ow, 2 * ox), m1 = dt_mask_range(0, 2 * ow, 2 * ox + 16);
-                __m512 a0 = _mm512_maskz_loadu_ps(m0, r0 + 2 * ox), a1 = _mm512_maskz_loadu_ps(m1, r0 + 2 * ox + 16);
-                __m512 b0 = _mm512_maskz_loadu_ps(m0, r1 + 2 * ox), b1 = _mm512_maskz_loadu_ps(m1, r1 + 2 * ox + 16);
+                __m512 a0 = dt_maskz_loadu_ps(m0, r0 + 2 * ox), a1 = dt_maskz_loadu_ps(m1, r0 + 2 * ox + 16);
+                __m512 b0 = dt_maskz_loadu_ps(m0, r1 + 2 * ox), b1 = dt_maskz_loadu_ps(m1, r1 + 2 * ox + 16);
                 __m512 best = _mm512_permutex2var_ps(a0, ev, a1);
                 __m512i bi = _mm512_add_epi32(lane2, _mm512_set1_epi32(2 * oy * iw + 2 * ox));
                 __m512 v = _mm512_permutex2var_ps(a0, od, a1);
@@ -76,8 +76,8 @@ static void maxpool2_forward(dt_node *n, const dt_pass *p) {
                 c = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ);
                 best = _mm512_mask_blend_ps(c, best, v);
                 bi = _mm512_mask_add_epi32(bi, c, base, _mm512_set1_epi32(iw + 1));
-                _mm512_mask_storeu_ps(y + oy * ow + ox, mo, best);
-                _mm512_mask_storeu_epi32(a + oy * ow + ox, mo, bi);
+                dt_mask_storeu_ps(y + oy * ow + ox, mo, best);
+                dt_mask_storeu_epi32(a + oy * ow + ox, mo, bi);
             }
 #endif
             for (; ox < ow; ox++) {
