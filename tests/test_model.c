@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "check.h"
 #include "core/tensorfile.h"
@@ -81,6 +82,9 @@ static void test_spec_errors(void) {
     expect_spec_error("input c=1 h=46341 w=46341\nflatten\nlinear out=10\n",
                       "layer 'flatten1': its input of 1x46341x46341 = 2147488281 values per image is more than");
     expect_spec_error("input c=1 h=4096 w=4096\nflatten\nlinear out=100\n", "its weight has 1677721600 values, more than");
+    /* the whole model is limited too (DT_MAX_PARAMS), below the limit of one tensor */
+    expect_spec_error("input c=1 h=1 w=8192\nlinear out=8192\n",
+                      "t.spec: the model has 67117056 parameters, more than dtrain handles (67108864)");
     expect_spec_error("input c=1 h=64 w=64\nconv out=70000 k=1\n", "its output of 70000x64x64 values per image is empty or more");
     expect_spec_error("input c=1 h=8 w=8\nconvv out=3\n", "t.spec:2: unknown layer 'convv'");
     expect_spec_error("input c=1 h=8 w=8\n\n# c\nconv out=3 k=3 size=2\n", "t.spec:4: unknown key 'size' for conv");
@@ -191,6 +195,32 @@ static void test_weights_file(void) {
         CHECK(dt_tfile_read(bad, &tf) == DT_ERR_FORMAT);
         CHECK_MSG(strstr(dt_last_error(), "tensor 'w' claims 4294836225 values, more than the 0 bytes left") != NULL,
                   "%s", dt_last_error());
+        dt_tfile_free(&tf);
+    }
+    /* seen while writing fuzz/fuzz_tfile: a shape of 2^30 x 2^30 x 16 wrapped the 64-bit value count to
+     * 0, so a file with a valid checksum read as an empty tensor with an absurd shape */
+    {
+        const uint32_t one = 1, big = 1u << 30, sixteen = 16;
+        const uint16_t nl = 1;
+        const uint8_t nd = 3;
+        unsigned char hdr[64];
+        size_t n = 0;
+        memcpy(hdr + n, "DTRTNS01", 8); n += 8;
+        memcpy(hdr + n, &one, 4); n += 4;
+        memcpy(hdr + n, &nl, 2); n += 2;
+        hdr[n++] = 'w';
+        hdr[n++] = nd;
+        memcpy(hdr + n, &big, 4); n += 4;
+        memcpy(hdr + n, &big, 4); n += 4;
+        memcpy(hdr + n, &sixteen, 4); n += 4;
+        const uint32_t crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), hdr, (uInt)n);
+        memcpy(hdr + n, &crc, 4); n += 4;
+        o = fopen(bad, "wb");
+        fwrite(hdr, 1, n, o);
+        fclose(o);
+        dt_tfile tf;
+        CHECK(dt_tfile_read(bad, &tf) == DT_ERR_FORMAT);
+        CHECK_MSG(strstr(dt_last_error(), "corrupt shape of 'w': more than 2^32 values") != NULL, "%s", dt_last_error());
         dt_tfile_free(&tf);
     }
     CHECK(dt_model_load(m2, "/nonexistent/w") == DT_ERR_IO);

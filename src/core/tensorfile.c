@@ -182,8 +182,14 @@ dt_status dt_tfile_read(const char *path, dt_tfile *out) {
             }
             rec->shape[d] = (int)dim;
             numel *= dim;
+            /* checked per dimension: four dimensions of up to 2^30 could wrap a 64-bit
+             * product around to a small count that no longer matches the shape */
+            if (numel > ((size_t)1 << 32)) {
+                st = dt_fail(DT_ERR_FORMAT, "%s: corrupt shape of '%s': more than 2^32 values", path, rec->name);
+                goto done;
+            }
         }
-        if (numel > ((size_t)1 << 32) || numel * sizeof(float) > r.left) {
+        if (numel * sizeof(float) > r.left) {
             st = dt_fail(DT_ERR_FORMAT, "%s: truncated or corrupt: tensor '%s' claims %zu values, more than the %zu "
                          "bytes left in the file", path, rec->name, numel, r.left);
             goto done;

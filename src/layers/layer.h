@@ -78,6 +78,10 @@ struct dt_node {
 /* The most values one image's activation or one parameter tensor may have: 2^28 floats
  * (1 GiB). Every shape product in the layers fits an int below it. */
 #define DT_MAX_VALUES ((size_t)1 << 28)
+/* The most parameters a whole model may have: 2^26 (256 MiB of floats; each rank also holds
+ * their gradients, momentum and the schemes' copies). Six times resnet18-cifar, the zoo's
+ * largest. */
+#define DT_MAX_PARAMS ((size_t)1 << 26)
 
 static inline size_t dt_node_in_size(const dt_node *n) { return (size_t)n->ic * n->ih * n->iw; }
 static inline size_t dt_node_out_size(const dt_node *n) { return (size_t)n->oc * n->oh * n->ow; }

@@ -107,6 +107,14 @@ dt_status dt_model_build(dt_node *nodes, int nn, int in_c, int in_h, int in_w, c
         for (int t = 0; t < n->nparam; t++) m->np += dt_ptensor_numel(&n->ptens[t]);
         for (int t = 0; t < n->nstate; t++) m->ns += dt_ptensor_numel(&n->stens[t]);
     }
+    /* The whole model is limited as well as each tensor: a few bytes of spec asking for
+     * several 1 GiB layers (each within DT_MAX_VALUES) took gigabytes and minutes to build and
+     * initialise, which no fuzzer (or user) should have to wait for. */
+    if (m->np > DT_MAX_PARAMS) {
+        st = dt_fail(DT_ERR_FORMAT, "%s: the model has %zu parameters, more than dtrain handles (%zu)", origin, m->np,
+                     (size_t)DT_MAX_PARAMS);
+        free(uses); goto fail;
+    }
     /* ReLU fusion: a relu that is the only consumer of a producer that can apply it itself */
     for (int i = 0; i < nn; i++) {
         dt_node *r = &nodes[i];
