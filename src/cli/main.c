@@ -303,17 +303,25 @@ static int cmd_train(int argc, char **argv) {
 
 /* Starts N ranks of `dtrain train` with mpiexec and supervises them (supervise.h). Flags are
  * checked here first, so a typo is reported once, not by every rank. */
-static int cmd_run(int argc, char **argv) {
-    static train_flags f;
-    dt_opt opts[MAX_OPTS + 4];
-    int nopts = train_options(&f, opts), help;
-    const int run_first = nopts;
-    opts[nopts++] = (dt_opt){"n", OPT_INT, &f.ranks, "number of ranks [4]", 1, 1e5, 0, 0, NULL};
-    opts[nopts++] = (dt_opt){"max-restarts", OPT_INT, &f.max_restarts,
+#define RUN_OPTS 4 /* run's own flags, after train's */
+
+/* Flags of `run`: train's, then RUN_OPTS of its own (opts has room for MAX_OPTS + RUN_OPTS). */
+static int run_options(train_flags *f, dt_opt *opts) {
+    int nopts = train_options(f, opts);
+    opts[nopts++] = (dt_opt){"n", OPT_INT, &f->ranks, "number of ranks [4]", 1, 1e5, 0, 0, NULL};
+    opts[nopts++] = (dt_opt){"max-restarts", OPT_INT, &f->max_restarts,
                              "when a rank is lost or stalls, start the job again (from the newest checkpoint every rank has) up to N times [0]",
                              0, 1000, 0, 0, NULL};
-    opts[nopts++] = (dt_opt){"hostfile", OPT_STR, &f.hostfile, "the hosts to run on, one per line (host or host:slots), passed to mpiexec", 0, 0, 0, 0, "FILE"};
-    opts[nopts++] = (dt_opt){"hosts", OPT_STR, &f.hosts, "the hosts to run on: a,b or a:2,b:2, passed to mpiexec", 0, 0, 0, 0, "LIST"};
+    opts[nopts++] = (dt_opt){"hostfile", OPT_STR, &f->hostfile, "the hosts to run on, one per line (host or host:slots), passed to mpiexec", 0, 0, 0, 0, "FILE"};
+    opts[nopts++] = (dt_opt){"hosts", OPT_STR, &f->hosts, "the hosts to run on: a,b or a:2,b:2, passed to mpiexec", 0, 0, 0, 0, "LIST"};
+    return nopts;
+}
+
+static int cmd_run(int argc, char **argv) {
+    static train_flags f;
+    dt_opt opts[MAX_OPTS + RUN_OPTS];
+    int nopts = run_options(&f, opts), help;
+    const int run_first = nopts - RUN_OPTS;
     /* -n N is the usual spelling: accept it as --n */
     char **args = malloc((size_t)argc * sizeof *args);
     if (!args) return 2;

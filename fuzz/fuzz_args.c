@@ -1,0 +1,34 @@
+/* libFuzzer target: the command-line flag parser (dt_parse_args) with the real option tables
+ * of `dtrain train` and `dtrain run` (every scheme's flags from the registry), then the
+ * schemes' own value checks (dt_algo_config_set, dt_algo_check), as main.c does before any
+ * MPI call. The input is split on NUL bytes into arguments; the first is the command ("run"
+ * selects run's table, anything else train's). main.c is compiled in with its main renamed,
+ * so the tables are the very ones the CLI uses. */
+#define main dt_cli_main
+#include "../src/cli/main.c"
+#undef main
+
+#include "fuzz_util.h"
+
+#define MAX_ARGS 64
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    char *text = dt_fuzz_str(data, size);
+    char *argv[MAX_ARGS + 2] = {"dtrain"};
+    int argc = 1;
+    for (char *p = text; argc < MAX_ARGS + 1;) {
+        argv[argc++] = p;
+        char *z = memchr(p, 0, (size_t)(text + size - p));
+        if (!z || z == text + size) break;
+        p = z + 1;
+    }
+    static train_flags f;
+    dt_opt opts[MAX_OPTS + RUN_OPTS];
+    const int run = argc > 1 && !strcmp(argv[1], "run");
+    const int nopts = run ? run_options(&f, opts) : train_options(&f, opts);
+    int help;
+    if (dt_parse_args(run ? "run" : "train", argc, argv, 2, opts, nopts, &help) == DT_OK && !help)
+        (void)scheme_values(&f);
+    free(text);
+    return 0;
+}
