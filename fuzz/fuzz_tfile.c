@@ -1,10 +1,12 @@
 /* libFuzzer target: the tensor-file / checkpoint reader (dt_tfile_read) and loading its
- * records into a model (dt_model_load_records, what dt_model_load and --resume do).
+ * records into a model (dt_model_load_records, what dt_model_load and --resume do) and into
+ * EventGraD's sender rule (dt_trigger_load, a scheme's checkpoint state, then decisions).
  * Each input is read twice: as it is (the checksum will rarely match, but every record is
  * parsed before the checksum is compared) and with its correct CRC-32 appended, so that
  * fuzzed record lists also reach the loader. */
 #include <zlib.h>
 
+#include "algorithms/trigger.h"
 #include "core/tensorfile.h"
 #include "dtrain.h"
 #include "fuzz_util.h"
@@ -36,6 +38,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (k != r->numel) abort();
         }
         dt_model_load_records(model, &f, path);
+        dt_trigger t;
+        if (dt_trigger_init(&t, 2, "adaptive", 1.5f, 3, 0.9f, 0) != DT_OK) abort();
+        if (dt_trigger_load(&t, "eventgrad", &f, path) == DT_OK)
+            for (long k = 0; k < 8; k++) (void)dt_trigger_decide(&t, (int)(k & 1), k, (double)k);
+        dt_trigger_free(&t);
         dt_tfile_free(&f);
     }
     return 0;

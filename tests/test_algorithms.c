@@ -178,6 +178,22 @@ static void test_trigger_checkpoint(void) {
         CHECK(dt_trigger_load(&c, "other", &f, path) == DT_ERR_FORMAT);
         CHECK(has_text(dt_last_error(), "other:norm_last"));
         dt_trigger_free(&c);
+        /* a forged count (valid checksum) is refused, not used as a ring index */
+        if (q == 0) {
+            dt_record *ns = NULL;
+            for (int i = 0; i < f.n; i++)
+                if (!strcmp(f.recs[i].name, "eventgrad:nslopes")) ns = &f.recs[i];
+            CHECK(ns != NULL);
+            if (ns) {
+                const int minus_one = -1;
+                memcpy(ns->data, &minus_one, sizeof minus_one);
+                dt_trigger d = make_trigger(T, kinds[q], 1.5f, 3, 0.9f, 5);
+                CHECK(dt_trigger_load(&d, "eventgrad", &f, path) == DT_ERR_FORMAT);
+                CHECK_MSG(has_text(dt_last_error(), "eventgrad:nslopes holds -1 for tensor 0, expected a count >= 0"), "%s",
+                          dt_last_error());
+                dt_trigger_free(&d);
+            }
+        }
         dt_tfile_free(&f);
         unlink(path);
         CHECK(memcmp(a.delta, b.delta, T * sizeof *a.delta) == 0);

@@ -107,6 +107,11 @@ static dt_status fedavg_load(dt_strategy *s, dt_step_ctx *c, const dt_tfile *tf,
     double round[3];
     dt_status st = dt_tfile_take(tf, path, "fedavg:round", round, sizeof round);
     if (st != DT_OK) return st;
+    /* numbers from a file are checked before the cast (a NaN or 1e300 cast to long is
+     * undefined), even under a valid checksum */
+    if (!(round[0] >= 0 && round[0] <= 1e15) || !(round[2] >= 0 && round[2] <= 1e15))
+        return dt_fail(DT_ERR_FORMAT, "%s: fedavg:round holds %g steps and %g batches, expected counts >= 0 (a corrupt "
+                       "or forged checkpoint)", path, round[0], round[2]);
     f->since = (long)round[0];
     f->round_loss = round[1];
     f->round_batches = (long)round[2];

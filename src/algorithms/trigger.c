@@ -1,6 +1,7 @@
 /* The EventGraD sender rule (see trigger.h). */
 #include "algorithms/trigger.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,5 +95,12 @@ dt_status dt_trigger_save(dt_trigger *t, const char *prefix, dt_records *out) {
 }
 
 dt_status dt_trigger_load(dt_trigger *t, const char *prefix, const dt_tfile *f, const char *path) {
-    return transfer(t, prefix, NULL, f, path);
+    dt_status st = transfer(t, prefix, NULL, f, path);
+    /* the counts index the rings of slopes: a negative one from a corrupt or forged file (the
+     * checksum may well be valid) wrote before the ring */
+    for (int i = 0; st == DT_OK && i < t->T; i++)
+        if (t->nslopes[i] < 0 || t->nslopes[i] > INT_MAX / 2)
+            st = dt_fail(DT_ERR_FORMAT, "%s: %s:nslopes holds %d for tensor %d, expected a count >= 0 (a corrupt or "
+                         "forged checkpoint)", path, prefix, t->nslopes[i], i);
+    return st;
 }
