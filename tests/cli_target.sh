@@ -37,6 +37,22 @@ compare "... every rank stopped at the same step" "$(log_query "$T/f.jsonl" 'len
 m=$(summary_field "$T/f.jsonl" msgs_to_target)
 compare "... messages to the target recorded" "$m" '>' 0 "msgs_to_target $m"
 
+# 3b. reached at an epoch's own evaluation (89.9% after epoch 2 of 6): that epoch is the last one,
+#     logged and checkpointed; no empty epoch follows it (one process, and allreduce)
+"$DTRAIN" train "${C[@]}" --epochs 6 --target-acc 0.89 --no-save --log "$T/e.jsonl" --checkpoint "$T/e.ck"
+check "reached at an epoch's evaluation: runs" $? ""
+compare "... two epochs logged" "$(line_count "$T/e.jsonl" epoch)" == 2 "epochs $(epoch_fields "$T/e.jsonl" test_acc)"
+compare "... each of them trained" "$(log_query "$T/e.jsonl" 'int(all(e["images_per_s"] > 0 and e["train_acc"] > 0 for e in of("epoch")))')" == 1 \
+    "images/s $(epoch_fields "$T/e.jsonl" images_per_s)"
+expect_error "... and the checkpoint holds those 2 epochs" "already finished 2 epochs" -- \
+    "$DTRAIN" train "${C[@]}" --epochs 2 --resume "$T/e.ck" --no-save
+run -n 2 --algo allreduce "${C[@]}" --epochs 6 --target-acc 0.85 --no-save --log "$T/ae.jsonl"
+n=$(line_count "$T/ae.jsonl" epoch)
+compare "allreduce, reached at an epoch's evaluation: the last epoch logged reached it" \
+    "$(log_query "$T/ae.jsonl" 'int(max(of("epoch"), key=lambda e: e["epoch"])["test_acc"] >= 0.85 and all(e["test_acc"] < 0.85 for e in of("epoch")[:-1]))')" == 1 \
+    "test acc $(epoch_fields "$T/ae.jsonl" test_acc)"
+compare "... and each epoch trained" "$(log_query "$T/ae.jsonl" 'int(all(e["images_per_s"] > 0 for e in of("epoch")))')" == 1 "$n epochs"
+
 # 4. a target not reached: the run ends as usual and says so (null, not a number)
 "$DTRAIN" train "${C[@]}" --epochs 1 --target-acc 0.999 --no-save --log "$T/u.jsonl"
 check "an unreachable target still ends normally" $? ""

@@ -159,7 +159,9 @@ static dt_status train_epochs(dt_trainer *t) {
             goto done;
         dt_watch_phase("saving the checkpoint");
         if (cfg->checkpoint && (st = dt_trainer_save_checkpoint(t)) != DT_OK) goto done;
-        if (last) break;
+        /* the epoch's own evaluation may have reached --target-acc: this epoch was the last
+         * (another would train no step, yet be reported and checkpointed as done) */
+        if (last || stop_training(t)) break;
     }
 done:
     free(order);
