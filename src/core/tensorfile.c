@@ -14,8 +14,7 @@
 
 static const char MAGIC[8] = {'D', 'T', 'R', 'T', 'N', 'S', '0', '1'};
 
-/* The folder of path ("." when it has none) into dir. */
-static void folder_of(const char *path, char *dir, size_t len) {
+void dt_path_folder(const char *path, char *dir, size_t len) {
     snprintf(dir, len, "%s", path);
     char *slash = strrchr(dir, '/');
     if (!slash) snprintf(dir, len, ".");
@@ -23,21 +22,25 @@ static void folder_of(const char *path, char *dir, size_t len) {
     else *slash = 0;
 }
 
+int dt_tmp_writer_gone(const char *pid_text) {
+    char *end = NULL;
+    const long pid = strtol(pid_text, &end, 10);
+    if (end == pid_text || *end || pid <= 0 || pid == (long)getpid()) return 0;
+    return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
 /* Temporary files PATH.tmp.PID left by a writer that was killed (its process is gone) are
  * removed before the next write of PATH; one whose process still runs is left alone. */
 static void remove_stale_tmp(const char *path) {
     char dir[4096];
-    folder_of(path, dir, sizeof dir);
+    dt_path_folder(path, dir, sizeof dir);
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     const size_t blen = strlen(base);
     DIR *d = opendir(dir);
     if (!d) return;
     for (struct dirent *e; (e = readdir(d));) {
         if (strncmp(e->d_name, base, blen) != 0 || strncmp(e->d_name + blen, ".tmp.", 5) != 0) continue;
-        char *end = NULL;
-        const long pid = strtol(e->d_name + blen + 5, &end, 10);
-        if (!end || *end || pid <= 0 || pid == (long)getpid()) continue;
-        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        if (!dt_tmp_writer_gone(e->d_name + blen + 5)) continue;
         char stale[4096 + 256];
         snprintf(stale, sizeof stale, "%s/%s", dir, e->d_name);
         unlink(stale);
@@ -69,7 +72,7 @@ dt_status dt_write_atomic(const char *path, dt_status (*fill)(void *ctx, void *f
     if (st == DT_OK) {
         /* the rename itself is durable only once the folder is synced */
         char dir[4096];
-        folder_of(path, dir, sizeof dir);
+        dt_path_folder(path, dir, sizeof dir);
         int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0 || fsync(fd) != 0) st = dt_fail(DT_ERR_IO, "%s: cannot sync its folder %s: %s", path, dir, strerror(errno));
         if (fd >= 0) close(fd);

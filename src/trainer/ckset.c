@@ -4,7 +4,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,11 +144,8 @@ dt_status dt_ckset_write(const char *path, int epoch, long step, const char *run
 
 void dt_ckset_remove_others(const char *path, int rank, int keep) {
     char dir[1100];
-    const char *slash = strrchr(path, '/');
-    const char *base = slash ? slash + 1 : path;
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == path) snprintf(dir, sizeof dir, "/");
-    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    dt_path_folder(path, dir, sizeof dir);
     const size_t blen = strlen(base);
     DIR *d = opendir(dir);
     if (!d) return;
@@ -165,11 +161,8 @@ void dt_ckset_remove_others(const char *path, int rank, int keep) {
         if (r == q + 5 || who != rank) continue;
         if (*r == 0) {
             if (epoch == keep) continue;
-        } else {
-            char *pe;
-            if (strncmp(r, ".tmp.", 5) != 0) continue;
-            const long pid = strtol(r + 5, &pe, 10);
-            if (*pe || pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        } else if (strncmp(r, ".tmp.", 5) != 0 || !dt_tmp_writer_gone(r + 5)) {
+            continue;
         }
         char victim[2300];
         snprintf(victim, sizeof victim, "%s/%s", dir, n);
