@@ -121,13 +121,22 @@ static void boards_clear(boards *bs) {
     }
 }
 
+/* Did a end before b, as far as the job's cause goes? A rank that aborted itself (SIGABRT:
+ * MPI and UCX abort when a peer vanishes) is a consequence of a rank killed from outside, so
+ * it comes after one, whatever order their guards happened to see them end in. */
+static int ended_before(const dt_board *a, const dt_board *b) {
+    const int a_abort = atomic_load(&a->signal) == SIGABRT, b_abort = atomic_load(&b->signal) == SIGABRT;
+    if (a_abort != b_abort) return b_abort;
+    return atomic_load(&a->ended_ns) < atomic_load(&b->ended_ns);
+}
+
 /* the rank the job lost first (killed by a signal it was not asked to take), or -1 */
 static int first_with_state(const boards *bs, int state) {
     int who = -1;
     for (int r = 0; r < bs->n; r++) {
         const dt_board *b = bs->b[r];
         if (!b || atomic_load(&b->state) != state) continue;
-        if (who < 0 || atomic_load(&b->ended_ns) < atomic_load(&bs->b[who]->ended_ns)) who = r;
+        if (who < 0 || ended_before(b, bs->b[who])) who = r;
     }
     return who;
 }
