@@ -28,6 +28,11 @@ static int64_t realtime_ns(void) {
 
 /* ------------------------------------------------------------------ the guard */
 
+static void pause_a_second(void) {
+    struct timespec ts = {1, 0};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
+
 static volatile sig_atomic_t guard_child = 0, guard_forwarded = 0;
 
 static void guard_forward(int sig) {
@@ -78,11 +83,17 @@ void dt_guard_rank(void) {
         atomic_store(&b->signal, sig);
         /* a signal we passed on is the launcher ending the job, not this rank's loss */
         if (!guard_forwarded && state != DT_RANK_TIMED_OUT && state != DT_RANK_DROPPED) atomic_store(&b->state, DT_RANK_LOST);
+        /* A rank that aborted itself (MPI and UCX abort when a peer vanishes) is most often the
+         * consequence of another rank's loss. Its guard's exit makes the launcher kill every
+         * other guard at once, and on a loaded machine the lost rank's guard may not yet have
+         * run to record its loss: wait a moment so the cause is on its board first. */
+        if (sig == SIGABRT && !guard_forwarded) pause_a_second();
         _exit(128 + sig);
     }
     const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
     atomic_store(&b->exit_code, code);
     if (state != DT_RANK_TIMED_OUT && state != DT_RANK_DROPPED) atomic_store(&b->state, code == 0 ? DT_RANK_DONE : DT_RANK_FAILED);
+    if (code != 0 && !guard_forwarded) pause_a_second(); /* as for an abort, above */
     _exit(code);
 }
 
@@ -331,6 +342,21 @@ static int run_attempt(char **av, boards *bs, FILE *noise, outcome *o) {
     return 0;
 }
 
+/* How each rank ended, into the noise file: what explain() read, for whoever has to check it. */
+static void record_boards(const boards *bs, FILE *noise) {
+    static const char *names[] = {"starting", "running", "done", "failed", "lost", "timed out", "dropped", "finishing"};
+    if (!noise) return;
+    for (int r = 0; r < bs->n; r++) {
+        const dt_board *b = bs->b[r];
+        if (!b) { fprintf(noise, "dtrain run: rank %d: no board\n", r); continue; }
+        const int st = atomic_load(&b->state);
+        fprintf(noise, "dtrain run: rank %d (pid %d): %s, signal %d, exit code %d, ended at %.3f s\n", r, (int)b->pid,
+                st >= 0 && st < 8 ? names[st] : "?", (int)atomic_load(&b->signal), (int)atomic_load(&b->exit_code),
+                (double)(atomic_load(&b->ended_ns) % 1000000000000LL) / 1e9);
+    }
+    fflush(noise);
+}
+
 /* What ended an attempt that failed, said in one line (or two, for a stall); 1 when a rank
  * was lost or stalled (a restart may help), 0 when the ranks said why themselves. */
 static int explain(const boards *bs, const char *noise_path) {
@@ -475,6 +501,7 @@ int dt_supervise(const dt_job *job) {
         if (run_attempt(av, &bs, noise, &o) != 0) { rc = 2; break; }
         if (o.status == 0) { rc = 0; break; }
         if (completed_with_drops(&bs)) { rc = 0; break; }
+        record_boards(&bs, noise);
         const int lost = explain(&bs, noise_path);
         rc = lost ? 4 : (o.status == 3 ? 3 : 2);
         if (!lost || restarts_done >= job->max_restarts) break;
