@@ -169,6 +169,12 @@ const float *dt_model_forward(dt_model *m, const float *x, int batch, int train)
  * gradient with respect to the input (batch * c * h * w), for tests. */
 float dt_model_backward(dt_model *m, const uint8_t *labels, int *correct);
 float dt_model_backward_input(dt_model *m, const uint8_t *labels, int *correct, float *dx_out);
+/* Called during backward after each layer, from the last to the first, with `from`: the
+ * gradients [from, num_params) are final for this pass (parameters are laid out in layer
+ * order, so the final part grows from the end). Lets a caller start communicating them while
+ * backward goes on (bucketed allreduce) or let its transport progress. NULL: none. */
+typedef void (*dt_grads_ready_fn)(void *arg, size_t from);
+void dt_model_set_grads_ready(dt_model *m, dt_grads_ready_fn fn, void *arg);
 /* Loss and correct count of the last forward without backward. */
 float dt_model_loss(const dt_model *m, const uint8_t *labels, int *correct);
 

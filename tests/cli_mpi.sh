@@ -10,6 +10,18 @@ run -n 4 --algo allreduce "${C[@]}" --out "$T/ar.w" --log "$T/ar.jsonl"
 run -n 4 --algo ps --ps-mode grad "${C[@]}" --out "$T/psg.w" --log "$T/psg.jsonl"
 same "allreduce == ps --ps-mode grad (4 ranks, 20 steps)" "$T/ar.w" "$T/psg.w" 1e-6
 
+# allreduce in buckets during backward (the default) == one allreduce after it: bit for bit on
+# 2 ranks (a sum of two is the same in any order), within rounding on 4; same bytes, and the
+# buckets show as more messages (2(N-1) per bucket: cnn1 has 87 kB of gradients)
+run -n 2 --algo allreduce --bucket-kb 0 "${C[@]}" --out "$T/ar2b0.w" --log "$T/ar2b0.jsonl"
+run -n 2 --algo allreduce --bucket-kb 8 "${C[@]}" --out "$T/ar2b8.w" --log "$T/ar2b8.jsonl"
+identical "allreduce --bucket-kb 8 == --bucket-kb 0 (2 ranks, bit for bit)" "$T/ar2b0.w" "$T/ar2b8.w"
+compare "... the same bytes" "$(bytes "$T/ar2b8.jsonl")" == "$(bytes "$T/ar2b0.jsonl")"
+compare "... in more messages (buckets)" "$(msgs "$T/ar2b8.jsonl")" '>' "$(msgs "$T/ar2b0.jsonl")"
+compare "... still 100% of allreduce's messages" "$(summary_field "$T/ar2b8.jsonl" msgs_pct)" == 100
+run -n 4 --algo allreduce --bucket-kb 0 "${C[@]}" --out "$T/ar4b0.w"
+same "allreduce, buckets (default) == --bucket-kb 0 (4 ranks)" "$T/ar.w" "$T/ar4b0.w" 1e-6
+
 # allreduce with N ranks x batch B == one process at batch N*B on the same examples
 M=(--model mlp --data mnist --epochs 1 --max-steps 20 --seed 3 --split stripe)
 run -n 2 --algo allreduce "${M[@]}" --batch 8 --out "$T/ar2.w"

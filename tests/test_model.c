@@ -2,6 +2,7 @@
  * the optimiser and the learning-rate schedules. */
 #include <errno.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -282,8 +283,67 @@ static void test_sgd(void) {
     CHECK(strstr(dt_last_error(), "--schedule 'linear'") != NULL);
 }
 
+/* dt_model_set_grads_ready: after each layer of backward, the gradients [from, np) it names
+ * are already final (equal to what backward ends with), from never grows, and it ends at 0. */
+typedef struct {
+    size_t np, last_from;
+    int calls, grew, early;
+    float *final_grads; /* filled after a first backward */
+    const float *grads;
+} ready_log;
+
+static void on_ready(void *arg, size_t from) {
+    ready_log *r = arg;
+    r->calls++;
+    if (from > r->last_from) r->grew++;
+    r->last_from = from;
+    if (r->final_grads && memcmp(r->grads + from, r->final_grads + from, (r->np - from) * sizeof(float)) != 0) r->early++;
+}
+
+static void test_grads_ready(void) {
+    const char *names[] = {"cnn1", "resblock-tiny"};
+    for (int k = 0; k < 2; k++) {
+        dt_model *m = NULL;
+        CHECK(dt_model_from_name(names[k], &m) == DT_OK);
+        if (!m) continue;
+        dt_model_init(m, 3);
+        const int batch = 4;
+        CHECK(dt_model_reserve(m, batch) == DT_OK);
+        int c, h, w;
+        dt_model_input_shape(m, &c, &h, &w);
+        const size_t in = (size_t)c * h * w;
+        float *x = malloc((size_t)batch * in * sizeof(float));
+        uint8_t y[4] = {1, 7, 3, 0};
+        for (size_t i = 0; i < (size_t)batch * in; i++) x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+        const size_t np = dt_model_num_params(m);
+        ready_log r = {.np = np, .last_from = np, .grads = dt_model_grads(m)};
+        r.final_grads = malloc(np * sizeof(float));
+        dt_model_set_seed(m, 0); /* the same dropout masks in both passes */
+        dt_model_forward(m, x, batch, 1);
+        dt_model_backward(m, y, NULL); /* no hook: the final gradients */
+        memcpy(r.final_grads, dt_model_grads(m), np * sizeof(float));
+        memset(dt_model_grads(m), 0xff, np * sizeof(float)); /* NaN: a gradient not yet written shows */
+        dt_model_set_grads_ready(m, on_ready, &r);
+        dt_model_set_seed(m, 0);
+        dt_model_forward(m, x, batch, 1);
+        dt_model_backward(m, y, NULL);
+        CHECK_MSG(r.calls >= dt_model_num_tensors(m) / 2, "%s: %d calls", names[k], r.calls);
+        CHECK_MSG(r.grew == 0 && r.early == 0 && r.last_from == 0, "%s: grew %d, early %d, last %zu", names[k], r.grew,
+                  r.early, r.last_from);
+        /* without the hook nothing is called */
+        dt_model_set_grads_ready(m, NULL, NULL);
+        const int calls = r.calls;
+        dt_model_backward(m, y, NULL);
+        CHECK(r.calls == calls);
+        free(r.final_grads);
+        free(x);
+        dt_model_free(m);
+    }
+}
+
 int main(void) {
     dt_runtime_init();
+    test_grads_ready();
     test_zoo();
     test_spec_errors();
     test_weights_file();

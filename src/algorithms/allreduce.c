@@ -5,37 +5,114 @@
  * allreduce cannot add encoded bytes, so the payloads are allgathered (B bytes from every
  * rank, the same B on every rank) and every rank takes their mean: all ranks get the same
  * mean bit for bit and the models stay identical. Counted as a ring allgather of the encoded
- * bytes (docs/accounting.md); comm s includes the encoding and decoding. */
+ * bytes (docs/accounting.md); comm s includes the encoding and decoding.
+ *
+ * Buckets (--bucket-kb, uncompressed): as DDP does, the gradients are reduced in buckets
+ * while backward goes on. Backward finishes the layers from the last to the first, and the
+ * parameters lie in layer order, so the final gradients grow from the end of the flat buffer:
+ * once at least a bucket's worth is final and not yet sent, it is started (MPI_Iallreduce)
+ * and backward computes the earlier layers meanwhile; each later layer lets MPI move the
+ * buckets along (MPI_Testall). After backward the rest goes as the last bucket and the step
+ * waits for them all: only that wait is exposed. Every rank cuts the same buckets (the same
+ * model), so the sums are the same on every rank. */
 #include <stdlib.h>
+
+#include <assert.h>
 
 #include "algorithms/payload.h"
 #include "algorithms/strategy.h"
 
 typedef struct {
+    int compressed;
     dt_grad_payload pay;
-    uint8_t *recv; /* N payloads */
+    uint8_t *recv;        /* N payloads */
+    /* buckets */
+    size_t bucket;        /* floats per bucket; 0: one allreduce after backward */
+    size_t unsent_end;    /* gradients [.., unsent_end) are not yet in a bucket; [unsent_end, np) are */
+    MPI_Request *req;     /* the buckets of this step */
+    MPI_Status *stat;
+    int nreq, capreq;
+    uint64_t step_msgs0;  /* messages sent before this step's first bucket */
+    int step_open;        /* a bucket of this step was started during backward */
 } allreduce_impl;
 
+static const dt_flag allreduce_flags[] = {
+    {"bucket-kb", DT_FLAG_FLOAT, "32", 0, 1e7, 0,
+     "reduce the gradients in buckets of this many KB while backward goes on (0: one allreduce after it)", 0},
+};
+
 static dt_status allreduce_start(dt_strategy *s, dt_step_ctx *c) {
-    if (s->codec.kind == DT_CODEC_NONE) return DT_OK; /* none: exactly the plain allreduce */
     allreduce_impl *a = calloc(1, sizeof *a);
     if (!a) return dt_fail(DT_ERR_NOMEM, "out of memory");
     s->impl = a;
-    dt_status st = dt_grad_payload_init(&a->pay, &s->codec, dt_model_num_params(c->model));
+    const size_t np = dt_model_num_params(c->model);
+    if (s->codec.kind == DT_CODEC_NONE) { /* none: exactly the plain allreduce */
+        a->bucket = (size_t)(dt_algo_float(s, "bucket-kb") * 1024 / sizeof(float));
+        if (dt_algo_float(s, "bucket-kb") > 0 && a->bucket == 0) a->bucket = 1;
+        a->unsent_end = np;
+        /* at most a bucket per layer's call and one after backward: the tensors bound the layers with parameters */
+        a->capreq = dt_model_num_tensors(c->model) + 2;
+        a->req = malloc((size_t)a->capreq * sizeof *a->req);
+        a->stat = malloc((size_t)a->capreq * sizeof *a->stat);
+        if (!a->req || !a->stat) return dt_fail(DT_ERR_NOMEM, "out of memory");
+        return DT_OK;
+    }
+    a->compressed = 1;
+    dt_status st = dt_grad_payload_init(&a->pay, &s->codec, np);
     if (st != DT_OK) return st;
     if (!(a->recv = malloc(a->pay.bytes * (size_t)c->comm->size + 1)))
         return dt_fail(DT_ERR_NOMEM, "out of memory (compression buffers)");
     return DT_OK;
 }
 
+/* starts the bucket [from, unsent_end) */
+static dt_status start_bucket(allreduce_impl *a, dt_step_ctx *c, size_t from) {
+    assert(a->nreq < a->capreq);
+    if (!a->step_open) { a->step_open = 1; a->step_msgs0 = c->comm->c.msgs_sent; }
+    dt_status st = dt_iallreduce_sum(c->comm, dt_model_grads(c->model) + from, a->unsent_end - from, &a->req[a->nreq]);
+    if (st != DT_OK) return st;
+    a->nreq++;
+    a->unsent_end = from;
+    return DT_OK;
+}
+
+static dt_status allreduce_grads_ready(dt_strategy *s, dt_step_ctx *c, size_t from) {
+    allreduce_impl *a = s->impl;
+    if (a->compressed || a->bucket == 0) return DT_OK;
+    dt_status st = DT_OK;
+    /* the last slot is kept for the rest, after backward */
+    if (a->unsent_end - from >= a->bucket && a->nreq < a->capreq - 1) st = start_bucket(a, c, from);
+    if (st == DT_OK && a->nreq > 0) { /* let MPI move the buckets along */
+        const double t0 = dt_now();
+        int done;
+        int err = MPI_Testall(a->nreq, a->req, &done, a->stat);
+        c->comm->c.t_comm += dt_now() - t0;
+        st = dt_mpi_check(err, "MPI_Testall (gradient buckets)");
+    }
+    return st;
+}
+
 static dt_status allreduce_after_backward(dt_strategy *s, dt_step_ctx *c) {
     allreduce_impl *a = s->impl;
     dt_comm *comm = c->comm;
-    const uint64_t before = comm->c.msgs_sent;
+    const uint64_t before = a->step_open ? a->step_msgs0 : comm->c.msgs_sent;
     float *g = dt_model_grads(c->model);
-    dt_status st;
-    if (!a) {
-        st = dt_allreduce_mean(comm, g, dt_model_num_params(c->model));
+    const size_t np = dt_model_num_params(c->model);
+    dt_status st = DT_OK;
+    if (!a->compressed && a->bucket > 0) {
+        if (a->unsent_end > 0) st = start_bucket(a, c, 0);
+        const double t0 = dt_now();
+        if (a->nreq > 0) {
+            int err = MPI_Waitall(a->nreq, a->req, a->stat); /* the watchdog times it (watch.c) */
+            if (st == DT_OK) st = dt_mpi_check(err, "MPI_Waitall (gradient buckets)");
+        }
+        comm->c.t_comm += dt_now() - t0;
+        a->nreq = 0;
+        a->unsent_end = np;
+        const float inv = 1.0f / (float)comm->size;
+        for (size_t i = 0; i < np; i++) g[i] *= inv;
+    } else if (!a->compressed) {
+        st = dt_allreduce_mean(comm, g, np);
     } else {
         const double t0 = dt_now(), comm0 = comm->c.t_comm;
         dt_grad_payload_encode(&a->pay, g);
@@ -44,6 +121,7 @@ static dt_status allreduce_after_backward(dt_strategy *s, dt_step_ctx *c) {
         comm->c.t_comm = comm0 + (dt_now() - t0); /* the codec's time is communication's */
     }
     comm->c.baseline_msgs += comm->c.msgs_sent - before; /* it always sends everything */
+    a->step_open = 0;
     return st;
 }
 
@@ -51,25 +129,28 @@ static dt_status allreduce_after_backward(dt_strategy *s, dt_step_ctx *c) {
 static dt_status allreduce_save(dt_strategy *s, dt_step_ctx *c, dt_records *out) {
     allreduce_impl *a = s->impl;
     (void)c;
-    return a ? dt_grad_payload_save(&a->pay, "allreduce:residual", out) : DT_OK;
+    return a->compressed ? dt_grad_payload_save(&a->pay, "allreduce:residual", out) : DT_OK;
 }
 
 static dt_status allreduce_load(dt_strategy *s, dt_step_ctx *c, const dt_tfile *f, const char *path) {
     allreduce_impl *a = s->impl;
     (void)c;
-    return a ? dt_grad_payload_load(&a->pay, "allreduce:residual", f, path) : DT_OK;
+    return a->compressed ? dt_grad_payload_load(&a->pay, "allreduce:residual", f, path) : DT_OK;
 }
 
 static void allreduce_destroy(dt_strategy *s) {
     allreduce_impl *a = s->impl;
     if (!a) return;
-    dt_grad_payload_free(&a->pay);
+    if (a->compressed) dt_grad_payload_free(&a->pay);
     free(a->recv);
+    free(a->req);
+    free(a->stat);
     free(a);
 }
 
 static const dt_strategy_ops allreduce_ops = {
     .start = allreduce_start,
+    .grads_ready = allreduce_grads_ready,
     .after_backward = allreduce_after_backward,
     .save_state = allreduce_save,
     .load_state = allreduce_load,
@@ -82,6 +163,7 @@ static dt_status allreduce_create(dt_strategy *s) {
 }
 
 const dt_scheme dt_scheme_allreduce = {
-    .name = "allreduce", .summary = "average the gradients every step (MPI_Allreduce)",
+    .name = "allreduce", .summary = "average the gradients every step (MPI_Allreduce, in buckets during backward)",
+    DT_FLAG_TABLE(allreduce_flags),
     .compress = DT_COMPRESS_YES, .create = allreduce_create,
 };

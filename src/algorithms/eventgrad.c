@@ -28,6 +28,8 @@ static const dt_flag eg_flags[] = {
     {"threshold-decay", DT_FLAG_FLOAT, "1", 0, 1, 1, "threshold factor per step without a send, (0, 1]", 0},
     {"warmup-steps", DT_FLAG_INT, "30", 0, 1e9, 0, "always send during the first N steps", 0},
     {"sync", DT_FLAG_SWITCH, "0", 0, 1, 0, "lock-step, deterministic", 0},
+    {"max-lag", DT_FLAG_INT, "6", 0, 1000, 0,
+     "asynchronous: steps a round of sends may be on its way while the next ones compute (0: each send waits for the link)", 0},
 };
 
 static dt_status eg_start(dt_strategy *s, dt_step_ctx *c) {
@@ -38,13 +40,24 @@ static dt_status eg_start(dt_strategy *s, dt_step_ctx *c) {
                                    dt_algo_int(s, "warmup-steps"));
     if (st != DT_OK) return st;
     if (!(e->send_list = malloc((size_t)(T ? T : 1) * sizeof *e->send_list))) return dt_fail(DT_ERR_NOMEM, "out of memory");
-    return dt_gossip_create(c, dt_algo_text(s, "topology"), &s->codec, &e->g);
+    st = dt_gossip_create(c, dt_algo_text(s, "topology"), &s->codec, &e->g);
+    /* without --sync nobody waits for anyone, the link included: sends overlap the next steps */
+    const int max_lag = (int)dt_algo_int(s, "max-lag");
+    if (st == DT_OK && !e->sync && max_lag > 0) st = dt_gossip_overlap(e->g, max_lag);
+    return st;
 }
 
 static double tensor_norm(const float *x, size_t n) {
     double s = 0;
     for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
     return sqrt(s);
+}
+
+static dt_status eg_grads_ready(dt_strategy *s, dt_step_ctx *c, size_t from) {
+    eg_impl *e = s->impl;
+    (void)c;
+    (void)from;
+    return e->sync ? DT_OK : dt_gossip_progress(e->g);
 }
 
 static dt_status eg_after_backward(dt_strategy *s, dt_step_ctx *c) {
@@ -88,6 +101,7 @@ static void eg_destroy(dt_strategy *s) {
 
 static const dt_strategy_ops eg_ops = {
     .start = eg_start,
+    .grads_ready = eg_grads_ready,
     .after_backward = eg_after_backward,
     .end_epoch = dt_gossip_hook_end_epoch,
     .finish = dt_gossip_hook_finish,

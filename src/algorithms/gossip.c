@@ -21,7 +21,7 @@ struct dt_gossip {
     MPI_Request *req;      /* 2 nn */
     MPI_Status *statuses;
     uint64_t *seq_out, *seq_in; /* lock-step: nn x T sequence numbers sent / to expect */
-    uint64_t sent_epoch, *fresh_epoch, overwritten_mark; /* this epoch's transport figures */
+    uint64_t sent_epoch, *fresh_epoch, overwritten_mark, coalesced_mark; /* this epoch's transport figures */
     /* --compress (NULL codec: the plain float window) */
     dt_codec *codec;
     float *cself;          /* np: the copy of x every neighbour holds */
@@ -244,8 +244,10 @@ void dt_gossip_mix(const dt_gossip *g, float *x) {
     }
 }
 
-/* Rank 0's transport line from every rank's row [sent, overwritten, degree, fresh from each
- * rank + 0.5 where it is a neighbour]: returns the starved (rank, neighbour) pairs. */
+/* Rank 0's transport line from every rank's row [sent, overwritten, degree, coalesced, fresh
+ * from each rank + 0.5 where it is a neighbour]: returns the starved (rank, neighbour) pairs.
+ * sent counts the writes asked for; coalesced, those of them a newer one replaced before they
+ * left (overlapped sends). */
 static int transport_line(dt_json *j, int epoch, const double *all, int N, int W) {
     int starved = 0;
     dt_json_begin(j, NULL);
@@ -258,10 +260,11 @@ static int transport_line(dt_json *j, int epoch, const double *all, int N, int W
         dt_json_int(j, "rank", r);
         dt_json_num(j, "sent", q[0]);
         dt_json_num(j, "overwritten", q[1]);
+        dt_json_num(j, "coalesced", q[3]);
         dt_json_begin(j, "fresh_from");
         for (int k = 0; k < N; k++) {
-            if (q[3 + k] == 0) continue; /* not a neighbour */
-            const double fresh = q[3 + k] - 0.5;
+            if (q[4 + k] == 0) continue; /* not a neighbour */
+            const double fresh = q[4 + k] - 0.5;
             if (all[(size_t)k * W] > 0 && fresh == 0) starved++;
             char key[16];
             snprintf(key, sizeof key, "%d", k);
@@ -278,13 +281,15 @@ static int transport_line(dt_json *j, int epoch, const double *all, int N, int W
 
 dt_status dt_gossip_end_epoch(dt_gossip *g, dt_step_ctx *ctx) {
     dt_comm *c = ctx->comm;
-    const int N = c->size, W = 3 + N;
+    const int N = c->size, W = 4 + N;
     double *row = calloc((size_t)W, sizeof *row), *all = c->rank == 0 ? calloc((size_t)W * N, sizeof *all) : NULL;
     if (!row || (c->rank == 0 && !all)) { free(row); free(all); return dt_fail(DT_ERR_NOMEM, "out of memory"); }
     row[0] = (double)g->sent_epoch;
     row[1] = (double)(c->c.overwritten - g->overwritten_mark);
     row[2] = (double)g->nn;
-    for (int j = 0; j < g->nn; j++) row[3 + g->nbrs[j]] = (double)g->fresh_epoch[j] + 0.5; /* +0.5: "is a neighbour" */
+    const uint64_t coalesced = g->win ? dt_win_get_stats(g->win)->coalesced : 0;
+    row[3] = (double)(coalesced - g->coalesced_mark);
+    for (int j = 0; j < g->nn; j++) row[4 + g->nbrs[j]] = (double)g->fresh_epoch[j] + 0.5; /* +0.5: "is a neighbour" */
     int err = MPI_Gather(row, W, MPI_DOUBLE, all, W, MPI_DOUBLE, 0, c->comm);
     dt_status st = dt_mpi_check(err, "MPI_Gather (gossip transport figures)");
     if (st == DT_OK && c->rank == 0) {
@@ -303,17 +308,23 @@ dt_status dt_gossip_end_epoch(dt_gossip *g, dt_step_ctx *ctx) {
     g->sent_epoch = 0;
     memset(g->fresh_epoch, 0, (size_t)(g->nn ? g->nn : 1) * sizeof *g->fresh_epoch);
     g->overwritten_mark = c->c.overwritten;
+    g->coalesced_mark = coalesced;
     return st;
 }
 
 /* Waiting for announced numbers, not a barrier: this MPICH can show a write's header before
  * its data even after the writer's flush returned (docs/transport.md). */
 dt_status dt_gossip_drain(dt_gossip *g, dt_comm *c) {
-    dt_status st = announce_and_read(g, c);
+    dt_status st = dt_win_complete(g->win); /* every write started or waiting has left */
+    if (st == DT_OK) st = announce_and_read(g, c);
     /* nobody frees (collective) while a neighbour still reads */
     dt_status st2 = dt_win_free(&g->win);
     return st != DT_OK ? st : st2;
 }
+
+dt_status dt_gossip_overlap(dt_gossip *g, int max_lag) { return dt_win_set_overlap(g->win, 1, max_lag); }
+
+dt_status dt_gossip_progress(dt_gossip *g) { return dt_win_progress(g->win); }
 
 void dt_gossip_abandon(dt_gossip *g) {
     if (g) dt_win_free(&g->win);

@@ -45,6 +45,13 @@ dt_status dt_gossip_end_epoch(dt_gossip *g, dt_step_ctx *c);
 /* Collective, at the end: every neighbour announces its writes to this rank and this rank
  * reads until all have arrived (every put read or counted overwritten); frees the windows. */
 dt_status dt_gossip_drain(dt_gossip *g, dt_comm *c);
+/* Async schemes: sends do not wait for the link (dt_win_set_overlap); a tensor's write asked
+ * for while its previous one is in flight is coalesced with the next; a send waits only for a
+ * round still on its way after max_lag steps. */
+dt_status dt_gossip_overlap(dt_gossip *g, int max_lag);
+/* Lets the transport move along (puts in flight, incoming writes that need this rank's help):
+ * called between layers of backward, so a round arrives and the next starts within a step. */
+dt_status dt_gossip_progress(dt_gossip *g);
 /* Collective: frees the windows without draining (after a failure at start). */
 void dt_gossip_abandon(dt_gossip *g);
 

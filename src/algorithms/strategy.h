@@ -11,7 +11,8 @@
  * One step of a training rank, as the trainer runs it:
  *
  *     begin_step                        e.g. pull parameters from a server
- *     forward, backward                 gradients of the local batch in ctx->model's grads
+ *     forward, backward                 gradients of the local batch in ctx->model's grads;
+ *                                       grads_ready after each layer of backward
  *     after_backward                    exchange or replace gradients; decentralized schemes
  *                                       mix the parameters with their neighbours' here, so
  *                                       that the optimiser step follows the mixing
@@ -125,6 +126,10 @@ typedef struct dt_strategy_ops {
     dt_status (*serve)(dt_strategy *s, dt_step_ctx *c);
     /* before the forward pass */
     dt_status (*begin_step)(dt_strategy *s, dt_step_ctx *c);
+    /* during backward, after each layer (from the last to the first): the gradients [from,
+     * num_params) are final; a scheme may start sending them (allreduce's buckets) or let its
+     * transport progress. An error stops the step once backward has ended. */
+    dt_status (*grads_ready)(dt_strategy *s, dt_step_ctx *c, size_t from);
     /* after backward, before the optimiser step: gradients may be exchanged or replaced,
      * and parameters mixed with the neighbours' (decentralized schemes) */
     dt_status (*after_backward)(dt_strategy *s, dt_step_ctx *c);

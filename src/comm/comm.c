@@ -1,5 +1,6 @@
 #include "comm/comm.h"
 
+#include <assert.h>
 #include <limits.h>
 #include <time.h>
 
@@ -72,6 +73,13 @@ void dt_comm_finalize(void) {
 /* MPI counts are int: large buffers go in chunks. */
 #define CHUNK ((size_t)1 << 28)
 
+static void count_allreduce(dt_comm *c, size_t n) {
+    if (c->size < 2) return;
+    const uint64_t bytes = (uint64_t)n * sizeof(float);
+    dt_count_send(c, 2 * (uint64_t)(c->size - 1), 2 * (uint64_t)(c->size - 1) * bytes / (uint64_t)c->size);
+    dt_count_recv(c, 2 * (uint64_t)(c->size - 1), 2 * (uint64_t)(c->size - 1) * bytes / (uint64_t)c->size);
+}
+
 dt_status dt_allreduce_sum(dt_comm *c, float *buf, size_t n) {
     double t0 = dt_now();
     for (size_t off = 0; off < n; off += CHUNK) {
@@ -79,12 +87,18 @@ dt_status dt_allreduce_sum(dt_comm *c, float *buf, size_t n) {
         int err = MPI_Allreduce(MPI_IN_PLACE, buf + off, cnt, MPI_FLOAT, MPI_SUM, c->comm);
         if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Allreduce");
     }
-    if (c->size > 1) {
-        uint64_t bytes = (uint64_t)n * sizeof(float);
-        dt_count_send(c, 2 * (uint64_t)(c->size - 1), 2 * (uint64_t)(c->size - 1) * bytes / (uint64_t)c->size);
-        dt_count_recv(c, 2 * (uint64_t)(c->size - 1), 2 * (uint64_t)(c->size - 1) * bytes / (uint64_t)c->size);
-    }
+    count_allreduce(c, n);
     c->c.t_comm += dt_now() - t0;
+    return DT_OK;
+}
+
+dt_status dt_iallreduce_sum(dt_comm *c, float *buf, size_t n, MPI_Request *req) {
+    assert(n <= (size_t)INT_MAX);
+    double t0 = dt_now();
+    int err = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->comm, req);
+    c->c.t_comm += dt_now() - t0;
+    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Iallreduce");
+    count_allreduce(c, n);
     return DT_OK;
 }
 

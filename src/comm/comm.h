@@ -58,6 +58,9 @@ dt_status dt_bcast_setup(dt_comm *c, float *buf, size_t n, int root, const char 
 /* Sum of buf over all ranks into sum on rank 0 (MPI_Reduce), counted as a gather: each other
  * rank sends its buffer once, rank 0 receives N-1. */
 dt_status dt_reduce_sum(dt_comm *c, const float *buf, float *sum, size_t n);
+/* The sum of dt_allreduce_sum, started (MPI_Iallreduce, in place): counted when started; buf
+ * is not to be touched until *req completes. n < 2^31. */
+dt_status dt_iallreduce_sum(dt_comm *c, float *buf, size_t n, MPI_Request *req);
 /* Mean of buf over all ranks, in place (allreduce / N). */
 dt_status dt_allreduce_mean(dt_comm *c, float *buf, size_t n);
 

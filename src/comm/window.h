@@ -44,6 +44,8 @@ typedef struct dt_win_stats {
     uint64_t stale;          /* reads with nothing new */
     uint64_t torn;           /* reads that caught a write in progress (dst kept) */
     uint64_t overwritten;    /* writes replaced before this rank read them */
+    uint64_t coalesced;      /* overlap: writes replaced by a newer one before they left */
+    uint64_t probes;         /* overlap: 16-byte read-backs of a neighbour's header */
 } dt_win_stats;
 
 /* Collective over c->comm. nbrs: this rank's neighbours (distinct, none equal to c->rank),
@@ -92,7 +94,21 @@ size_t dt_win_capacity(const dt_win *w, int t);
  * again later). seq may be NULL. */
 dt_status dt_win_read(dt_win *w, int k, int t, float *dst, uint64_t *seq, int *fresh);
 
-/* Lets MPI progress incoming RMA (call regularly, e.g. once per training step). */
+/* Overlap (off by default): dt_win_put_tensors(_bytes) return without waiting for the link;
+ * every later call into the window moves the puts along. One round of puts is on the link at
+ * a time, until each neighbour's window shows it (a 16-byte read-back); a tensor asked for
+ * meanwhile waits in a second staging copy, where a newer value replaces it (counted as
+ * coalesced, never sent). Bounded staleness: a put call finding a round that has been on its
+ * way for max_lag (>= 1) put calls waits for it first. Turning it off waits for everything
+ * (dt_win_complete).
+ * dt_win_put and dt_win_put_bytes need it off. */
+dt_status dt_win_set_overlap(dt_win *w, int on, int max_lag);
+/* Waits until every write started or waiting has left (their origin copies are free; the
+ * targets see them once they next run MPI): before announcing sequence numbers. */
+dt_status dt_win_complete(dt_win *w);
+
+/* Lets MPI progress incoming RMA (call regularly, e.g. once per training step); with overlap,
+ * also this rank's writes in flight, and starts those that waited. */
 dt_status dt_win_progress(dt_win *w);
 
 /* Number of puts this rank made for (k, t). */

@@ -318,6 +318,7 @@ float dt_model_backward_input(dt_model *m, const uint8_t *labels, int *correct, 
     dt_node *last = &m->nodes[m->nn - 1];
     float loss = softmax_xent(last->y, labels, m->batch, (int)dt_node_out_size(last), last->dy,
                               correct);
+    size_t ready = m->np;
     for (int i = m->nn - 1; i >= 0; i--) {
         dt_node *n = &m->nodes[i];
         dt_pass p = {.batch = m->batch, .train = m->last_train, .work = m->work, .rng = &m->rng};
@@ -330,8 +331,15 @@ float dt_model_backward_input(dt_model *m, const uint8_t *labels, int *correct, 
         double t0 = m->t_bwd ? dt_now() : 0;
         n->ops->backward(n, &p);
         if (m->t_bwd) m->t_bwd[i] += dt_now() - t0;
+        if (n->nparam > 0) ready = (size_t)(n->g[0] - m->grads);
+        if (m->grads_ready) m->grads_ready(m->grads_ready_arg, ready);
     }
     return loss;
+}
+
+void dt_model_set_grads_ready(dt_model *m, dt_grads_ready_fn fn, void *arg) {
+    m->grads_ready = fn;
+    m->grads_ready_arg = arg;
 }
 
 float dt_model_backward(dt_model *m, const uint8_t *labels, int *correct) {

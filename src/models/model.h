@@ -23,6 +23,8 @@ struct dt_model {
     const float *input;
     dt_rng rng;
     double *t_fwd, *t_bwd;  /* per-node seconds when DTRAIN_LAYER_TIMES is set, else NULL */
+    dt_grads_ready_fn grads_ready; /* dt_model_set_grads_ready */
+    void *grads_ready_arg;
 };
 
 /* Builds a model from nodes whose ops, names, inputs and hyper-parameters are set; takes

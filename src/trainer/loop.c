@@ -48,6 +48,12 @@ static int step_eval_due(const dt_trainer *t) {
 }
 
 /* One step: the batch, forward, backward and the hooks around the optimiser step. */
+/* the model's call during backward, to the scheme's grads_ready (the first error is kept) */
+static void grads_ready(void *arg, size_t from) {
+    dt_trainer *t = arg;
+    if (t->grads_st == DT_OK) t->grads_st = t->strategy->ops->grads_ready(t->strategy, &t->ctx, from);
+}
+
 static dt_status train_step(dt_trainer *t, const int *bi, int cnt, int augment, dt_rng *rng) {
     dt_step_ctx *c = &t->ctx;
     dt_status st;
@@ -56,7 +62,11 @@ static dt_status train_step(dt_trainer *t, const int *bi, int cnt, int augment, 
     dt_batch_fill(&t->train, bi, cnt, t->x, t->y, augment, rng);
     dt_model_forward(t->model, t->x, cnt, 1);
     int ok = 0;
+    t->grads_st = DT_OK;
+    dt_model_set_grads_ready(t->model, t->strategy->ops->grads_ready ? grads_ready : NULL, t);
     c->loss = dt_model_backward(t->model, t->y, &ok);
+    dt_model_set_grads_ready(t->model, NULL, NULL);
+    if (t->grads_st != DT_OK) return t->grads_st;
     c->correct = ok;
     c->count = cnt;
     if ((st = HOOK(t, after_backward)) != DT_OK) return st;
@@ -200,6 +210,9 @@ dt_status dt_trainer_run(dt_trainer *t) {
     if (st != DT_OK) return st;
     t->t_start = dt_now();
     st = t->ctx.run.worker < 0 ? HOOK(t, serve) : train_epochs(t);
+    /* divergence is found by every rank together: what start made with every rank (one-sided
+     * windows, which MPI_Finalize must not find alive) is freed with every rank */
+    if (st == DT_ERR_DIVERGED && t->strategy->ops->abandon) t->strategy->ops->abandon(t->strategy, &t->ctx);
     if (st != DT_OK) return st;
     /* how far apart the ranks' models ended, before any final averaging */
     double spread = 0, spread_after = 0;

@@ -288,21 +288,30 @@ dt_status dt_trainer_epoch_report(dt_trainer *t, double loss_sum, long seen, lon
 enum { R_MSGS_SENT, R_BYTES_SENT, R_MSGS_RECV, R_BYTES_RECV, R_BASELINE, R_FRESH, R_OVERWRITTEN, R_TORN, R_COMM,
        R_COMPUTE, R_STEPS, R_N };
 
+/* Exposed communication: the share of a training step's time spent waiting in communication
+ * calls (MPI, and the codecs' encoding and decoding), in %; what overlaps the computation is
+ * not in it (docs/accounting.md). */
+static double exposed_pct(double comm_s, double compute_s) {
+    return comm_s + compute_s > 0 ? 100 * comm_s / (comm_s + compute_s) : 0;
+}
+
 /* row r's rank in the job (a scheme may have left ranks out of the end: comm.h) */
 static int job_rank(const dt_trainer *t, int r) { return t->comm.world_ranks ? t->comm.world_ranks[r] : r; }
 
 static void print_table(const dt_trainer *t, const double *rows, const double *tot, double pct, double spread_before,
                         double wall) {
-    printf("\n%-5s %12s %12s %10s %10s %8s %9s %9s\n", "rank", "msgs sent", "msgs recv", "MB sent", "MB recv", "msgs %",
-           "comm s", "compute s");
+    printf("\n%-5s %12s %12s %10s %10s %8s %9s %9s %9s\n", "rank", "msgs sent", "msgs recv", "MB sent", "MB recv",
+           "msgs %", "comm s", "compute s", "exposed %");
     for (int r = 0; r < t->comm.size; r++) {
         const double *q = rows + (size_t)r * R_N;
-        printf("%-5d %12.0f %12.0f %10.2f %10.2f %8.2f %9.2f %9.2f\n", job_rank(t, r), q[R_MSGS_SENT], q[R_MSGS_RECV],
-               q[R_BYTES_SENT] / 1e6, q[R_BYTES_RECV] / 1e6, q[R_BASELINE] > 0 ? 100 * q[R_MSGS_SENT] / q[R_BASELINE] : 0,
-               q[R_COMM], q[R_COMPUTE]);
+        printf("%-5d %12.0f %12.0f %10.2f %10.2f %8.2f %9.2f %9.2f %9.1f\n", job_rank(t, r), q[R_MSGS_SENT],
+               q[R_MSGS_RECV], q[R_BYTES_SENT] / 1e6, q[R_BYTES_RECV] / 1e6,
+               q[R_BASELINE] > 0 ? 100 * q[R_MSGS_SENT] / q[R_BASELINE] : 0, q[R_COMM], q[R_COMPUTE],
+               exposed_pct(q[R_COMM], q[R_COMPUTE]));
     }
-    printf("%-5s %12.0f %12.0f %10.2f %10.2f %8.2f\n", "all", tot[R_MSGS_SENT], tot[R_MSGS_RECV], tot[R_BYTES_SENT] / 1e6,
-           tot[R_BYTES_RECV] / 1e6, pct);
+    printf("%-5s %12.0f %12.0f %10.2f %10.2f %8.2f %9.2f %9.2f %9.1f\n", "all", tot[R_MSGS_SENT], tot[R_MSGS_RECV],
+           tot[R_BYTES_SENT] / 1e6, tot[R_BYTES_RECV] / 1e6, pct, tot[R_COMM], tot[R_COMPUTE],
+           exposed_pct(tot[R_COMM], tot[R_COMPUTE]));
     if (t->strategy->decentralized)
         printf("largest distance of a rank's parameters from their mean before the final averaging: %.4g\n", spread_before);
     printf("%s: test accuracy %.2f%% with %.1f%% of the messages (%.2f MB) in %.1f s\n", t->strategy->scheme->name,
@@ -334,6 +343,9 @@ static void summary_line(dt_trainer *t, dt_json *j, const double *rows, const do
     dt_json_fixed(j, "wall_s", wall, 3);
     dt_json_fixed(j, "eval_s", t->eval_s, 3);
     dt_json_fixed(j, "train_s", wall - t->eval_s, 3);
+    dt_json_fixed(j, "comm_s", tot[R_COMM], 3);       /* all ranks */
+    dt_json_fixed(j, "compute_s", tot[R_COMPUTE], 3);
+    dt_json_fixed(j, "exposed_comm_pct", exposed_pct(tot[R_COMM], tot[R_COMPUTE]), 2);
     /* the supervisor's restarts before this attempt (dtrain run --max-restarts) */
     dt_json_int(j, "restarts", c->restarts);
     dt_json_int(j, "redone_steps", c->redone_steps);

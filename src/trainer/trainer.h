@@ -31,6 +31,7 @@ typedef struct dt_trainer {
     dt_schedule sched;
     dt_strategy *strategy;
     dt_step_ctx ctx;         /* what the hooks see; its step/epoch are the run's position */
+    dt_status grads_st;      /* the first error of this step's grads_ready hooks */
     dt_dataset train, test;
     int *shard;              /* this rank's example indices */
     float *x;                /* batch buffers */
