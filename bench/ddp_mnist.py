@@ -308,6 +308,7 @@ def main(argv=None):
     except ImportError as e:
         die(f"{sys.executable} cannot import torch ({e}); install Debian's python3-torch")
     from datetime import timedelta
+    sys.dont_write_bytecode = True  # no bench/__pycache__ in the work tree
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from pytorch_train import cnn1, openblas_core  # dtrain's cnn1, as the speed benchmark builds it
     torch.set_num_threads(1)
