@@ -13,6 +13,15 @@ a=$(summary_field "$T/dp.jsonl" msgs_sent); b=$(summary_field "$T/eg0.jsonl" msg
 compare "... and the same messages" "$a" == "$b" "dpsgd $a, eventgrad $b"
 p=$(summary_field "$T/dp.jsonl" msgs_pct); compare "dpsgd sends every tensor every step" "$p" == 100 "msgs_pct=$p"
 
+# --mix fresh mixes a tensor only when something new of it arrived: lock-step with const:0
+# everything arrives every step, so it is still dpsgd bit for bit; with an adaptive threshold
+# (tensors left unsent) it is another model
+run -n 4 --algo eventgrad --sync --mix fresh --threshold const:0 "${C[@]}" --out "$T/egf0.w"
+identical "eventgrad --sync --mix fresh const:0 == dpsgd (bit for bit)" "$T/dp.w" "$T/egf0.w"
+run -n 4 --algo eventgrad --sync --mix every --threshold adaptive "${C[@]}" --out "$T/egse.w"
+run -n 4 --algo eventgrad --sync --mix fresh --threshold adaptive "${C[@]}" --out "$T/egsf.w"
+differ "... --mix fresh with an adaptive threshold differs from --mix every" "$T/egse.w" "$T/egsf.w" 1e-6
+
 run -n 4 --algo eventgrad --threshold const:0 --max-lag 0 "${C[@]}" --out "$T/egw.w" --log "$T/egw.jsonl"
 c=$(summary_field "$T/egw.jsonl" msgs_sent); compare "eventgrad const:0 without --sync, sends waiting for the link (--max-lag 0): dpsgd's messages" "$c" == "$a" "$c vs $a"
 
@@ -59,6 +68,8 @@ for topo in torus exponential complete; do
     run -n 4 --algo dpsgd --topology $topo "${C[@]}" --epochs 1 --max-steps 20 --no-save --log "$T/t.jsonl"
     check "dpsgd --topology $topo runs" $? "msgs $(summary_field "$T/t.jsonl" msgs_sent)"
 done
+expect_error "bad --mix: one line" "--mix bogus: expected auto, every or fresh" -- \
+    "$DTRAIN" run -n 2 --algo eventgrad --mix bogus "${C[@]}" --no-save
 expect_error "bad --threshold: one line" "--threshold bogus: expected adaptive or const:C" -- \
     "$DTRAIN" run -n 2 --algo eventgrad --threshold bogus "${C[@]}" --no-save
 

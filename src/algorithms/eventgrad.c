@@ -16,6 +16,7 @@
 typedef struct {
     dt_gossip *g;   /* first: gossip.h's shared hooks find it there */
     int sync;
+    int mix_fresh;  /* --mix */
     dt_trigger trig;
     int *send_list; /* tensors triggered this step */
 } eg_impl;
@@ -28,6 +29,8 @@ static const dt_flag eg_flags[] = {
     {"threshold-decay", DT_FLAG_FLOAT, "1", 0, 1, 1, "threshold factor per step without a send, (0, 1]", 0},
     {"warmup-steps", DT_FLAG_INT, "30", 0, 1e9, 0, "always send during the first N steps", 0},
     {"sync", DT_FLAG_SWITCH, "0", 0, 1, 0, "lock-step, deterministic", 0},
+    {"mix", DT_FLAG_TEXT, "auto", 0, 0, 0,
+     "every: mix every tensor every step with the last copies (the paper) | fresh: only tensors of which something new arrived | auto: fresh without --sync", 0},
     {"max-lag", DT_FLAG_INT, "6", 0, 1000, 0,
      "asynchronous: steps a round of sends may be on its way while the next ones compute (0: each send waits for the link)", 0},
 };
@@ -71,7 +74,10 @@ static dt_status eg_after_backward(dt_strategy *s, dt_step_ctx *c) {
     /* all triggered tensors to all neighbours: one flush round per step */
     dt_status st = dt_gossip_send(e->g, c->comm, e->send_list, nsend, x);
     if (st == DT_OK) st = e->sync ? dt_gossip_receive_sync(e->g, c->comm) : dt_gossip_receive(e->g, c->comm);
-    if (st == DT_OK) dt_gossip_mix(e->g, x); /* x(k+1) before the gradient step */
+    if (st == DT_OK) { /* x(k+1) before the gradient step */
+        if (e->mix_fresh) dt_gossip_mix_fresh(e->g, x);
+        else dt_gossip_mix(e->g, x);
+    }
     return st;
 }
 
@@ -122,11 +128,15 @@ static dt_status eg_create(dt_strategy *s) {
     if (s->codec.kind != DT_CODEC_NONE && !sync)
         return dt_fail(DT_ERR_ARG, "--compress %s: eventgrad needs --sync (a one-sided slot keeps only the newest "
                        "write, so a change could be overwritten before it is read)", s->cfg->compress);
+    const char *mix = dt_algo_text(s, "mix");
+    if (strcmp(mix, "auto") && strcmp(mix, "every") && strcmp(mix, "fresh"))
+        return dt_fail(DT_ERR_ARG, "--mix %s: expected auto, every or fresh", mix);
     if (!dt_topology_known(topo))
         return dt_fail(DT_ERR_ARG, "--topology %s: expected ring, torus, exponential or complete", topo);
     eg_impl *e = calloc(1, sizeof *e);
     if (!e) return dt_fail(DT_ERR_NOMEM, "out of memory");
     e->sync = sync;
+    e->mix_fresh = !strcmp(mix, "fresh") || (!strcmp(mix, "auto") && !sync);
     s->impl = e;
     s->ops = &eg_ops;
     s->decentralized = 1;

@@ -31,6 +31,7 @@ struct dt_gossip {
     size_t *send_bytes;
     unsigned char *rbuf;   /* max ebytes: a payload read from the window */
     int *graph;            /* the saved graph record (records keep pointers until written) */
+    unsigned char *fresh_t; /* T: a neighbour's tensor t arrived since it was last mixed */
 };
 
 void dt_gossip_free(dt_gossip *g) {
@@ -41,6 +42,7 @@ void dt_gossip_free(dt_gossip *g) {
     free(g->cself); free(g->enc); free(g->eoff); free(g->ebytes); free(g->send_src); free(g->send_bytes);
     free(g->rbuf);
     free(g->graph);
+    free(g->fresh_t);
     free(g);
 }
 
@@ -103,7 +105,9 @@ static dt_status gossip_create(dt_step_ctx *ctx, const char *topology, const dt_
     g->seq_out = calloc(nn1 * (size_t)g->T, sizeof *g->seq_out);
     g->seq_in = calloc(nn1 * (size_t)g->T, sizeof *g->seq_in);
     g->fresh_epoch = calloc(nn1, sizeof *g->fresh_epoch);
-    if (!g->off || !g->len || !g->xhat || !g->req || !g->statuses || !g->seq_out || !g->seq_in || !g->fresh_epoch)
+    g->fresh_t = calloc((size_t)g->T, 1);
+    if (!g->off || !g->len || !g->xhat || !g->req || !g->statuses || !g->seq_out || !g->seq_in || !g->fresh_epoch ||
+        !g->fresh_t)
         return dt_fail(DT_ERR_NOMEM, "out of memory for %d neighbour copies of %zu parameters", g->nn, g->np);
     for (int i = 0; i < g->T; i++) {
         const dt_tensor_view *v = dt_model_tensor(m, i);
@@ -193,7 +197,7 @@ static dt_status read_expected_spin(dt_gossip *g, dt_comm *c) {
                 dt_status st = read_slot(g, c, j, i, &fresh);
                 if (st != DT_OK) return st;
                 g->fresh_epoch[j] += (uint64_t)fresh;
-                if (fresh) continue;
+                if (fresh) { g->fresh_t[i] = 1; continue; }
                 if ((st = dt_win_progress(g->win)) != DT_OK) return st;
                 if (dt_now() > deadline)
                     return dt_fail(DT_ERR_MPI, "gossip: write %llu of tensor %d announced by rank %d did "
@@ -232,8 +236,21 @@ dt_status dt_gossip_receive(dt_gossip *g, dt_comm *c) {
             int fresh = 0;
             st = read_slot(g, c, j, i, &fresh);
             g->fresh_epoch[j] += (uint64_t)fresh;
+            if (fresh) g->fresh_t[i] = 1;
         }
     return st;
+}
+
+void dt_gossip_mix_fresh(dt_gossip *g, float *x) {
+    for (int i = 0; i < g->T; i++) {
+        if (!g->fresh_t[i]) continue;
+        g->fresh_t[i] = 0;
+        for (size_t p = g->off[i]; p < g->off[i] + g->len[i]; p++) {
+            float sum = x[p];
+            for (int j = 0; j < g->nn; j++) sum += g->xhat[(size_t)j * g->np + p];
+            x[p] = g->W * sum;
+        }
+    }
 }
 
 void dt_gossip_mix(const dt_gossip *g, float *x) {

@@ -36,6 +36,10 @@ dt_status dt_gossip_send(dt_gossip *g, dt_comm *c, const int *ts, int n, const f
 dt_status dt_gossip_receive(dt_gossip *g, dt_comm *c);
 /* Lock-step: reads exactly what every neighbour wrote this step. */
 dt_status dt_gossip_receive_sync(dt_gossip *g, dt_comm *c);
+/* The same, only for the tensors of which something new arrived since they were last mixed
+ * (with copies several steps old, mixing the same copy again every step pulls x back to it
+ * step after step). */
+void dt_gossip_mix_fresh(dt_gossip *g, float *x);
 /* x <- (x + sum_j xhat_j) / (deg + 1) */
 void dt_gossip_mix(const dt_gossip *g, float *x);
 
