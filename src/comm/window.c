@@ -271,6 +271,16 @@ static int put_data(dt_win *w, int target, int slot, int t, size_t bytes, const 
     return MPI_Put(src, cnt, type, target, disp, cnt, type, w->win);
 }
 
+/* n data puts of `bytes` bytes each, and their headers: the messages counted, the protocol's
+ * overhead in the window's own figures */
+static void count_puts(dt_win *w, int n, size_t bytes) {
+    dt_count_send(w->c, (uint64_t)n, (uint64_t)n * (uint64_t)bytes);
+    w->st.puts += (uint64_t)n;
+    w->st.put_bytes += (uint64_t)n * (uint64_t)bytes;
+    w->st.header_puts += (uint64_t)n;
+    w->st.header_bytes += (uint64_t)n * HDR_BYTES;
+}
+
 /* Data and header in one round trip: dt_win_read accepts a copy only when it hashes to the
  * header, so it needs no order between the two. The data goes out from a staging copy that
  * stays unchanged until the next write of the same tensor: this MPICH (ch4:ucx) was seen to
@@ -298,11 +308,7 @@ dt_status dt_win_put_bytes(dt_win *w, int k, int t, const void *src, size_t byte
     w->c->c.t_comm += dt_now() - t0;
     if (err != MPI_SUCCESS) return dt_mpi_check(err, what);
 
-    dt_count_send(w->c, 1, (uint64_t)bytes);
-    w->st.puts++;
-    w->st.put_bytes += (uint64_t)bytes;
-    w->st.header_puts++;
-    w->st.header_bytes += HDR_BYTES;
+    count_puts(w, 1, bytes);
     w->st.flushes++;
     return DT_OK;
 }
@@ -344,7 +350,7 @@ static dt_status overlap_alloc(dt_win *w) {
 }
 
 dt_status dt_win_set_overlap(dt_win *w, int on, int max_lag) {
-    assert(w && max_lag >= 1);
+    assert(w && (!on || max_lag >= 1));
     w->max_lag = max_lag;
     if (!on) {
         dt_status st = dt_win_complete(w);
@@ -395,11 +401,7 @@ static dt_status start_round(dt_win *w) {
         w->which[t] = (unsigned char)which;
         w->pend[t] = 0;
         last = t;
-        dt_count_send(w->c, (uint64_t)w->nnbrs, (uint64_t)w->nnbrs * bytes);
-        w->st.puts += (uint64_t)w->nnbrs;
-        w->st.put_bytes += (uint64_t)w->nnbrs * bytes;
-        w->st.header_puts += (uint64_t)w->nnbrs;
-        w->st.header_bytes += (uint64_t)w->nnbrs * HDR_BYTES;
+        count_puts(w, w->nnbrs, bytes);
     }
     if (last < 0 || err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Rput (a round of puts)");
     w->probe_t = last;
@@ -545,14 +547,7 @@ static dt_status put_batch(dt_win *w, const int *ts, int nt, const void *const *
     }
     w->c->c.t_comm += dt_now() - t0;
     if (err != MPI_SUCCESS) return dt_mpi_check(err, what);
-    for (int i = 0; i < nt; i++) {
-        const uint64_t bytes = (uint64_t)(x ? w->cap[ts[i]] : nbytes[i]);
-        dt_count_send(w->c, (uint64_t)w->nnbrs, (uint64_t)w->nnbrs * bytes);
-        w->st.puts += (uint64_t)w->nnbrs;
-        w->st.put_bytes += (uint64_t)w->nnbrs * bytes;
-        w->st.header_puts += (uint64_t)w->nnbrs;
-        w->st.header_bytes += (uint64_t)w->nnbrs * HDR_BYTES;
-    }
+    for (int i = 0; i < nt; i++) count_puts(w, w->nnbrs, x ? w->cap[ts[i]] : nbytes[i]);
     return DT_OK;
 }
 
