@@ -241,25 +241,24 @@ dt_status dt_gossip_receive(dt_gossip *g, dt_comm *c) {
     return st;
 }
 
-void dt_gossip_mix_fresh(dt_gossip *g, float *x) {
-    for (int i = 0; i < g->T; i++) {
-        if (!g->fresh_t[i]) continue;
-        g->fresh_t[i] = 0;
-        for (size_t p = g->off[i]; p < g->off[i] + g->len[i]; p++) {
-            float sum = x[p];
-            for (int j = 0; j < g->nn; j++) sum += g->xhat[(size_t)j * g->np + p];
-            x[p] = g->W * sum;
-        }
-    }
-}
-
-void dt_gossip_mix(const dt_gossip *g, float *x) {
-    for (size_t p = 0; p < g->np; p++) {
+/* x[lo, hi) <- W (x + sum_j xhat_j) */
+static void mix_range(const dt_gossip *g, float *x, size_t lo, size_t hi) {
+    for (size_t p = lo; p < hi; p++) {
         float sum = x[p];
         for (int j = 0; j < g->nn; j++) sum += g->xhat[(size_t)j * g->np + p];
         x[p] = g->W * sum;
     }
 }
+
+void dt_gossip_mix_fresh(dt_gossip *g, float *x) {
+    for (int i = 0; i < g->T; i++) {
+        if (!g->fresh_t[i]) continue;
+        g->fresh_t[i] = 0;
+        mix_range(g, x, g->off[i], g->off[i] + g->len[i]);
+    }
+}
+
+void dt_gossip_mix(const dt_gossip *g, float *x) { mix_range(g, x, 0, g->np); }
 
 /* Rank 0's transport line from every rank's row [sent, overwritten, degree, coalesced, fresh
  * from each rank + 0.5 where it is a neighbour]: returns the starved (rank, neighbour) pairs.
