@@ -155,6 +155,9 @@ int main(void) {
     gradcheck("linear-nobias", "input c=6 h=1 w=1\nlinear out=4 bias=0\n", 3, 1, 200, 1.0, 0.9999, 0.1);
     gradcheck("conv", "input c=2 h=7 w=7\nconv out=3 k=3\nflatten\n", 2, 1, 200, 1.0, 0.9999, 0.1);
     gradcheck("conv-stride-pad", "input c=2 h=7 w=7\nconv out=3 k=3 stride=2 pad=1 bias=0\nflatten\n", 2, 1, 200, 1.0, 0.9999, 0.1);
+    /* "conv" takes dW from im2col's columns (ckk 18 < 25 pixels), "conv-stride-pad" from
+     * im2row's rows with 8-wide pieces, this one from rows with 16-wide pieces (k = 9) */
+    gradcheck("conv-k9-rows", "input c=2 h=10 w=10\nconv out=3 k=9 pad=2\nflatten\n", 2, 1, 200, 1.0, 0.9999, 0.1);
     gradcheck("conv-1x1", "input c=4 h=3 w=3\nconv out=2 k=1\nflatten\n", 2, 1, 200, 1.0, 0.9999, 0.1);
     gradcheck("conv-1x1-stride", "input c=4 h=5 w=5\nconv out=2 k=1 stride=2 bias=0\nflatten\n", 2, 1, 200, 1.0, 0.9999, 0.1);
     gradcheck("maxpool", "input c=2 h=6 w=6\nconv out=2 k=1\nmaxpool k=2\nflatten\n", 2, 1, 200, 0.97, 0.999, 0.1);

@@ -55,10 +55,25 @@ static int group_images(const dt_node *n, int batch) {
  * AVX-512 im2col writes whole 16-float vectors (a row's last vector may run into the slack). */
 static size_t col_ld(int g, int ohw) { return (((size_t)g * ohw + 15) & ~(size_t)15) + 16; }
 
+/* Row stride of im2row's matrix: the same 16 floats of slack (its stores are 16 wide too). */
+static size_t row_ld(int ckk) { return (((size_t)ckk + 15) & ~(size_t)15) + 16; }
+
+/* The weight gradient dW [oc x ckk] = dY [oc x K] . X^T, K = pixels of a group: from the rows of
+ * im2row (X^T, [K x ckk]) when images go one at a time and ckk >= K, else from im2col's
+ * columns. OpenBLAS runs the row-major NN product 1.2-1.9x faster than NT on such shapes
+ * (cnn1's conv2: 20 x 250, K = 64, with the SkylakeX and Haswell kernels), and slower where K
+ * is the long side (cnn1's conv1: 10 x 25, K = 576). Grouped images (64+ channels, the CIFAR
+ * models) keep the columns: not measured there. */
+static int dw_from_rows(const dt_node *n, int g) {
+    return g == 1 && n->ic * n->k * n->k >= n->oh * n->ow;
+}
+
 static size_t conv_workspace(const dt_node *n, int batch) {
     const int g = group_images(n, batch), ohw = n->oh * n->ow;
-    /* columns + their gradient + dY (or Y) of one group */
-    return col_ld(g, ohw) * 2 * (size_t)n->ic * n->k * n->k + (size_t)g * ohw * n->oc;
+    /* columns (or rows, the larger) + the columns' gradient + dY (or Y), of one group */
+    const size_t ckk = (size_t)n->ic * n->k * n->k, cols = col_ld(g, ohw) * ckk;
+    const size_t rows = (size_t)g * ohw * row_ld((int)ckk);
+    return (rows > cols ? rows : cols) + cols + (size_t)g * ohw * n->oc;
 }
 
 /* First output column ox whose input column ox*s-p+kj lies in [0, w), and one past the last. */
@@ -74,10 +89,13 @@ static void valid_cols(int w, int kj, int s, int p, int ow, int *lo, int *hi) {
 /* im2col for stride 1 and rows of at most 64: per kernel tap, the masks of the (up to 4)
  * 16-float pieces of an output row are computed once; masked loads give the zero padding and
  * full-width stores are used: the part of a store past ow lands in the next output row
- * (written after this one) or in the row slack of col_ld. */
+ * (written after this one) or in the row slack of col_ld. Rows of at most 8 (cnn1's conv2:
+ * 8x8) take 8-float stores: those rows start at multiples of 32 bytes (col is 64-byte
+ * aligned, ld a multiple of 16), so no store crosses a cache line, where a 16-float store at
+ * every other row did (measured: conv2's forward 14% faster on this machine). */
 static void im2col_s1(const float *restrict x, int c, int h, int w, int k, int p, int oh, int ow,
                       float *restrict col, size_t ld) {
-    const int nv = (ow + 15) / 16;
+    const int nv = (ow + 15) / 16, narrow = ow <= 8;
     for (int ci = 0; ci < c; ci++)
         for (int ki = 0; ki < k; ki++)
             for (int kj = 0; kj < k; kj++) {
@@ -89,13 +107,16 @@ static void im2col_s1(const float *restrict x, int c, int h, int w, int k, int p
                 for (int v = 0; v < nv; v++) m[v] = dt_mask_range(lo, hi, 16 * v);
                 for (int oy = 0; oy < oh; oy++, r += ow) {
                     const int iy = oy - p + ki;
-                    if (iy < 0 || iy >= h) {
-                        for (int v = 0; v < nv; v++) _mm512_storeu_ps(r + 16 * v, _mm512_setzero_ps());
-                        continue;
-                    }
                     const float *src = xc + (ptrdiff_t)iy * w + kj - p;
-                    for (int v = 0; v < nv; v++)
-                        _mm512_storeu_ps(r + 16 * v, dt_maskz_loadu_ps(m[v], src + 16 * v));
+                    if (narrow) {
+                        __m256 v = _mm256_setzero_ps();
+                        if (iy >= 0 && iy < h) { dt_lanes_check(src, m[0]); v = _mm256_maskz_loadu_ps((__mmask8)m[0], src); }
+                        _mm256_storeu_ps(r, v);
+                    } else if (iy < 0 || iy >= h) {
+                        for (int v = 0; v < nv; v++) _mm512_storeu_ps(r + 16 * v, _mm512_setzero_ps());
+                    } else {
+                        for (int v = 0; v < nv; v++) _mm512_storeu_ps(r + 16 * v, dt_maskz_loadu_ps(m[v], src + 16 * v));
+                    }
                 }
             }
 }
@@ -189,6 +210,50 @@ static void group_im2col(const dt_node *n, const float *x, int b0, int g, float 
                col + i * ohw, col_ld(g, (int)ohw));
 }
 
+/* im2col transposed: rows[t][(c*k+ki)*k+kj] (row stride ld) = x[c][oy*s-p+ki][ox*s-p+kj] (0
+ * outside), one row per output pixel t = oy*ow+ox. */
+static void im2row(const float *restrict x, int c, int h, int w, int k, int s, int p, int oh,
+                   int ow, float *restrict rows, size_t ld) {
+    for (int oy = 0; oy < oh; oy++)
+        for (int ox = 0; ox < ow; ox++) {
+            float *r = rows + (size_t)(oy * ow + ox) * ld;
+            const int ix0 = ox * s - p;
+            /* taps kj with 0 <= ix0 + kj < w */
+            const int lo = ix0 < 0 ? -ix0 : 0, hi = w - ix0 < k ? w - ix0 : k;
+#ifdef DT_KERNELS_AVX512
+            if (k <= 16) {
+                /* a store per (c, ki): its k valid lanes, and zeros past them that the next
+                 * piece (or the row's slack) takes; 8-wide when k <= 8 (half the bytes, and
+                 * fewer stores across cache lines) */
+                const __mmask16 m = dt_mask_range(lo, hi, 0);
+                const int narrow = k <= 8;
+                for (int ci = 0; ci < c; ci++)
+                    for (int ki = 0; ki < k; ki++, r += k) {
+                        const int iy = oy * s - p + ki, in = iy >= 0 && iy < h;
+                        const float *src = in ? x + ((size_t)ci * h + iy) * w + ix0 : NULL;
+                        if (narrow) _mm256_storeu_ps(r, in ? (dt_lanes_check(src, m), _mm256_maskz_loadu_ps((__mmask8)m, src)) : _mm256_setzero_ps());
+                        else _mm512_storeu_ps(r, in ? dt_maskz_loadu_ps(m, src) : _mm512_setzero_ps());
+                    }
+                continue;
+            }
+#endif
+            for (int ci = 0; ci < c; ci++)
+                for (int ki = 0; ki < k; ki++, r += k) {
+                    const int iy = oy * s - p + ki;
+                    const float *xr = iy >= 0 && iy < h ? x + ((size_t)ci * h + iy) * w : NULL;
+                    for (int kj = 0; kj < k; kj++) r[kj] = xr && kj >= lo && kj < hi ? xr[ix0 + kj] : 0.0f;
+                }
+        }
+}
+
+/* Rows of images b0..b0+g-1 into rows, row stride row_ld(ckk). */
+static void group_im2row(const dt_node *n, const float *x, int b0, int g, float *rows) {
+    const size_t in_sz = dt_node_in_size(n), ohw = (size_t)n->oh * n->ow, ld = row_ld(n->ic * n->k * n->k);
+    for (int i = 0; i < g; i++)
+        im2row(x + (b0 + i) * in_sz, n->ic, n->ih, n->iw, n->k, n->stride, n->pad, n->oh, n->ow,
+               rows + i * ohw * ld, ld);
+}
+
 static void conv_forward(dt_node *n, const dt_pass *p) {
     const int ckk = n->ic * n->k * n->k, ohw = n->oh * n->ow, B = p->batch, oc = n->oc;
     const int G = group_images(n, B);
@@ -219,7 +284,9 @@ static void conv_backward(dt_node *n, const dt_pass *p) {
     const int ckk = n->ic * n->k * n->k, ohw = n->oh * n->ow, B = p->batch, oc = n->oc;
     const int G = group_images(n, B);
     const size_t in_sz = dt_node_in_size(n), out_sz = dt_node_out_size(n);
-    float *col = p->work, *dcol = col + col_ld(G, ohw) * ckk, *dyg = dcol + col_ld(G, ohw) * ckk;
+    const int by_rows = dw_from_rows(n, G);
+    const size_t nrows = (size_t)G * ohw * row_ld(ckk), ncols = col_ld(G, ohw) * ckk;
+    float *col = p->work, *dcol = col + (nrows > ncols ? nrows : ncols), *dyg = dcol + ncols;
     if (n->bias)
         for (int o = 0; o < oc; o++) {
             float s = 0;
@@ -228,7 +295,8 @@ static void conv_backward(dt_node *n, const dt_pass *p) {
         }
     for (int b0 = 0; b0 < B; b0 += G) {
         const int g = B - b0 < G ? B - b0 : G, ldd = g * ohw, ldb = (int)col_ld(g, ohw);
-        group_im2col(n, p->x[0], b0, g, col);
+        if (by_rows) group_im2row(n, p->x[0], b0, g, col);
+        else group_im2col(n, p->x[0], b0, g, col);
         /* dY of the group as [oc][g*ohw] */
         const float *d = n->dy + b0 * out_sz;
         if (g > 1) {
@@ -238,7 +306,8 @@ static void conv_backward(dt_node *n, const dt_pass *p) {
                                 n->dy + (b0 + i) * out_sz + (size_t)o * ohw, ohw);
             d = dyg;
         }
-        dt_sgemm(0, 1, oc, ckk, ldd, 1.0f, d, ldd, col, ldb, b0 ? 1.0f : 0.0f, n->g[0], ckk);
+        if (by_rows) dt_sgemm(0, 0, oc, ckk, ldd, 1.0f, d, ldd, col, (int)row_ld(ckk), b0 ? 1.0f : 0.0f, n->g[0], ckk);
+        else dt_sgemm(0, 1, oc, ckk, ldd, 1.0f, d, ldd, col, ldb, b0 ? 1.0f : 0.0f, n->g[0], ckk);
         if (p->dx[0]) {
             dt_sgemm(1, 0, ckk, ldd, oc, 1.0f, n->w[0], ckk, d, ldd, 0.0f, dcol, ldb);
             for (int i = 0; i < g; i++)
