@@ -61,6 +61,6 @@ compare "... time_to_target_s is null" "$(log_query "$T/u.jsonl" 'int(one("summa
 # 5. bad values
 expect_error "--target-acc 0" "--target-acc 0: expected a number > 0" -- "$DTRAIN" train "${C[@]}" --target-acc 0
 expect_error "--target-acc 1.5" "--target-acc 1.5" -- "$DTRAIN" train "${C[@]}" --target-acc 1.5
-expect_error "downpour --target-acc" "--target-acc: not with --algo downpour" -- "$DTRAIN" run -n 3 --algo downpour "${C[@]}" --target-acc 0.9
+expect_error "downpour --servers 2 --target-acc" "--target-acc: not with --algo downpour --servers 2" -- "$DTRAIN" run -n 4 --algo downpour --servers 2 "${C[@]}" --target-acc 0.9
 
 finish

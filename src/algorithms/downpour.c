@@ -5,7 +5,8 @@
  * (accumulated) gradients every --push-every steps, without waiting for each other. Servers
  * apply a push at once with the run's SGD over their slice, record its staleness, and drop a
  * worker silent for --worker-timeout seconds. The design in full (messages, progress
- * reports, dropping, never blocking forever, accounting, --compress): docs/downpour.md.
+ * reports, time to accuracy, dropping, never blocking forever, accounting, --compress):
+ * docs/downpour.md.
  *
  * This file: set-up, the end of the run (collective) and the figures; the worker's side is
  * downpour_worker.c, the server's downpour_server.c, their shared state downpour_state.h. */
@@ -245,6 +246,9 @@ static dt_status dp_start(dt_strategy *s, dt_step_ctx *t) {
             p->e_state = calloc(E * (p->ns ? p->ns : 1), sizeof(float));
             p->eval_state = calloc(p->ns ? p->ns : 1, sizeof(float));
             if (!p->e_loss || !p->e_state || !p->eval_state) return dt_fail(DT_ERR_NOMEM, "out of memory");
+            /* evaluations before the first epoch's report: the model's initial state */
+            if (p->ns) memcpy(p->eval_state, dt_model_state(t->model), p->ns * sizeof(float));
+            p->next_eval = t->run.eval_every_steps;
             p->e_seen = p->e_loss + E;
             p->e_correct = p->e_loss + 2 * E;
             p->e_n = p->e_loss + 3 * E;

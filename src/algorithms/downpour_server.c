@@ -21,26 +21,62 @@ static void mark_gone(dt_step_ctx *t, dp_impl *p) {
     }
 }
 
-/* Rank 0 with one server: reports epoch e once every live worker has finished it. */
+/* Rank 0 with one server: evaluates its parameters now, for epoch e's report (e > 0) or
+ * between epochs (e == 0). Once an evaluation reaches --target-acc the model stays as it is
+ * (later pushes are discarded) and every pull is answered with STOP. */
+static dt_status server_eval(dt_step_ctx *t, dp_impl *p, int e) {
+    const dt_counters *c = &t->comm->c;
+    dt_server_eval ev = {.params = dt_model_params(t->model), .state = p->eval_state, .step = (long)(p->applied / p->W),
+                         /* every counted message is one this server sent or received */
+                         .msgs = (double)(c->msgs_sent + c->msgs_recv), .bytes = (double)(c->bytes_sent + c->bytes_recv),
+                         /* per worker step begun (pulled, with --fetch-every 1) or applied: a pull
+                          * request and a push from the worker, the server's reply */
+                         .baseline = 3.0 * (double)(p->pulls > p->applied ? p->pulls : p->applied)};
+    const double t0 = dt_now();
+    dt_status st = e > 0 ? t->report_epoch(t->host, e, p->e_loss[e] / p->e_seen[e], p->e_correct[e] / p->e_seen[e], &ev)
+                         : t->report_step(t->host, &ev);
+    /* the server was not listening meanwhile: that is no worker's silence */
+    const double busy = dt_now() - t0;
+    for (int w = 0; w < p->W; w++) p->last_heard[w] += busy;
+    if (ev.reached) p->stopping = 1;
+    return st;
+}
+
+/* Rank 0 with one server: reports epoch e once every live worker has finished it (after the
+ * target was reached there is nothing new to report: the model is the one that reached it). */
 static dt_status maybe_report(dt_step_ctx *t, dp_impl *p) {
     if (!p->reports) return DT_OK;
     const int epochs = t->run.epochs;
-    for (;;) {
+    while (!p->stopping) {
         int e = p->last_reported + 1;
         while (e <= epochs && p->e_n[e] == 0) e++;
         if (e > epochs) return DT_OK;
         for (int w = 0; w < p->W; w++)
             if (!p->done[w] && !p->wdropped[w] && p->wep[w] < e) return DT_OK;
         for (size_t i = 0; i < p->ns; i++) p->eval_state[i] = (float)(p->e_state[(size_t)e * p->ns + i] / p->e_n[e]);
-        double t0 = dt_now();
-        dt_status st = t->report_epoch(t->host, e, p->e_loss[e] / p->e_seen[e], p->e_correct[e] / p->e_seen[e],
-                                       dt_model_params(t->model), p->eval_state);
-        /* the server was not listening meanwhile: that is no worker's silence */
-        const double busy = dt_now() - t0;
-        for (int w = 0; w < p->W; w++) p->last_heard[w] += busy;
         p->last_reported = e;
+        dt_status st = server_eval(t, p, e);
         if (st != DT_OK) return st;
     }
+    return DT_OK;
+}
+
+/* --eval-every-steps N (rank 0, one server): an evaluation each time the workers' mean
+ * position, in the worker steps the server applied, passes a multiple of N, except where an
+ * epoch's own evaluation is planned (the synchronous schemes skip that one too). */
+static dt_status maybe_eval_step(dt_step_ctx *t, dp_impl *p) {
+    const long N = t->run.eval_every_steps, spe = t->run.steps_per_epoch, every = t->run.eval_every;
+    if (!p->reports || N <= 0 || p->stopping) return DT_OK;
+    const long step = (long)(p->applied / p->W), e = step / spe;
+    if (step < p->next_eval) return DT_OK;
+    p->next_eval = (step / N + 1) * N;
+    if (step % spe == 0 && (e == t->run.epochs || (every > 0 && e % every == 0))) return DT_OK;
+    return server_eval(t, p, 0);
+}
+
+static dt_status evaluations(dt_step_ctx *t, dp_impl *p) {
+    dt_status st = maybe_report(t, p);
+    return st != DT_OK ? st : maybe_eval_step(t, p);
 }
 
 static void check_timeouts(dt_step_ctx *t, dp_impl *p) {
@@ -65,8 +101,8 @@ static dt_status server_reply(dt_step_ctx *t, dp_impl *p, int w) {
     msg_hdr h = {.version = p->sversion};
     memcpy(p->obuf[w], &h, HDR);
     size_t bytes = HDR;
-    int tag = TAG_DROPPED;
-    if (!p->wdropped[w]) {
+    const int tag = p->wdropped[w] ? TAG_DROPPED : p->stopping ? TAG_STOP : TAG_REPLY;
+    if (tag == TAG_REPLY) {
         const size_t n = dp_slice_n(p, p->server);
         const float *x = dt_model_params(t->model) + p->lo[p->server];
         if (p->codec) /* parameter payload: the change since the copy worker w holds */
@@ -74,12 +110,13 @@ static dt_status server_reply(dt_step_ctx *t, dp_impl *p, int w) {
         else
             memcpy(p->obuf[w] + HDR, x, n * sizeof(float));
         bytes += dp_pay_bytes(p, p->server);
-        tag = TAG_REPLY;
     }
     if (err == MPI_SUCCESS) err = MPI_Isend(p->obuf[w], (int)bytes, MPI_BYTE, dest, tag, t->comm->comm, &p->oreq[w]);
     t->comm->c.t_comm += dt_now() - t0;
     if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Isend (downpour reply)");
     dt_count_send(t->comm, 1, bytes);
+    /* a run communicating at every step learns to stop so too (the worker adds its request) */
+    if (tag == TAG_STOP) t->comm->c.baseline_msgs++;
     return DT_OK;
 }
 
@@ -90,6 +127,7 @@ static dt_status server_apply(dt_step_ctx *t, dp_impl *p, int w, const msg_hdr *
     p->stale_n += 1;
     if (stale > p->stale_max) p->stale_max = stale;
     p->pushes[w]++;
+    p->applied += h->count;
     const float lr = dt_schedule_lr(t->sched, h->epoch_pos, t->run.epochs);
     /* the run's SGD over this server's slice; the momentum buffer is the slice of t->opt */
     dt_sgd view = *t->opt;
@@ -130,12 +168,13 @@ static dt_status server_handle(dt_step_ctx *t, dp_impl *p, MPI_Message *msg, MPI
     const int live = !p->wdropped[w] && !p->done[w];
     switch (tag) {
     case TAG_PULL:
+        p->pulls += live;
         return server_reply(t, p, w);
     case TAG_PUSH:
         if ((size_t)cnt != HDR + dp_pay_bytes(p, p->server))
             return dt_fail(DT_ERR_MPI, "downpour: push of %d bytes from rank %d, expected %zu", cnt, src,
                            HDR + dp_pay_bytes(p, p->server));
-        if (!live) return DT_OK; /* a dropped worker's: discarded */
+        if (!live || p->stopping) return DT_OK; /* a dropped worker's, or after --target-acc: discarded */
         if (p->codec) {
             t0 = dt_now();
             dt_codec_decode(p->codec, p->inbuf + HDR, dp_slice_n(p, p->server), p->grad);
@@ -180,15 +219,15 @@ static dt_status server_loop(dt_step_ctx *t, dp_impl *p, int drain) {
             if ((st = server_handle(t, p, &msg, &status)) != DT_OK) return st;
             /* judge silence also when messages keep coming, but not on every one */
             if (!drain && dt_now() - p->last_check > p->timeout / 4) check_timeouts(t, p);
-            if ((st = maybe_report(t, p)) != DT_OK) return st;
+            if ((st = evaluations(t, p)) != DT_OK) return st;
             continue;
         }
         if (!drain) check_timeouts(t, p);
         else mark_gone(t, p);
-        if ((st = maybe_report(t, p)) != DT_OK) return st;
+        if ((st = evaluations(t, p)) != DT_OK) return st;
         dp_nap(100000);
     }
-    return maybe_report(t, p);
+    return evaluations(t, p);
 }
 
 dt_status dp_serve(dt_strategy *s, dt_step_ctx *t) {

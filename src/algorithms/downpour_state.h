@@ -12,7 +12,9 @@
 
 #include "algorithms/strategy.h"
 
-enum { TAG_PULL = 7301, TAG_PUSH, TAG_EPOCH, TAG_DONE, TAG_REPLY, TAG_DROPPED, TAG_GONE_MASK, TAG_GONE, TAG_LIVE_COMM };
+/* TAG_STOP: the answer to a pull once the run reached --target-acc (header only) */
+enum { TAG_PULL = 7301, TAG_PUSH, TAG_EPOCH, TAG_DONE, TAG_REPLY, TAG_DROPPED, TAG_GONE_MASK, TAG_GONE, TAG_LIVE_COMM,
+       TAG_STOP };
 
 /* The header every message starts with (64 bytes; the payload follows as floats). */
 typedef struct {
@@ -43,6 +45,7 @@ typedef struct {
     int64_t *version;       /* per server: the version last pulled */
     long trained, since_push;
     int epoch_steps, epochs_run, dropped, done_sent, stalled;
+    int stopped;            /* told that the run reached --target-acc */
     double ep_loss, ep_seen, ep_correct;
     char *ebuf;             /* EPOCH: header + state */
     /* server */
@@ -60,11 +63,15 @@ typedef struct {
     int *live_world;        /* their ranks in the job, for the summary's rows */
     int64_t *pushes;
     double stale_sum, stale_n, stale_max, last_check;
-    /* epoch reports (rank 0, one server) */
+    /* epoch reports and evaluations between them (rank 0, one server) */
     int reports, last_reported;
+    int stopping;           /* --target-acc reached: pushes discarded, pulls answered with STOP */
+    int64_t applied;        /* worker steps in the pushes applied (the sum of their counts) */
+    int64_t pulls;          /* pull requests from live workers */
+    long next_eval;         /* --eval-every-steps: the next evaluation's step */
     double *e_loss, *e_seen, *e_correct, *e_n;
     float *e_state;
-    float *eval_state;      /* the state of the epoch reported */
+    float *eval_state;      /* the state of the epoch last reported (the initial one before) */
     /* the run's figures, on rank 0 after finish (the summary) */
     double f_pushes, f_mean, f_max;
     double *f_per_worker, *f_dropped, *f_silent; /* W each */

@@ -55,13 +55,14 @@ static dt_status worker_pull(dt_step_ctx *t, dp_impl *p) {
     dt_status st = wait_all(t, p, 2 * S, p->req, p->sts, "pull");
     if (st != DT_OK) return st;
     float *x = dt_model_params(t->model);
-    int dropped = 0;
+    int dropped = 0, stop = 0;
     const double t1 = dt_now();
     for (int k = 0; k < S; k++) {
         int cnt = 0, err = MPI_Get_count(&p->sts[k], MPI_BYTE, &cnt);
         if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Get_count (downpour pull)");
         dt_count_recv(t->comm, 1, (uint64_t)cnt);
         if (p->sts[k].MPI_TAG == TAG_DROPPED) { dropped = 1; continue; }
+        if (p->sts[k].MPI_TAG == TAG_STOP) { stop = 1; continue; }
         const size_t bytes = dp_pay_bytes(p, k);
         if (p->sts[k].MPI_TAG != TAG_REPLY || (size_t)cnt != HDR + bytes)
             return dt_fail(DT_ERR_MPI, "downpour: unexpected reply from server rank %d (tag %d, %d bytes)", k,
@@ -84,6 +85,13 @@ static dt_status worker_pull(dt_step_ctx *t, dp_impl *p) {
         p->dropped = 1;
         t->stop = 1;
         return worker_done(t, p);
+    }
+    if (stop) {
+        /* the run reached --target-acc: this step is not taken, the trainer ends the run as
+         * after the last epoch (finish sends DONE) */
+        p->stopped = 1;
+        t->stop = 1;
+        t->comm->c.baseline_msgs += (uint64_t)p->S; /* the requests (the server adds its STOP) */
     }
     return DT_OK;
 }
@@ -125,7 +133,7 @@ dt_status dp_begin_step(dt_strategy *s, dt_step_ctx *t) {
 
 dt_status dp_optimizer_step(dt_strategy *s, dt_step_ctx *t) {
     dp_impl *p = s->impl;
-    if (p->dropped) return DT_OK;
+    if (p->dropped || p->stopped) return DT_OK;
     const long F = p->fetch_every > 1 ? p->fetch_every : 1;
     const long P = p->push_every > 1 ? p->push_every : 1;
     const float lr = t->lr;
@@ -158,7 +166,8 @@ dt_status dp_optimizer_step(dt_strategy *s, dt_step_ctx *t) {
 dt_status dp_end_epoch(dt_strategy *s, dt_step_ctx *t) {
     dp_impl *p = s->impl;
     dt_status st = DT_OK;
-    if (!p->dropped && p->S == 1 && p->ep_seen > 0 && t->eval_due) {
+    /* once stopped nothing more is reported: the server keeps the model that reached the target */
+    if (!p->dropped && !p->stopped && p->S == 1 && p->ep_seen > 0 && t->eval_due) {
         msg_hdr h = {.epoch = t->epoch + 1, .count = (int64_t)p->ep_seen, .loss_sum = p->ep_loss, .correct = p->ep_correct};
         memcpy(p->ebuf, &h, HDR);
         if (p->ns) memcpy(p->ebuf + HDR, dt_model_state(t->model), p->ns * sizeof(float));
@@ -177,7 +186,7 @@ dt_status dp_end_epoch(dt_strategy *s, dt_step_ctx *t) {
 
 dt_status dp_worker_finish(dt_step_ctx *t, dp_impl *p) {
     dt_status st = DT_OK;
-    if (!p->dropped && p->since_push > 0) {
+    if (!p->dropped && !p->stopped && p->since_push > 0) { /* else the server would discard it */
         st = worker_push(t, p, p->accum, p->since_push);
         memset(p->accum, 0, p->np * sizeof(float));
         p->since_push = 0;

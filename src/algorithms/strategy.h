@@ -74,10 +74,21 @@ typedef struct dt_scheme {
 
 /* ------------------------------------------------------------------ the context */
 
+/* An evaluation by a server that evaluates on its own (downpour with one server), and where
+ * the run stood when it was taken: with one server every counted message is sent or received
+ * by it, so its own counters are the run's traffic so far. */
+typedef struct dt_server_eval {
+    const float *params, *state;  /* the model to evaluate */
+    long step;                    /* steps per training rank (the scheme says how it counts them) */
+    double msgs, baseline, bytes; /* the run's messages, their baseline and bytes so far */
+    int reached;                  /* set by the trainer: this evaluation reached --target-acc */
+} dt_server_eval;
+
 /* What a scheme knows of the run; fixed once training starts. */
 typedef struct dt_run_info {
     int epochs, batch, steps_per_epoch;
     int eval_every;               /* 0: only at the end */
+    int eval_every_steps;         /* 0: no evaluations between epochs */
     long max_steps;               /* 0: no limit */
     int nworkers;                 /* training ranks */
     int worker;                   /* this rank's index among them; -1 on a server rank */
@@ -102,16 +113,19 @@ struct dt_step_ctx {
     /* this step's batch, from after_backward on */
     float loss;                   /* mean loss of the batch */
     int correct, count;
-    /* set by a scheme: this rank trains no further (a dropped downpour worker) */
+    /* set by a scheme: this rank trains no further (a downpour worker that was dropped, or
+     * told that the run reached --target-acc); set in begin_step, that step is not taken */
     int stop;
     /* the trainer's services */
     void *host;
     /* appends one JSON line to the --log file (rank 0; elsewhere nothing) */
     dt_status (*log)(void *host, const char *json_line);
-    /* a server that evaluates on its own: evaluates params/state on rank 0's test set, prints
-     * and logs the epoch line (not collective) */
-    dt_status (*report_epoch)(void *host, int epoch, double train_loss, double train_acc, const float *params,
-                              const float *state);
+    /* a server that evaluates on its own (not collective): evaluates ev's model on rank 0's
+     * test set, prints and logs the epoch line (report_epoch) or the line of an evaluation
+     * between epochs (report_step, --eval-every-steps), and sets ev->reached when it is the
+     * first to reach --target-acc; its time is evaluation time, not training time */
+    dt_status (*report_epoch)(void *host, int epoch, double train_loss, double train_acc, dt_server_eval *ev);
+    dt_status (*report_step)(void *host, dt_server_eval *ev);
 };
 
 /* ------------------------------------------------------------------ the hooks */

@@ -58,7 +58,8 @@ static dt_status train_step(dt_trainer *t, const int *bi, int cnt, int augment, 
     dt_step_ctx *c = &t->ctx;
     dt_status st;
     dt_watch_progress(c->epoch + 1, c->step);
-    if ((st = HOOK(t, begin_step)) != DT_OK) return st;
+    /* a scheme that stops this rank in begin_step: the step is not taken */
+    if ((st = HOOK(t, begin_step)) != DT_OK || c->stop) return st;
     dt_batch_fill(&t->train, bi, cnt, t->x, t->y, augment, rng);
     dt_model_forward(t->model, t->x, cnt, 1);
     int ok = 0;
@@ -148,6 +149,7 @@ static dt_status train_epochs(dt_trainer *t) {
             const int *bi = batch_indices(t, order, c->epoch_step, &cnt);
             c->lr = dt_schedule_lr(&t->sched, c->epoch + (double)c->epoch_step / c->run.steps_per_epoch, cfg->epochs);
             if ((st = train_step(t, bi, cnt, augment, &rng)) != DT_OK) goto done;
+            if (c->stop) break;
             if (bad_step < 0 && !isfinite(c->loss)) bad_step = c->step;
             loss_sum += (double)c->loss * cnt;
             seen += cnt;
@@ -243,7 +245,9 @@ dt_status dt_trainer_run(dt_trainer *t) {
     }
     if (t->strategy->nservers > 0 && t->comm.rank == 0 && t->last.epoch != cfg->epochs) {
         /* asynchronous schemes report their final model here, unless the last epoch was */
+        const double t0 = dt_now();
         st = dt_evaluate(t->model, &t->test, cfg->batch, 0, &t->last.test_acc, &t->last.test_loss);
+        t->eval_s += dt_now() - t0;
         if (st != DT_OK) return st;
         if (!cfg->quiet) printf("final model: test accuracy %.2f%%\n", 100 * t->last.test_acc);
     }

@@ -163,8 +163,82 @@ static dt_status log_epoch(dt_trainer *t, const dt_epoch_stats *e) {
     return log_json(t, &j);
 }
 
-dt_status dt_trainer_report_server_epoch(void *host, int epoch, double train_loss, double train_acc,
-                                         const float *params, const float *state) {
+/* Training time so far on this rank: since the start, less the time spent evaluating. */
+static double train_seconds(const dt_trainer *t) { return dt_now() - t->t_start - t->eval_s; }
+
+/* Whether test_acc reaches --target-acc for the first time; then where the run stood is kept
+ * for the summary and said on rank 0. Not collective: check_target is, a server alone is not. */
+static int target_reached(dt_trainer *t, double test_acc, double train_s, long steps, double msgs, double mb) {
+    if (!(t->cfg->target_acc > 0) || t->reached || !(test_acc >= t->cfg->target_acc)) return 0;
+    t->reached = 1;
+    t->target_train_s = train_s;
+    t->target_steps = steps;
+    t->target_msgs = msgs;
+    t->target_mb = mb;
+    if (!t->cfg->quiet && t->comm.rank == 0) {
+        printf("reached %.2f%% test accuracy (--target-acc %.4g) after %.2f s of training, %ld steps, %.0f messages, "
+               "%.2f MB (evaluation, %.2f s so far, not counted)\n",
+               100 * test_acc, (double)t->cfg->target_acc, train_s, steps, msgs, mb, t->eval_s);
+        fflush(stdout);
+    }
+    return 1;
+}
+
+/* Collective, after rank 0 evaluated (test_acc there): every rank learns whether the
+ * --target-acc was reached now for the first time, and the run stops there. */
+static dt_status check_target(dt_trainer *t, double test_acc, long steps, double msgs, double mb) {
+    if (!(t->cfg->target_acc > 0) || t->reached) return DT_OK;
+    double v[2] = {test_acc, train_seconds(t)};
+    int err = MPI_Bcast(v, 2, MPI_DOUBLE, 0, t->comm.comm);
+    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Bcast (target accuracy)");
+    target_reached(t, v[0], v[1], steps, msgs, mb);
+    return DT_OK;
+}
+
+/* An evaluation between epochs (--eval-every-steps), as the console and the log tell it. */
+typedef struct {
+    long step;
+    double epoch, acc, loss, train_s, eval_s, msgs, baseline, bytes, spread;
+} step_eval;
+
+static dt_status print_step_eval(dt_trainer *t, const step_eval *e) {
+    if (t->comm.rank != 0) return DT_OK;
+    if (!t->cfg->quiet) {
+        printf("step %6ld (epoch %.2f)  test %6.2f%%  %8.1f s training  msgs %5.1f%%  %8.2f MB sent\n", e->step,
+               e->epoch, 100 * e->acc, e->train_s, e->baseline > 0 ? 100 * e->msgs / e->baseline : 0, e->bytes / 1e6);
+        fflush(stdout);
+    }
+    dt_json j;
+    dt_json_init(&j);
+    dt_json_begin(&j, NULL);
+    dt_json_str(&j, "type", "eval");
+    dt_json_int(&j, "step", e->step);
+    dt_json_fixed(&j, "epoch", e->epoch, 4);
+    dt_json_fixed(&j, "test_acc", e->acc, 6);
+    dt_json_fixed(&j, "test_loss", e->loss, 6);
+    dt_json_fixed(&j, "train_s", e->train_s, 3);
+    dt_json_fixed(&j, "eval_s", e->eval_s, 3);
+    dt_json_fixed(&j, "msgs_sent", e->msgs, 0);
+    dt_json_fixed(&j, "mb_sent", e->bytes / 1e6, 4);
+    if (t->strategy->decentralized) num6(&j, "spread", e->spread);
+    dt_json_end(&j);
+    return log_json(t, &j);
+}
+
+/* A server's evaluation of ev's model on rank 0's test set (acc, loss), timed as evaluation;
+ * *train_s is the training time when the model was taken. */
+static dt_status eval_server_model(dt_trainer *t, const dt_server_eval *ev, double *acc, double *loss, double *train_s) {
+    const double t0 = dt_now();
+    *train_s = train_seconds(t);
+    /* the evaluated model may be the server's own: copy it out first */
+    memcpy(t->eval_params, ev->params, dt_model_num_params(t->model) * sizeof(float));
+    memcpy(t->eval_state, ev->state, dt_model_num_state(t->model) * sizeof(float));
+    dt_status st = dt_trainer_eval_rank0(t, t->eval_params, t->eval_state, acc, loss);
+    t->eval_s += dt_now() - t0;
+    return st;
+}
+
+dt_status dt_trainer_report_server_epoch(void *host, int epoch, double train_loss, double train_acc, dt_server_eval *ev) {
     dt_trainer *t = host;
     dt_epoch_stats *e = &t->last;
     memset(e, 0, sizeof *e);
@@ -174,37 +248,25 @@ dt_status dt_trainer_report_server_epoch(void *host, int epoch, double train_los
     e->lr = dt_schedule_lr(&t->sched, epoch, t->cfg->epochs);
     e->seconds = dt_now() - t->t_start;
     e->server_report = 1;
-    /* the evaluated model may be the server's own: copy it out first */
-    memcpy(t->eval_params, params, dt_model_num_params(t->model) * sizeof(float));
-    memcpy(t->eval_state, state, dt_model_num_state(t->model) * sizeof(float));
-    dt_status st = dt_trainer_eval_rank0(t, t->eval_params, t->eval_state, &e->test_acc, &e->test_loss);
+    double train_s = 0;
+    dt_status st = eval_server_model(t, ev, &e->test_acc, &e->test_loss, &train_s);
     if (st != DT_OK) return st;
     print_epoch(t, e);
-    return log_epoch(t, e);
+    if ((st = log_epoch(t, e)) != DT_OK) return st;
+    ev->reached = target_reached(t, e->test_acc, train_s, ev->step, ev->msgs, ev->bytes / 1e6);
+    return DT_OK;
 }
 
-/* Training time so far on this rank: since the start, less the time spent evaluating. */
-static double train_seconds(const dt_trainer *t) { return dt_now() - t->t_start - t->eval_s; }
-
-/* Collective, after rank 0 evaluated (test_acc there): every rank learns whether the
- * --target-acc was reached now for the first time, and the run stops there. */
-static dt_status check_target(dt_trainer *t, double test_acc, long steps, double msgs, double mb) {
-    if (!(t->cfg->target_acc > 0) || t->reached) return DT_OK;
-    double v[2] = {test_acc, train_seconds(t)};
-    int err = MPI_Bcast(v, 2, MPI_DOUBLE, 0, t->comm.comm);
-    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Bcast (target accuracy)");
-    if (!(v[0] >= t->cfg->target_acc)) return DT_OK;
-    t->reached = 1;
-    t->target_train_s = v[1];
-    t->target_steps = steps;
-    t->target_msgs = msgs;
-    t->target_mb = mb;
-    if (!t->cfg->quiet && t->comm.rank == 0) {
-        printf("reached %.2f%% test accuracy (--target-acc %.4g) after %.2f s of training, %ld steps, %.0f messages, "
-               "%.2f MB (evaluation, %.2f s so far, not counted)\n",
-               100 * v[0], (double)t->cfg->target_acc, v[1], steps, msgs, mb, t->eval_s);
-        fflush(stdout);
-    }
+dt_status dt_trainer_report_server_step(void *host, dt_server_eval *ev) {
+    dt_trainer *t = host;
+    const double t0 = dt_now();
+    step_eval e = {.step = ev->step, .epoch = (double)ev->step / t->ctx.run.steps_per_epoch, .msgs = ev->msgs,
+                   .baseline = ev->baseline, .bytes = ev->bytes};
+    dt_status st = eval_server_model(t, ev, &e.acc, &e.loss, &e.train_s);
+    e.eval_s = dt_now() - t0;
+    if (st == DT_OK) st = print_step_eval(t, &e);
+    if (st != DT_OK) return st;
+    ev->reached = target_reached(t, e.acc, e.train_s, ev->step, ev->msgs, ev->bytes / 1e6);
     return DT_OK;
 }
 
@@ -218,39 +280,18 @@ static dt_status traffic(dt_trainer *t, double *msgs, double *baseline, double *
 }
 
 dt_status dt_trainer_step_report(dt_trainer *t) {
-    const double t0 = dt_now(), trained = train_seconds(t);
-    double msgs = 0, baseline = 0, bytes = 0, spread = 0, acc = 0, loss = 0;
-    dt_status st = traffic(t, &msgs, &baseline, &bytes);
-    if (st == DT_OK) st = dt_trainer_agreed_model(t, &spread);
-    if (st == DT_OK && t->comm.rank == 0) st = dt_trainer_eval_rank0(t, t->eval_params, t->eval_state, &acc, &loss);
+    const double t0 = dt_now();
+    step_eval e = {.step = t->ctx.step + 1, .train_s = train_seconds(t),
+                   .epoch = t->ctx.epoch + (double)(t->ctx.epoch_step + 1) / t->ctx.run.steps_per_epoch};
+    dt_status st = traffic(t, &e.msgs, &e.baseline, &e.bytes);
+    if (st == DT_OK) st = dt_trainer_agreed_model(t, &e.spread);
+    if (st == DT_OK && t->comm.rank == 0) st = dt_trainer_eval_rank0(t, t->eval_params, t->eval_state, &e.acc, &e.loss);
     if (st != DT_OK) return st;
-    const double eval = dt_now() - t0;
-    if (t->comm.rank == 0) {
-        const double pos = t->ctx.epoch + (double)(t->ctx.epoch_step + 1) / t->ctx.run.steps_per_epoch;
-        if (!t->cfg->quiet) {
-            printf("step %6ld (epoch %.2f)  test %6.2f%%  %8.1f s training  msgs %5.1f%%  %8.2f MB sent\n", t->ctx.step + 1,
-                   pos, 100 * acc, trained, baseline > 0 ? 100 * msgs / baseline : 0, bytes / 1e6);
-            fflush(stdout);
-        }
-        dt_json j;
-        dt_json_init(&j);
-        dt_json_begin(&j, NULL);
-        dt_json_str(&j, "type", "eval");
-        dt_json_int(&j, "step", t->ctx.step + 1);
-        dt_json_fixed(&j, "epoch", pos, 4);
-        dt_json_fixed(&j, "test_acc", acc, 6);
-        dt_json_fixed(&j, "test_loss", loss, 6);
-        dt_json_fixed(&j, "train_s", trained, 3);
-        dt_json_fixed(&j, "eval_s", eval, 3);
-        dt_json_fixed(&j, "msgs_sent", msgs, 0);
-        dt_json_fixed(&j, "mb_sent", bytes / 1e6, 4);
-        if (t->strategy->decentralized) num6(&j, "spread", spread);
-        dt_json_end(&j);
-        st = log_json(t, &j);
-    }
+    e.eval_s = dt_now() - t0;
+    st = print_step_eval(t, &e);
     t->eval_s += dt_now() - t0;
     /* the step just taken counts (the loop advances ctx.step after this report) */
-    return st == DT_OK ? check_target(t, acc, t->ctx.step + 1, msgs, bytes / 1e6) : st;
+    return st == DT_OK ? check_target(t, e.acc, t->ctx.step + 1, e.msgs, e.bytes / 1e6) : st;
 }
 
 dt_status dt_trainer_epoch_report(dt_trainer *t, double loss_sum, long seen, long correct, double seconds, float lr) {
@@ -377,7 +418,24 @@ static void summary_line(dt_trainer *t, dt_json *j, const double *rows, const do
     dt_json_end(j);
 }
 
+/* Collective: a server found --target-acc reached on its own (rank 0); every rank learns
+ * where, as the synchronous schemes' ranks do when they evaluate together. */
+static dt_status share_server_target(dt_trainer *t) {
+    if (t->strategy->nservers == 0 || !(t->cfg->target_acc > 0)) return DT_OK;
+    double v[5] = {t->reached, t->target_train_s, (double)t->target_steps, t->target_msgs, t->target_mb};
+    int err = MPI_Bcast(v, 5, MPI_DOUBLE, 0, t->comm.comm);
+    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Bcast (target accuracy)");
+    t->reached = v[0] > 0;
+    t->target_train_s = v[1];
+    t->target_steps = (long)v[2];
+    t->target_msgs = v[3];
+    t->target_mb = v[4];
+    return DT_OK;
+}
+
 dt_status dt_trainer_summary(dt_trainer *t, double spread_before, double wall) {
+    dt_status st = share_server_target(t);
+    if (st != DT_OK) return st;
     const dt_counters *k = &t->comm.c;
     const double mine[R_N] = {(double)k->msgs_sent, (double)k->bytes_sent, (double)k->msgs_recv, (double)k->bytes_recv,
                               (double)k->baseline_msgs, (double)k->fresh_recv, (double)k->overwritten,

@@ -78,11 +78,13 @@ static void make_context(dt_trainer *t) {
     c->run.epochs = t->cfg->epochs;
     c->run.batch = t->cfg->batch;
     c->run.eval_every = t->cfg->eval_every;
+    c->run.eval_every_steps = t->cfg->eval_every_steps;
     c->run.max_steps = t->cfg->max_steps;
     c->run.quiet = t->cfg->quiet;
     c->host = t;
     c->log = log_service;
     c->report_epoch = dt_trainer_report_server_epoch;
+    c->report_step = dt_trainer_report_server_step;
 }
 
 /* Equal step counts on every training rank, so synchronous schemes never wait for a rank
@@ -112,9 +114,11 @@ static dt_status make_strategy(dt_trainer *t) {
     if (s->nservers >= t->comm.size)
         return dt_fail(DT_ERR_ARG, "--algo %s: %d server rank(s) need at least one more rank to train (started %d)",
                        s->scheme->name, s->nservers, t->comm.size);
-    if (s->nservers > 0 && (cfg->target_acc > 0 || cfg->eval_every_steps > 0))
-        return dt_fail(DT_ERR_ARG, "%s: not with --algo %s (its servers evaluate the model on their own, at epochs)",
-                       cfg->target_acc > 0 ? "--target-acc" : "--eval-every-steps", s->scheme->name);
+    /* one server evaluates the model it holds on its own; several hold a slice each */
+    if (s->nservers > 1 && (cfg->target_acc > 0 || cfg->eval_every_steps > 0))
+        return dt_fail(DT_ERR_ARG, "%s: not with --algo %s --servers %d (the model is sliced across the servers, so "
+                       "no rank holds it whole to evaluate during the run; use --servers 1)",
+                       cfg->target_acc > 0 ? "--target-acc" : "--eval-every-steps", s->scheme->name, s->nservers);
     if (s->nservers > 0 && (cfg->checkpoint || cfg->resume))
         return dt_fail(DT_ERR_ARG, "%s: --algo %s cannot checkpoint: its servers run asynchronously of the workers' "
                        "epochs, so there is no point at which the whole run's state is consistent",

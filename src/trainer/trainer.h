@@ -84,9 +84,9 @@ dt_status dt_trainer_epoch_report(dt_trainer *t, double loss_sum, long seen, lon
                                   float lr);                              /* collective */
 dt_status dt_trainer_step_report(dt_trainer *t);                         /* collective: --eval-every-steps */
 dt_status dt_trainer_summary(dt_trainer *t, double spread_before, double wall); /* collective */
-/* the ctx->report_epoch service: a server's own epoch report (not collective) */
-dt_status dt_trainer_report_server_epoch(void *host, int epoch, double train_loss, double train_acc,
-                                         const float *params, const float *state);
+/* the ctx->report_epoch and report_step services: a server's own evaluations (not collective) */
+dt_status dt_trainer_report_server_epoch(void *host, int epoch, double train_loss, double train_acc, dt_server_eval *ev);
+dt_status dt_trainer_report_server_step(void *host, dt_server_eval *ev);
 /* checkpoint.c */
 dt_status dt_trainer_save_checkpoint(dt_trainer *t);   /* collective with several ranks */
 /* Before start: model, momentum, progress. Collective with several ranks: every rank calls
