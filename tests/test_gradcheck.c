@@ -158,6 +158,11 @@ int main(void) {
     /* "conv" takes dW from im2col's columns (ckk 18 < 25 pixels), "conv-stride-pad" from
      * im2row's rows with 8-wide pieces, this one from rows with 16-wide pieces (k = 9) */
     gradcheck("conv-k9-rows", "input c=2 h=10 w=10\nconv out=3 k=9 pad=2\nflatten\n", 2, 1, 200, 1.0, 0.9999, 0.1);
+    /* one input channel, as the first layer of the MNIST models (a second 16-float piece of 2
+     * columns, a fused ReLU; the last with its input gradient) */
+    gradcheck("conv-c1", "input c=1 h=6 w=20\nconv out=10 k=3\nflatten\n", 2, 1, 200, 1.0, 0.9999, 0.1);
+    gradcheck("conv-c1-relu", "input c=1 h=5 w=9\nconv out=16 k=2\nrelu\nflatten\nlinear out=3\n", 2, 1, 200, 0.97, 0.999, 0.1);
+    gradcheck("conv-c1-dx", "input c=2 h=7 w=7\nconv out=1 k=1\nconv out=8 k=3\nflatten\n", 2, 1, 200, 1.0, 0.9999, 0.1);
     gradcheck("conv-1x1", "input c=4 h=3 w=3\nconv out=2 k=1\nflatten\n", 2, 1, 200, 1.0, 0.9999, 0.1);
     gradcheck("conv-1x1-stride", "input c=4 h=5 w=5\nconv out=2 k=1 stride=2 bias=0\nflatten\n", 2, 1, 200, 1.0, 0.9999, 0.1);
     gradcheck("maxpool", "input c=2 h=6 w=6\nconv out=2 k=1\nmaxpool k=2\nflatten\n", 2, 1, 200, 0.97, 0.999, 0.1);
