@@ -106,17 +106,14 @@ static void im2col_s1(const float *restrict x, int c, int h, int w, int k, int p
                 __mmask16 m[4];
                 for (int v = 0; v < nv; v++) m[v] = dt_mask_range(lo, hi, 16 * v);
                 for (int oy = 0; oy < oh; oy++, r += ow) {
-                    const int iy = oy - p + ki;
-                    const float *src = xc + (ptrdiff_t)iy * w + kj - p;
-                    if (narrow) {
-                        __m256 v = _mm256_setzero_ps();
-                        if (iy >= 0 && iy < h) { dt_lanes_check(src, m[0]); v = _mm256_maskz_loadu_ps((__mmask8)m[0], src); }
-                        _mm256_storeu_ps(r, v);
-                    } else if (iy < 0 || iy >= h) {
-                        for (int v = 0; v < nv; v++) _mm512_storeu_ps(r + 16 * v, _mm512_setzero_ps());
-                    } else {
-                        for (int v = 0; v < nv; v++) _mm512_storeu_ps(r + 16 * v, dt_maskz_loadu_ps(m[v], src + 16 * v));
-                    }
+                    const int iy = oy - p + ki, in = iy >= 0 && iy < h;
+                    const float *src = in ? xc + (ptrdiff_t)iy * w + kj - p : NULL;
+                    if (narrow)
+                        _mm256_storeu_ps(r, in ? (dt_lanes_check(src, m[0]), _mm256_maskz_loadu_ps((__mmask8)m[0], src))
+                                               : _mm256_setzero_ps());
+                    else
+                        for (int v = 0; v < nv; v++)
+                            _mm512_storeu_ps(r + 16 * v, in ? dt_maskz_loadu_ps(m[v], src + 16 * v) : _mm512_setzero_ps());
                 }
             }
 }
