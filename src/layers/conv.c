@@ -68,12 +68,23 @@ static int dw_from_rows(const dt_node *n, int g) {
     return g == 1 && n->ic * n->k * n->k >= n->oh * n->ow;
 }
 
+/* Floats of one group's columns (im2col, as forward and the columns' gradient lay them out). */
+static size_t col_floats(const dt_node *n, int g) {
+    return col_ld(g, n->oh * n->ow) * (size_t)(n->ic * n->k * n->k);
+}
+
+/* Floats of the matrix backward takes dW from for one group: im2row's rows or the columns. */
+static size_t dw_input_floats(const dt_node *n, int g) {
+    const int ckk = n->ic * n->k * n->k;
+    return dw_from_rows(n, g) ? (size_t)g * n->oh * n->ow * row_ld(ckk) : col_floats(n, g);
+}
+
 static size_t conv_workspace(const dt_node *n, int batch) {
-    const int g = group_images(n, batch), ohw = n->oh * n->ow;
-    /* columns (or rows, the larger) + the columns' gradient + dY (or Y), of one group */
-    const size_t ckk = (size_t)n->ic * n->k * n->k, cols = col_ld(g, ohw) * ckk;
-    const size_t rows = (size_t)g * ohw * row_ld((int)ckk);
-    return (rows > cols ? rows : cols) + cols + (size_t)g * ohw * n->oc;
+    const int g = group_images(n, batch);
+    /* forward's columns or backward's dW input (the larger), + the columns' gradient + dY
+     * (or Y), of one group */
+    const size_t cols = col_floats(n, g), in = dw_input_floats(n, g);
+    return (in > cols ? in : cols) + cols + (size_t)g * n->oh * n->ow * n->oc;
 }
 
 /* First output column ox whose input column ox*s-p+kj lies in [0, w), and one past the last. */
@@ -282,8 +293,7 @@ static void conv_backward(dt_node *n, const dt_pass *p) {
     const int G = group_images(n, B);
     const size_t in_sz = dt_node_in_size(n), out_sz = dt_node_out_size(n);
     const int by_rows = dw_from_rows(n, G);
-    const size_t nrows = (size_t)G * ohw * row_ld(ckk), ncols = col_ld(G, ohw) * ckk;
-    float *col = p->work, *dcol = col + (nrows > ncols ? nrows : ncols), *dyg = dcol + ncols;
+    float *col = p->work, *dcol = col + dw_input_floats(n, G), *dyg = dcol + col_floats(n, G);
     if (n->bias)
         for (int o = 0; o < oc; o++) {
             float s = 0;
