@@ -211,9 +211,14 @@ static int report_agreed(const dt_comm *comm, dt_status st) {
 /* Ranks a scheme dropped for good (stopped or hung: downpour's gone workers) would hold
  * MPI_Finalize forever. The work is done and saved, so the others leave without it: rank 0
  * last but one message, so that nothing it still had to say or write is cut short when the
- * launcher sees the first rank leave. */
-static void leave_without_finalize(int rank, int size) {
+ * launcher sees the first rank leave. The board names world ranks, and a scheme that
+ * dropped ranks trains its last steps on a communicator of the survivors, whose numbering
+ * differs (survivor 2 of 0,1,3 is world rank 3): so MPI_COMM_WORLD's numbers, every one. */
+static void leave_without_finalize(void) {
     const dt_board *b = dt_watch_board();
+    int rank = 0, size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
     fflush(stdout);
     fflush(stderr);
     for (int r = 1; r < size; r++) {
@@ -296,7 +301,7 @@ static int cmd_train(int argc, char **argv) {
         printf("final test accuracy %.2f%%, weights written to %s\n", 100 * final_acc, c->weights_out);
     fflush(stdout);
     dt_watch_end(DT_RANK_FINISHING, 0);
-    if (dt_watch_left_out()) leave_without_finalize(rank, size);
+    if (dt_watch_left_out()) leave_without_finalize();
     dt_comm_finalize();
     return 0;
 }
