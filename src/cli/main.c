@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli/args.h"
+#include "cli/guard.h"
 #include "cli/supervise.h"
 #include "comm/watch.h"
 #include "comm/comm.h"
@@ -232,7 +233,7 @@ static void leave_without_finalize(void) {
 }
 
 static int cmd_train(int argc, char **argv) {
-    dt_guard_rank(); /* under dtrain run: a parent that sees how this rank ends */
+    dt_guard_rank(argv); /* under dtrain run: a parent that sees how this rank ends */
     dt_comm comm;
     if (dt_comm_init(&argc, &argv, &comm) != DT_OK) return fail();
     char host[64] = "";

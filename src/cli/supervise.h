@@ -19,9 +19,4 @@ typedef struct dt_job {
  * or made no progress within --timeout. */
 int dt_supervise(const dt_job *job);
 
-/* In `dtrain train` before MPI starts: under a supervisor ($DTRAIN_BOARD) the process forks;
- * the child returns and becomes the rank, the parent stays as its guard and exits with the
- * rank's status once it ended, after writing how it ended on the rank's board. */
-void dt_guard_rank(void);
-
 #endif

@@ -1,0 +1,178 @@
+/* The supervisor's reading of the ranks' boards (boards.h). */
+#include "cli/boards.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void dt_boards_map(dt_boards *bs) {
+    for (int r = 0; r < bs->n; r++) {
+        if (bs->b[r]) continue;
+        char path[4200];
+        snprintf(path, sizeof path, "%s/rank.%d", bs->dir, r);
+        int fd = open(path, O_RDWR | O_CLOEXEC);
+        if (fd < 0) continue;
+        struct stat s;
+        if (fstat(fd, &s) == 0 && (size_t)s.st_size >= sizeof(dt_board)) {
+            void *p = mmap(NULL, sizeof(dt_board), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            if (p != MAP_FAILED) bs->b[r] = p;
+        }
+        close(fd);
+        if (bs->b[r] && bs->b[r]->magic != DT_BOARD_MAGIC) { munmap(bs->b[r], sizeof(dt_board)); bs->b[r] = NULL; }
+    }
+}
+
+void dt_boards_clear(dt_boards *bs) {
+    for (int r = 0; r < bs->n; r++) {
+        if (bs->b[r]) munmap(bs->b[r], sizeof(dt_board));
+        bs->b[r] = NULL;
+        char path[4200];
+        snprintf(path, sizeof path, "%s/rank.%d", bs->dir, r);
+        unlink(path);
+    }
+}
+
+/* Did a end before b, as far as the job's cause goes? A rank that aborted itself (SIGABRT:
+ * MPI and UCX abort when a peer vanishes) is a consequence of a rank killed from outside, so
+ * it comes after one, whatever order their guards happened to see them end in. */
+static int ended_before(const dt_board *a, const dt_board *b) {
+    const int a_abort = atomic_load(&a->signal) == SIGABRT, b_abort = atomic_load(&b->signal) == SIGABRT;
+    if (a_abort != b_abort) return b_abort;
+    return atomic_load(&a->ended_ns) < atomic_load(&b->ended_ns);
+}
+
+/* the rank the job lost first (killed by a signal it was not asked to take), or -1 */
+int dt_boards_first(const dt_boards *bs, int state) {
+    int who = -1;
+    for (int r = 0; r < bs->n; r++) {
+        const dt_board *b = bs->b[r];
+        if (!b || atomic_load(&b->state) != state) continue;
+        if (who < 0 || ended_before(b, bs->b[who])) who = r;
+    }
+    return who;
+}
+
+long dt_boards_furthest_step(const dt_boards *bs) {
+    long s = 0;
+    for (int r = 0; r < bs->n; r++)
+        if (bs->b[r] && atomic_load(&bs->b[r]->step) > s) s = (long)atomic_load(&bs->b[r]->step);
+    return s;
+}
+
+static void where(const dt_board *b, char *out, size_t len) {
+    const int e = atomic_load(&b->epoch);
+    if (e <= 0) snprintf(out, len, "before training started");
+    else snprintf(out, len, "during epoch %d, step %lld", e, (long long)atomic_load(&b->step));
+}
+
+/* Ranks a scheme dropped for good (rank 0's board) while every other rank has finished its
+ * work: they are stopped or hung, and the job would wait for them forever. */
+void dt_boards_end_dropped(dt_boards *bs, FILE *noise) {
+    const dt_board *b0 = bs->b[0];
+    if (!b0 || atomic_load(&b0->dropped[0]) < 0) return;
+    int dropped[8], nd = 0;
+    for (int i = 0; i < 8; i++) {
+        const int r = atomic_load(&b0->dropped[i]);
+        if (r >= 0 && r < bs->n) dropped[nd++] = r;
+    }
+    for (int r = 0; r < bs->n; r++) {
+        int is_dropped = 0;
+        for (int i = 0; i < nd; i++) is_dropped |= dropped[i] == r;
+        if (is_dropped) continue;
+        const int st = bs->b[r] ? atomic_load(&bs->b[r]->state) : -1;
+        if (st != DT_RANK_FINISHING && st != DT_RANK_DONE) return;
+    }
+    for (int i = 0; i < nd; i++) {
+        dt_board *b = bs->b[dropped[i]];
+        if (!b || atomic_load(&b->state) == DT_RANK_DROPPED) continue;
+        const int st = atomic_load(&b->state);
+        if (st == DT_RANK_DONE || st == DT_RANK_FAILED || st == DT_RANK_LOST) continue;
+        atomic_store(&b->state, DT_RANK_DROPPED);
+        if (noise) fprintf(noise, "dtrain run: ending rank %d (pid %d), dropped by the scheme\n", dropped[i], (int)b->pid);
+        if (b->pid > 0) (bs->kill ? bs->kill : kill)((pid_t)b->pid, SIGKILL);
+    }
+}
+
+/* How each rank ended, into the noise file: what explain() read, for whoever has to check it. */
+void dt_boards_record(const dt_boards *bs, FILE *noise) {
+    static const char *names[] = {"starting", "running", "done", "failed", "lost", "timed out", "dropped", "finishing"};
+    if (!noise) return;
+    for (int r = 0; r < bs->n; r++) {
+        const dt_board *b = bs->b[r];
+        if (!b) { fprintf(noise, "dtrain run: rank %d: no board\n", r); continue; }
+        const int st = atomic_load(&b->state);
+        fprintf(noise, "dtrain run: rank %d (pid %d): %s, signal %d, exit code %d, ended at %.3f s\n", r, (int)b->pid,
+                st >= 0 && st < 8 ? names[st] : "?", (int)atomic_load(&b->signal), (int)atomic_load(&b->exit_code),
+                (double)(atomic_load(&b->ended_ns) % 1000000000000LL) / 1e9);
+    }
+    fflush(noise);
+}
+
+/* What ended an attempt that failed, said in one line (or two, for a stall); 1 when a rank
+ * was lost or stalled (a restart may help), 0 when the ranks said why themselves. */
+int dt_boards_explain(const dt_boards *bs, const char *noise_path, FILE *err) {
+    char at[96];
+    int who = dt_boards_first(bs, DT_RANK_LOST);
+    if (who >= 0) {
+        const dt_board *b = bs->b[who];
+        where(b, at, sizeof at);
+        const int sig = atomic_load(&b->signal);
+        fprintf(err, "dtrain: error: rank %d on %s (pid %d) was killed by signal %d (%s) %s; the job was ended "
+                "(the launcher's and MPI's messages: %s)\n", who, b->host[0] ? b->host : "?", (int)b->pid, sig,
+                strsignal(sig), at, noise_path);
+        return 1;
+    }
+    who = dt_boards_first(bs, DT_RANK_TIMED_OUT);
+    if (who >= 0) {
+        fprintf(err, "dtrain: error: %s\n", bs->b[who]->note);
+        /* who the others waited for: a process that stopped altogether (its watchdog stopped
+         * ticking well before the first one gave up), or one busy with its own work */
+        const int64_t gave_up = atomic_load(&bs->b[who]->tick_ns);
+        for (int r = 0; r < bs->n; r++) {
+            const dt_board *b = bs->b[r];
+            if (!b || atomic_load(&b->state) != DT_RANK_RUNNING) continue;
+            const int64_t tick = atomic_load(&b->tick_ns);
+            const int frozen = tick > 0 && gave_up - tick > 2500000000LL;
+            if (!frozen && atomic_load(&b->wait_since_ns) != 0) continue;
+            where(b, at, sizeof at);
+            if (frozen)
+                fprintf(err, "dtrain: error: rank %d on %s (pid %d) stopped responding %s (for %.0f s before the others "
+                        "gave up: the process was stopped or frozen; the launcher's and MPI's messages: %s)\n", r,
+                        b->host[0] ? b->host : "?", (int)b->pid, at, (double)(gave_up - tick) / 1e9, noise_path);
+            else
+                fprintf(err, "dtrain: error: rank %d on %s (pid %d) was not waiting for anyone %s: stuck in its own "
+                        "work (the launcher's and MPI's messages: %s)\n", r, b->host[0] ? b->host : "?", (int)b->pid,
+                        at, noise_path);
+        }
+        return 1;
+    }
+    for (int r = 0; r < bs->n; r++)
+        if (bs->b[r] && atomic_load(&bs->b[r]->state) == DT_RANK_FAILED) return 0; /* it said why */
+    int seen = 0;
+    for (int r = 0; r < bs->n; r++) seen += bs->b[r] != NULL;
+    if (seen < bs->n)
+        fprintf(err, "dtrain: error: the launcher ended before %d of %d ranks started (its messages: %s)\n",
+                bs->n - seen, bs->n, noise_path);
+    else
+        fprintf(err, "dtrain: error: the job ended without a word from its ranks (the launcher's and MPI's "
+                "messages: %s)\n", noise_path);
+    return 0;
+}
+
+/* Every rank ended well, except those the scheme dropped and we ended: the job completed. */
+int dt_boards_completed_with_drops(const dt_boards *bs) {
+    const dt_board *b0 = bs->b[0];
+    if (!b0 || atomic_load(&b0->dropped[0]) < 0) return 0;
+    for (int r = 0; r < bs->n; r++) {
+        int dropped = 0;
+        for (int i = 0; i < 8; i++) dropped |= atomic_load(&b0->dropped[i]) == r;
+        const int st = bs->b[r] ? atomic_load(&bs->b[r]->state) : -1;
+        if (!dropped && st != DT_RANK_DONE && st != DT_RANK_FINISHING) return 0;
+    }
+    return 1;
+}

@@ -1,0 +1,39 @@
+/* The supervisor's reading of the ranks' boards (comm/watch.h): a small shared file per rank
+ * in the job's folder, kept by the rank and signed by its guard. From them the supervisor says
+ * which rank the job lost, where, and how, and ends the ranks a scheme dropped for good. A
+ * board is written by other processes: every field is checked before it is used. */
+#ifndef DT_BOARDS_H
+#define DT_BOARDS_H
+
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "comm/watch.h"
+
+typedef struct dt_boards {
+    int n;
+    dt_board **b;                 /* NULL until the rank made its file */
+    char dir[4096];
+    int (*kill)(pid_t, int);      /* how a dropped rank is ended (kill; a fuzz target's stub) */
+} dt_boards;
+
+/* Maps the boards that appeared since the last call. */
+void dt_boards_map(dt_boards *bs);
+/* Unmaps and removes every board file (before a restart, and at the end). */
+void dt_boards_clear(dt_boards *bs);
+/* The rank that reached `state` (DT_RANK_*) first, as far as the job's cause goes, or -1. */
+int dt_boards_first(const dt_boards *bs, int state);
+/* The furthest step any rank reached. */
+long dt_boards_furthest_step(const dt_boards *bs);
+/* Ends the ranks a scheme dropped for good (rank 0's board) once every other rank has
+ * finished its work: they are stopped or hung, and the job would wait for them forever. */
+void dt_boards_end_dropped(dt_boards *bs, FILE *noise);
+/* How each rank ended, one line each into the noise file. */
+void dt_boards_record(const dt_boards *bs, FILE *noise);
+/* What ended an attempt that failed, said on `err` in one line (two for a stall); 1 when a
+ * rank was lost or stalled (a restart may help), 0 when the ranks said why themselves. */
+int dt_boards_explain(const dt_boards *bs, const char *noise_path, FILE *err);
+/* Every rank ended well, except those the scheme dropped and we ended. */
+int dt_boards_completed_with_drops(const dt_boards *bs);
+
+#endif

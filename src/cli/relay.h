@@ -1,0 +1,36 @@
+/* The launcher's output on its way: `dtrain run` reads what mpiexec and the ranks print on
+ * two pipes and passes dtrain's own lines to the user (each error line at most once, however
+ * many ranks say it), while the launcher's and MPI's own messages (hydra's banner, ssh's
+ * complaints) go into a file the user is pointed to. */
+#ifndef DT_RELAY_H
+#define DT_RELAY_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+typedef struct dt_relay {
+    FILE *out, *err;  /* the user's terminal: stdout, stderr */
+    FILE *noise;      /* the launcher's messages (may be NULL) */
+    char **said;      /* dtrain's lines already passed on */
+    int nsaid, cap;
+    char launcher_said[512]; /* the launcher's last line on stderr that was not dtrain's */
+} dt_relay;
+
+/* One of the two pipes. */
+typedef struct dt_relay_stream {
+    int fd;
+    int is_err;       /* the launcher's stderr (else its stdout) */
+    int banner;       /* the launcher's banner began: the rest of it is noise */
+    int blanks;       /* empty lines held back: they may open the banner */
+    char buf[8192];
+    size_t len;
+} dt_relay_stream;
+
+/* Reads what is there on s->fd and routes every whole line; returns 0 at end of file (after
+ * routing a last line without its newline). */
+int dt_relay_pump(dt_relay *r, dt_relay_stream *s);
+/* Routes one line (n bytes, no newline; NUL bytes are cut). */
+void dt_relay_line(dt_relay *r, dt_relay_stream *s, const char *line, size_t n);
+void dt_relay_free(dt_relay *r);
+
+#endif
