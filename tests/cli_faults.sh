@@ -7,49 +7,8 @@
 . "$(dirname "$0")/lib.sh"
 require_mnist
 export DTRAIN_RUN_DIR=$T   # the supervisor's folder (boards, launcher.log) goes in $T
+. "$(dirname "$0")/fault_helpers.sh"
 C=(--model cnn1 --data mnist --train-limit 24000 --test-limit 2000 --batch 64 --lr 0.05 --seed 5)
-
-# rank_pid R: the pid of rank R of this script's running job (the rank under its guard, not
-# the guard; every job here names a file in $T, so other dtrain jobs on the machine are not ours)
-rank_pid() {
-    local p pp
-    for p in $(pgrep -f "dtrain train.*$T"); do
-        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "PMI_RANK=$1" || continue
-        pp=$(awk '{print $4}' "/proc/$p/stat" 2>/dev/null) || continue
-        tr '\0' ' ' <"/proc/$pp/cmdline" 2>/dev/null | grep -q "dtrain train" && { echo "$p"; return 0; }
-    done
-    return 1
-}
-
-# wait_until SECONDS COMMAND...: polls COMMAND every 0.1 s; fails after SECONDS
-wait_until() {
-    local end=$((SECONDS + $1))
-    shift
-    until "$@"; do
-        [ $SECONDS -ge $end ] && return 1
-        sleep 0.1
-    done
-}
-epochs_logged() { [ -s "$1" ] && [ "$(grep -c '"type":"epoch"' "$1")" -ge "$2" ]; }
-has_pid() { rank_pid "$1" >/dev/null; }
-checkpointed() { [ -s "$T/ck" ]; } # the manifest: a committed set
-
-# job NAME ARGS...: starts `dtrain run ARGS...` in the background (out/err/rc in $T/NAME.*)
-job() {
-    local name=$1
-    shift
-    ( "$DTRAIN" run "$@" >"$T/$name.out" 2>"$T/$name.err"; echo $? >"$T/$name.rc" ) &
-    JOB=$!
-}
-# ended NAME SECONDS: waits for the job; its exit status in RC, seconds it took after the fault in TOOK
-ended() {
-    local t0=$SECONDS
-    wait_until "$2" test -s "$T/$1.rc"
-    TOOK=$((SECONDS - t0))
-    RC=$(cat "$T/$1.rc" 2>/dev/null || echo none)
-    wait "$JOB" 2>/dev/null
-}
-errors() { grep -c '^dtrain: error:' "$T/$1.err"; }
 
 # 1. kill -9 of a rank: one line naming it, status 4, within 30 s, no launcher banner on screen
 for scheme in allreduce:2 eventgrad:0 downpour:3; do
@@ -115,18 +74,26 @@ grep -q "^dtrain: error: rank 0 waited [0-9]* s in MPI_\(Allreduce\|Waitall\) (a
 check "... rank 0's watchdog says what it waited for" $? "$(grep '^dtrain' "$T/bare.err" | head -c 300)"
 pkill -9 -f "dtrain train.*$T"
 
-# 4. downpour: a stopped worker is dropped for good and the run completes without it
-job dropped -n 4 --algo downpour "${C[@]}" --epochs 4 --worker-timeout 2 --quiet --out "$T/dp.w" --log "$T/dp.jsonl"
-wait_until 120 has_pid 3 && sleep 1
-kill -STOP "$(rank_pid 3)"
-ended dropped 120
-compare "downpour, a stopped worker with --worker-timeout 2: the run completes" "$RC" == 0 "$(head -c 400 "$T/dropped.err")"
-compare "... the summary names the dropped worker" "$(log_query "$T/dp.jsonl" 'int(one("summary")["dropped"] == [3])')" == 1
-[ -s "$T/dp.w" ]
-check "... the final weights are written" $? ""
-grep -q "worker rank 3 .*dropped" "$T/dropped.err"
-check "... and the user is told" $? "$(head -c 300 "$T/dropped.err")"
-pgrep -f "dtrain train.*$T" >/dev/null
-compare "... and no rank is left running" $? '!=' 0
+# 4. downpour: stopped workers are dropped for good and the run completes without them, at
+#    every worker position (the survivors then train on a communicator of their own, whose
+#    numbers differ from the world's: a middle worker's loss once cost the final weights)
+for victims in 1 2 3 "1 2"; do
+    name=dropped_${victims// /_}
+    job "$name" -n 4 --algo downpour "${C[@]}" --epochs 4 --worker-timeout 2 --quiet --out "$T/$name.w" --log "$T/$name.jsonl"
+    for v in $victims; do wait_until 120 has_pid "$v"; done
+    sleep 1
+    for v in $victims; do kill -STOP "$(rank_pid "$v")"; done
+    ended "$name" 120
+    compare "downpour, worker(s) $victims stopped with --worker-timeout 2: the run completes" "$RC" == 0 "$(head -c 400 "$T/$name.err")"
+    compare "... the summary names the dropped worker(s)" \
+        "$(log_query "$T/$name.jsonl" 'int(one("summary")["dropped"] == [int(v) for v in a[0].split()])' "$victims")" == 1
+    evaluates_to "... the final weights are written and give the logged accuracy" "$(summary_field "$T/$name.jsonl" test_acc)" \
+        --model cnn1 --data mnist --test-limit 2000 --weights "$T/$name.w"
+    grep -q "worker rank ${victims%% *} .*dropped" "$T/$name.err"
+    check "... and the user is told" $? "$(head -c 300 "$T/$name.err")"
+    for v in $victims; do kill -CONT "$(rank_pid "$v" 2>/dev/null)" 2>/dev/null; done
+    wait_until 10 no_rank_left
+    check "... and no rank is left running" $? ""
+done
 
 finish

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 void dt_boards_map(dt_boards *bs) {
@@ -51,7 +52,10 @@ int dt_boards_first(const dt_boards *bs, int state) {
     int who = -1;
     for (int r = 0; r < bs->n; r++) {
         const dt_board *b = bs->b[r];
-        if (!b || atomic_load(&b->state) != state) continue;
+        if (!b) continue;
+        const int st = atomic_load(&b->state);
+        /* a rank lost with its guard or its launcher's proxy is lost as well */
+        if (st != state && !(state == DT_RANK_LOST && (st == DT_RANK_GUARD_LOST || st == DT_RANK_PROXY_LOST))) continue;
         if (who < 0 || ended_before(b, bs->b[who])) who = r;
     }
     return who;
@@ -100,14 +104,15 @@ void dt_boards_end_dropped(dt_boards *bs, FILE *noise) {
 
 /* How each rank ended, into the noise file: what explain() read, for whoever has to check it. */
 void dt_boards_record(const dt_boards *bs, FILE *noise) {
-    static const char *names[] = {"starting", "running", "done", "failed", "lost", "timed out", "dropped", "finishing"};
+    static const char *names[DT_RANK_STATES] = {"starting", "running", "done",      "failed",     "lost",
+                                                "timed out", "dropped", "finishing", "guard lost", "proxy lost"};
     if (!noise) return;
     for (int r = 0; r < bs->n; r++) {
         const dt_board *b = bs->b[r];
         if (!b) { fprintf(noise, "dtrain run: rank %d: no board\n", r); continue; }
         const int st = atomic_load(&b->state);
         fprintf(noise, "dtrain run: rank %d (pid %d): %s, signal %d, exit code %d, ended at %.3f s\n", r, (int)b->pid,
-                st >= 0 && st < 8 ? names[st] : "?", (int)atomic_load(&b->signal), (int)atomic_load(&b->exit_code),
+                st >= 0 && st < DT_RANK_STATES ? names[st] : "?", (int)atomic_load(&b->signal), (int)atomic_load(&b->exit_code),
                 (double)(atomic_load(&b->ended_ns) % 1000000000000LL) / 1e9);
     }
     fflush(noise);
@@ -121,10 +126,30 @@ int dt_boards_explain(const dt_boards *bs, const char *noise_path, FILE *err) {
     if (who >= 0) {
         const dt_board *b = bs->b[who];
         where(b, at, sizeof at);
-        const int sig = atomic_load(&b->signal);
-        fprintf(err, "dtrain: error: rank %d on %s (pid %d) was killed by signal %d (%s) %s; the job was ended "
-                "(the launcher's and MPI's messages: %s)\n", who, b->host[0] ? b->host : "?", (int)b->pid, sig,
-                strsignal(sig), at, noise_path);
+        const int sig = atomic_load(&b->signal), st = atomic_load(&b->state);
+        const char *host = b->host[0] ? b->host : "?";
+        if (st == DT_RANK_GUARD_LOST)
+            fprintf(err, "dtrain: error: the guard of rank %d on %s (pid %d) was killed %s, and rank %d (pid %d) ended "
+                    "with it; the job was ended (the launcher's and MPI's messages: %s)\n", who, host, (int)b->guard_pid,
+                    at, who, (int)b->pid, noise_path);
+        else if (st == DT_RANK_PROXY_LOST) {
+            /* one launcher's process serves every rank of its host: name them all */
+            char ranks[160];
+            size_t o = 0;
+            int many = 0;
+            for (int r = 0; r < bs->n && o < sizeof ranks; r++)
+                if (bs->b[r] && bs->b[r]->proxy_pid == b->proxy_pid) {
+                    o += (size_t)snprintf(ranks + o, sizeof ranks - o, "%s%d", o ? ", " : "", r);
+                    many += o > 0;
+                }
+            fprintf(err, "dtrain: error: the launcher's process above rank%s %s on %s (pid %d, hydra_pmi_proxy under "
+                    "MPICH) was lost %s, and its ranks were ended with it; the job was ended (the launcher's and MPI's "
+                    "messages: %s)\n", many > 1 ? "s" : "", ranks, host, (int)b->proxy_pid, at, noise_path);
+        }
+        else
+            fprintf(err, "dtrain: error: rank %d on %s (pid %d) was killed by signal %d (%s) %s; the job was ended "
+                    "(the launcher's and MPI's messages: %s)\n", who, host, (int)b->pid, sig, strsignal(sig), at,
+                    noise_path);
         return 1;
     }
     who = dt_boards_first(bs, DT_RANK_TIMED_OUT);
@@ -175,4 +200,96 @@ int dt_boards_completed_with_drops(const dt_boards *bs) {
         if (!dropped && st != DT_RANK_DONE && st != DT_RANK_FINISHING) return 0;
     }
     return 1;
+}
+
+static int is_dropped(const dt_boards *bs, int r) {
+    const dt_board *b0 = bs->b[0];
+    if (!b0) return 0;
+    for (int i = 0; i < 8; i++)
+        if (atomic_load(&b0->dropped[i]) == r) return 1;
+    return 0;
+}
+
+int dt_boards_started(const dt_boards *bs) {
+    int n = 0;
+    for (int r = 0; r < bs->n; r++)
+        n += bs->b[r] && (atomic_load(&bs->b[r]->state) != DT_RANK_STARTING || atomic_load(&bs->b[r]->left_ns) != 0);
+    return n;
+}
+
+int dt_boards_work_done(const dt_boards *bs) {
+    for (int r = 0; r < bs->n; r++)
+        if (!is_dropped(bs, r) && !(bs->b[r] && atomic_load(&bs->b[r]->work_done) == 1)) return 0;
+    return 1;
+}
+
+int dt_boards_all_left(const dt_boards *bs) {
+    for (int r = 0; r < bs->n; r++)
+        if (!is_dropped(bs, r) && !(bs->b[r] && atomic_load(&bs->b[r]->left_ns) != 0)) return 0;
+    return 1;
+}
+
+char dt_proc_state(int pid) {
+    if (pid <= 0) return 0;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    const size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *close_paren = strrchr(buf, ')'); /* the command name may hold anything */
+    return close_paren && close_paren[1] == ' ' ? close_paren[2] : 0;
+}
+
+int dt_boards_held(const dt_boards *bs, char *why, size_t len, int *pid) {
+    /* first a guard or launcher's process that is stopped, signed or not (a rank that timed
+     * out in MPI_Finalize under a stopped proxy signed its board); then an unsigned guard */
+    for (int pass = 0; pass < 2; pass++)
+        for (int r = 0; r < bs->n; r++) {
+            const dt_board *b = bs->b[r];
+            if (!b || is_dropped(bs, r)) continue;
+            const char g = dt_proc_state(b->guard_pid), p = dt_proc_state(b->proxy_pid);
+            const char *host = b->host[0] ? b->host : "?";
+            if (g == 'T' || g == 't') {
+                snprintf(why, len, "the guard of rank %d on %s (pid %d) was stopped (SIGSTOP)", r, host, (int)b->guard_pid);
+                *pid = b->guard_pid;
+            } else if (p == 'T' || p == 't') {
+                snprintf(why, len, "the launcher's process above rank %d on %s (pid %d, hydra_pmi_proxy under MPICH) was "
+                         "stopped (SIGSTOP)", r, host, (int)b->proxy_pid);
+                *pid = b->proxy_pid;
+            } else if (pass == 1 && atomic_load(&b->ended_ns) == 0 && g) {
+                snprintf(why, len, "the guard of rank %d on %s (pid %d) did not end after its rank", r, host, (int)b->guard_pid);
+                *pid = b->guard_pid;
+            } else {
+                continue;
+            }
+            return r;
+        }
+    return -1;
+}
+
+int dt_boards_frozen(const dt_boards *bs, double limit_s) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    const int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec, limit = (int64_t)(limit_s * 1e9);
+    int who = -1, running = 0;
+    int64_t oldest = now;
+    for (int r = 0; r < bs->n; r++) {
+        const dt_board *b = bs->b[r];
+        if (!b || atomic_load(&b->state) != DT_RANK_RUNNING || is_dropped(bs, r)) continue;
+        running++;
+        const int64_t tick = atomic_load(&b->tick_ns);
+        if (tick <= 0 || now - tick <= limit) return -1; /* this one is alive (or has no watchdog) */
+        if (tick < oldest) { oldest = tick; who = r; }
+    }
+    return running ? who : -1;
+}
+
+void dt_boards_where(const dt_boards *bs, char *out, size_t len) {
+    int best = -1;
+    for (int r = 0; r < bs->n; r++)
+        if (bs->b[r] && (best < 0 || atomic_load(&bs->b[r]->step) > atomic_load(&bs->b[best]->step))) best = r;
+    if (best < 0) snprintf(out, len, "before training started");
+    else where(bs->b[best], out, len);
 }

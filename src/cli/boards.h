@@ -36,4 +36,23 @@ int dt_boards_explain(const dt_boards *bs, const char *noise_path, FILE *err);
 /* Every rank ended well, except those the scheme dropped and we ended. */
 int dt_boards_completed_with_drops(const dt_boards *bs);
 
+/* How many ranks started (MPI initialised: their board says so). */
+int dt_boards_started(const dt_boards *bs);
+/* Every rank the scheme kept finished its work (trained, saved, evaluated), whatever
+ * happened after (a finalize that could not complete). */
+int dt_boards_work_done(const dt_boards *bs);
+/* Every rank the scheme kept has left (its process ended). */
+int dt_boards_all_left(const dt_boards *bs);
+/* What holds a job whose ranks left (or gave up in MPI_Finalize): a rank whose guard, or the
+ * launcher's process above it, is stopped, or whose guard did not end; described in `why`,
+ * that process in *pid; or -1. */
+int dt_boards_held(const dt_boards *bs, char *why, size_t len, int *pid);
+/* The rank whose watchdog stopped ticking longest ago, when every running rank's has been
+ * silent for more than limit_s (the whole job frozen), or -1. */
+int dt_boards_frozen(const dt_boards *bs, double limit_s);
+/* "during epoch E, step S" of the rank furthest on, or "before training started". */
+void dt_boards_where(const dt_boards *bs, char *out, size_t len);
+/* A process's state letter from /proc (R, S, T, Z, ...), or 0 when it is gone or elsewhere. */
+char dt_proc_state(int pid);
+
 #endif

@@ -53,6 +53,10 @@ static void ensure_fast_blas(char **argv) {
     }
     if (!reexec) return;
     setenv("DTRAIN_REEXECED", "1", 1);
+    /* by its real path: exec of /proc/self/exe would name the process "exe" in ps and top */
+    char self[4096];
+    const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len > 0) { self[len] = 0; execv(self, argv); }
     execv("/proc/self/exe", argv);
     /* exec failed: carry on with what we have */
 }
@@ -67,6 +71,7 @@ typedef struct train_flags {
     int no_augment, no_save, ranks, max_steps, redone_steps;
     float timeout;                   /* the watchdog's, seconds (0: none) */
     int max_restarts;                /* run: restarts after a lost rank */
+    float start_timeout;             /* run: seconds for every rank to start */
     const char *hostfile, *hosts;    /* run: where the ranks go */
     int nscheme;                     /* the schemes' flags */
     struct {
@@ -126,6 +131,7 @@ static int train_options(train_flags *f, dt_opt *opts) {
     c->algo.algo = "local";
     f->ranks = 4;
     f->timeout = 300;
+    f->start_timeout = 60;
     snprintf(f->algo_help, sizeof f->algo_help, "%s [local]", dt_strategy_names());
     for (char *p = f->algo_help; *p; p++)
         if (p[0] == ',' && p[1] == ' ') { memmove(p + 2, p + 1, strlen(p + 1) + 1); p[0] = ' '; p[1] = '|'; }
@@ -293,6 +299,9 @@ static int cmd_train(int argc, char **argv) {
         if (size > 1) {
             fprintf(stderr, "dtrain: error: rank %d: %s\n", rank, dt_last_error());
             fflush(stderr);
+            /* said: the supervisor must not add a line of its own when MPI_Abort's kills
+             * reach this rank's guard as signals */
+            dt_watch_end(DT_RANK_FAILED, 2);
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
         dt_comm_finalize();
@@ -309,7 +318,7 @@ static int cmd_train(int argc, char **argv) {
 
 /* Starts N ranks of `dtrain train` with mpiexec and supervises them (supervise.h). Flags are
  * checked here first, so a typo is reported once, not by every rank. */
-#define RUN_OPTS 4 /* run's own flags, after train's */
+#define RUN_OPTS 5 /* run's own flags, after train's */
 
 /* Flags of `run`: train's, then RUN_OPTS of its own (opts has room for MAX_OPTS + RUN_OPTS). */
 static int run_options(train_flags *f, dt_opt *opts) {
@@ -320,7 +329,23 @@ static int run_options(train_flags *f, dt_opt *opts) {
                              0, 1000, 0, 0, NULL};
     opts[nopts++] = (dt_opt){"hostfile", OPT_STR, &f->hostfile, "the hosts to run on, one per line (host or host:slots), passed to mpiexec", 0, 0, 0, 0, "FILE"};
     opts[nopts++] = (dt_opt){"hosts", OPT_STR, &f->hosts, "the hosts to run on: a,b or a:2,b:2, passed to mpiexec", 0, 0, 0, 0, "LIST"};
+    opts[nopts++] = (dt_opt){"start-timeout", OPT_FLOAT, &f->start_timeout,
+                             "end the job when a rank has not started (MPI initialised) after this long, seconds [60]", 0, 1e7, 1, 0, NULL};
     return nopts;
+}
+
+/* A hostfile that names no host would let mpiexec run every rank here, silently. */
+static dt_status check_hostfile(const char *path) {
+    FILE *fp = fopen(path, "r");
+    if (!fp) return dt_fail(DT_ERR_ARG, "--hostfile %s: cannot read it: %s", path, strerror(errno));
+    char line[1024];
+    int hosts = 0;
+    while (fgets(line, sizeof line, fp)) {
+        const char *p = line + strspn(line, " \t\r\n");
+        hosts += *p && *p != '#';
+    }
+    fclose(fp);
+    return hosts ? DT_OK : dt_fail(DT_ERR_ARG, "--hostfile %s: names no host (expected one per line: NAME or NAME:SLOTS)", path);
 }
 
 static int cmd_run(int argc, char **argv) {
@@ -337,6 +362,13 @@ static int cmd_run(int argc, char **argv) {
     if (st == DT_OK && !help && f.hostfile && f.hosts) st = dt_fail(DT_ERR_ARG, "dtrain run: give --hostfile or --hosts, not both");
     if (st == DT_OK && !help && f.hostfile && access(f.hostfile, R_OK) != 0)
         st = dt_fail(DT_ERR_ARG, "--hostfile %s: cannot read it: %s", f.hostfile, strerror(errno));
+    if (st == DT_OK && !help && f.hostfile) st = check_hostfile(f.hostfile);
+    /* more than a few ranks a core only slows a run down, and each holds its own copy of the
+     * data (MNIST: ~80 MB): -n 100000 on one machine is a typo, not a plan */
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
+    if (st == DT_OK && !help && !f.hostfile && !f.hosts && !getenv("DTRAIN_MPIEXEC") && f.ranks > 16 * cores)
+        st = dt_fail(DT_ERR_ARG, "-n %d: more than 16 ranks per core on this machine (%ld cores, so at most %ld); "
+                     "use --hosts or --hostfile to run more", f.ranks, cores, 16 * cores);
     if (st != DT_OK) { free(args); return fail(); }
     if (help) {
         char usage[1400];
@@ -413,6 +445,7 @@ static int cmd_run(int argc, char **argv) {
     }
     av[k] = NULL;
     dt_job job = {.argv = av, .ranks = f.ranks, .max_restarts = f.max_restarts, .checkpoint = f.c.checkpoint,
+                  .timeout = f.timeout, .start_timeout = f.start_timeout,
                   .resume = f.c.resume};
     const int rc = dt_supervise(&job);
     free(av);
@@ -616,7 +649,11 @@ int main(int argc, char **argv) {
     ensure_fast_blas(argv);
     if (argc < 2) { usage(stderr); return 2; }
     const char *cmd = argv[1];
-    if (!strcmp(cmd, "train")) return cmd_train(argc, argv);
+    if (!strcmp(cmd, "train")) {
+        const int rc = cmd_train(argc, argv);
+        dt_watch_left(rc);
+        return rc;
+    }
     if (!strcmp(cmd, "run")) return cmd_run(argc, argv);
     if (!strcmp(cmd, "eval")) return cmd_eval(argc, argv);
     if (!strcmp(cmd, "info")) return cmd_info(argc, argv);

@@ -13,6 +13,18 @@ static int launcher_line(const char *l) {
            !strncmp(l, "mpirun", 6) || !strncmp(l, "[proxy:", 7) || !strncmp(l, "[mpiexec@", 9);
 }
 
+/* ssh's and the launchers' words for a host they could not start a process on: with these
+ * MPICH's hydra waits forever for the proxy that never came, so the supervisor ends the job */
+static int cannot_launch(const char *l) {
+    static const char *const words[] = {"Could not resolve hostname", "Host key verification failed",
+                                        "Permission denied (", "No route to host", "Connection refused",
+                                        "Connection timed out", "Network is unreachable", "execvp error",
+                                        "ORTE was unable to reliably start", "ssh: "};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        if (strstr(l, words[i])) return 1;
+    return 0;
+}
+
 static int said_before(dt_relay *r, const char *l) {
     for (int i = 0; i < r->nsaid; i++)
         if (!strcmp(r->said[i], l)) return 1;
@@ -53,6 +65,7 @@ void dt_relay_line(dt_relay *r, dt_relay_stream *s, const char *line, size_t n) 
         const size_t k = n < sizeof r->launcher_said - 1 ? n : sizeof r->launcher_said - 1;
         memcpy(r->launcher_said, l, k);
         r->launcher_said[k] = 0;
+        if (!r->cannot_launch[0] && cannot_launch(l)) memcpy(r->cannot_launch, r->launcher_said, k + 1);
     }
     if (r->noise) { fprintf(r->noise, "%s\n", l); fflush(r->noise); }
 }

@@ -14,6 +14,7 @@ typedef struct dt_relay {
     char **said;      /* dtrain's lines already passed on */
     int nsaid, cap;
     char launcher_said[512]; /* the launcher's last line on stderr that was not dtrain's */
+    char cannot_launch[512]; /* its first line saying a host could not be reached (ssh's) */
 } dt_relay;
 
 /* One of the two pipes. */

@@ -16,16 +16,35 @@
 #include "trainer/ckset.h"
 #include "trainer/trainer.h"
 
+/* Why the supervisor ended an attempt itself (the launcher would have waited forever). */
+enum { ENDED_NOT = 0, ENDED_CANNOT_LAUNCH, ENDED_NOT_STARTED, ENDED_HELD, ENDED_FROZEN };
+
 typedef struct outcome {
-    int status;       /* mpiexec's exit status (or 128+signal) */
-    int lost;         /* a rank was killed or stalled: worth a restart */
-    long step;        /* the furthest step any rank reached */
+    int status;         /* mpiexec's exit status (or 128+signal) */
+    int launcher_signal; /* mpiexec itself was killed by this signal, not by us */
+    int interrupted;    /* the user's SIGINT / SIGTERM, passed on to the job */
+    int ended_by;       /* ENDED_*: the supervisor ended the job, why */
+    int who;            /* ... the rank it concerns */
+    char why[600];      /* ... in words */
+    long step;          /* the furthest step any rank reached */
 } outcome;
 
 static volatile sig_atomic_t stop_signal = 0;
 static void on_stop(int sig) { stop_signal = sig; }
 
-static int run_attempt(char **av, dt_boards *bs, FILE *noise, outcome *o) {
+/* The attempt's bounds: how long the ranks may take to start, how long the launcher may take
+ * to end once every rank left (or was lost), and how long every rank may go without a sign
+ * of life. */
+#define HELD_GRACE_S 5.0
+#define LOST_TERM_S 4.0
+#define LOST_KILL_S 7.0
+
+static void end_job(pid_t child, outcome *o, int why, double *ending_at) {
+    if (!o->ended_by) o->ended_by = why;
+    if (!*ending_at) { kill(-child, SIGTERM); *ending_at = dt_now(); }
+}
+
+static int run_attempt(char **av, dt_boards *bs, FILE *noise, const dt_job *job, outcome *o) {
     memset(o, 0, sizeof *o);
     int out[2], err[2];
     if (pipe(out) != 0 || pipe(err) != 0) {
@@ -56,8 +75,9 @@ static int run_attempt(char **av, dt_boards *bs, FILE *noise, outcome *o) {
     dt_relay_stream s[2] = {{.fd = out[0]}, {.fd = err[0], .is_err = 1}};
     dt_relay relay = {.out = stdout, .err = stderr, .noise = noise};
     int open_fds = 2, exited = 0, status = 0;
-    double lost_at = 0, exited_at = 0;
-    int killed_stage = 0;
+    const double started_at = dt_now();
+    double lost_at = 0, exited_at = 0, left_at = 0, ending_at = 0, checked_at = 0;
+    int killed = 0;
     for (;;) {
         struct pollfd p[2];
         int np = 0, idx[2];
@@ -69,20 +89,57 @@ static int run_attempt(char **av, dt_boards *bs, FILE *noise, outcome *o) {
         if (!exited && waitpid(child, &status, WNOHANG) == child) { exited = 1; exited_at = dt_now(); }
         if (exited && (open_fds == 0 || dt_now() - exited_at > 3)) break;
         if (exited) continue;
-        if (stop_signal) { kill(-child, (int)stop_signal); stop_signal = 0; }
+        const double now = dt_now();
+        if (stop_signal) { o->interrupted = (int)stop_signal; kill(-child, (int)stop_signal); stop_signal = 0; }
         dt_boards_map(bs);
         dt_boards_end_dropped(bs, noise);
+        const int started = dt_boards_started(bs);
+        /* a host the launcher could not reach: MPICH's hydra would wait for it forever */
+        if (started < bs->n && relay.cannot_launch[0] && !o->ended_by) {
+            o->ended_by = ENDED_CANNOT_LAUNCH;
+            snprintf(o->why, sizeof o->why, "%s", relay.cannot_launch);
+            end_job(child, o, ENDED_CANNOT_LAUNCH, &ending_at);
+        }
+        if (started < bs->n && !o->ended_by && now - started_at > job->start_timeout) {
+            o->who = started;
+            snprintf(o->why, sizeof o->why, "%s", relay.launcher_said);
+            end_job(child, o, ENDED_NOT_STARTED, &ending_at);
+        }
+        /* every rank left (or one gave up waiting), but the launcher still waits: for a guard,
+         * or its own process above one, that is stopped; they are ended (a stopped process
+         * ignores SIGTERM), and the work is done or not as the boards say */
+        if (!left_at && started == bs->n && dt_boards_all_left(bs)) left_at = now;
+        if ((left_at || lost_at) && !o->ended_by && now - checked_at >= 1) {
+            checked_at = now;
+            int pid = 0;
+            const int who = dt_boards_held(bs, o->why, sizeof o->why, &pid);
+            const int stopped = who >= 0 && (dt_proc_state(pid) == 'T' || dt_proc_state(pid) == 't');
+            if (who >= 0 && (stopped || (left_at && now - left_at > HELD_GRACE_S))) {
+                o->who = who;
+                if (noise) fprintf(noise, "dtrain run: ending what holds the job: %s\n", o->why);
+                kill((pid_t)pid, SIGKILL);
+                end_job(child, o, ENDED_HELD, &ending_at);
+            }
+        }
+        /* every rank frozen (stopped): no watchdog can act, so we do */
+        if (job->timeout > 0 && !o->ended_by) {
+            const int who = dt_boards_frozen(bs, job->timeout + 5);
+            if (who >= 0) { o->who = who; end_job(child, o, ENDED_FROZEN, &ending_at); }
+        }
         /* a lost rank: the launcher should end the job; if it does not, we do */
         if (!lost_at && (dt_boards_first(bs, DT_RANK_LOST) >= 0 || dt_boards_first(bs, DT_RANK_TIMED_OUT) >= 0))
-            lost_at = dt_now();
-        if (lost_at && killed_stage == 0 && dt_now() - lost_at > 10) { kill(-child, SIGTERM); killed_stage = 1; }
-        if (lost_at && killed_stage == 1 && dt_now() - lost_at > 15) { kill(-child, SIGKILL); killed_stage = 2; }
+            lost_at = now;
+        if (lost_at && !ending_at && now - lost_at > LOST_TERM_S) { kill(-child, SIGTERM); ending_at = now; }
+        /* whatever ends the job, SIGTERM first; what does not end, or is stopped, is killed */
+        if (ending_at && !killed && now - ending_at > LOST_KILL_S - LOST_TERM_S) { kill(-child, SIGKILL); killed = 1; }
     }
     for (int i = 0; i < 2; i++)
         if (s[i].fd >= 0) close(s[i].fd);
     dt_relay_free(&relay);
+    kill(-child, SIGKILL); /* nothing of the job outlives it (a launcher killed from outside leaves its ranks) */
     dt_boards_map(bs);
     o->status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (WIFSIGNALED(status) && !ending_at && !o->interrupted) o->launcher_signal = WTERMSIG(status);
     o->step = dt_boards_furthest_step(bs);
     return 0;
 }
@@ -125,6 +182,67 @@ static int remove_tree(const char *dir) {
     return rmdir(dir);
 }
 
+/* What the attempt came to, said in one line: the exit status for `dtrain run`, and in *lost
+ * whether a restart may help. */
+static int judge(const dt_job *job, const dt_boards *bs, const outcome *o, const char *launcher, const char *noise_path,
+                 FILE *noise, int *lost) {
+    char at[96];
+    *lost = 0;
+    dt_boards_where(bs, at, sizeof at);
+    const int started = dt_boards_started(bs);
+    if (o->interrupted) {
+        fprintf(stderr, "dtrain: error: interrupted (%s) %s: the job was ended\n", strsignal(o->interrupted), at);
+        return 128 + o->interrupted;
+    }
+    if (o->ended_by == ENDED_CANNOT_LAUNCH || o->ended_by == ENDED_NOT_STARTED) {
+        if (o->ended_by == ENDED_CANNOT_LAUNCH)
+            fprintf(stderr, "dtrain: error: the launcher could not start the ranks: %s (its messages: %s)\n", o->why,
+                    noise_path);
+        else
+            fprintf(stderr, "dtrain: error: %d of %d ranks had not started after %.0f s%s%s (the launcher's messages: %s)\n",
+                    bs->n - started, bs->n, job->start_timeout, o->why[0] ? "; the launcher's last word: " : "", o->why,
+                    noise_path);
+        return 2;
+    }
+    const int done = dt_boards_work_done(bs);
+    if (o->status == 0 && started == bs->n && o->ended_by != ENDED_HELD) return 0;
+    if (dt_boards_completed_with_drops(bs) && o->ended_by != ENDED_HELD) return 0;
+    if (started < bs->n && o->status == 0) {
+        fprintf(stderr, "dtrain: error: the launcher (%s) ended with status 0 but started %d of %d ranks: nothing was "
+                "trained (its messages: %s)\n", launcher, started, bs->n, noise_path);
+        return 2;
+    }
+    dt_boards_record(bs, noise);
+    /* the work is done, and only the end was held or cut: said as a warning, status 0 */
+    if (done && o->ended_by != ENDED_FROZEN && !o->launcher_signal) {
+        char why[600];
+        int pid = 0;
+        if (o->ended_by == ENDED_HELD && o->who >= 0) snprintf(why, sizeof why, "%s", o->why);
+        else if (dt_boards_held(bs, why, sizeof why, &pid) < 0) snprintf(why, sizeof why, "the launcher ended with status %d", o->status);
+        fprintf(stderr, "dtrain: warning: %s after the ranks finished their work; the job was ended (the run is "
+                "complete: weights and log written; the launcher's messages: %s)\n", why, noise_path);
+        return 0;
+    }
+    if (o->launcher_signal) {
+        fprintf(stderr, "dtrain: error: the launcher (%s) was killed by signal %d (%s) %s; "
+                "the job was ended (its messages: %s)\n", launcher, o->launcher_signal, strsignal(o->launcher_signal), at,
+                noise_path);
+        return 2;
+    }
+    if (o->ended_by == ENDED_FROZEN) {
+        const dt_board *b = bs->b[o->who];
+        char where_[96];
+        snprintf(where_, sizeof where_, "%s", at);
+        fprintf(stderr, "dtrain: error: every rank stopped responding (rank %d on %s, pid %d, first) %s: no sign of life "
+                "for --timeout %.0f s + 5 s; the job was ended (the launcher's messages: %s)\n", o->who,
+                b && b->host[0] ? b->host : "?", b ? (int)b->pid : 0, where_, job->timeout, noise_path);
+        *lost = 1;
+        return 4;
+    }
+    *lost = dt_boards_explain(bs, noise_path, stderr);
+    return *lost ? 4 : (o->status == 3 ? 3 : 2);
+}
+
 int dt_supervise(const dt_job *job) {
     dt_boards bs = {.n = job->ranks, .kill = kill};
     bs.b = calloc((size_t)job->ranks, sizeof *bs.b);
@@ -164,13 +282,10 @@ int dt_supervise(const dt_job *job) {
         av[k] = NULL;
         if (noise) fprintf(noise, "=== attempt %d\n", restarts_done + 1);
         outcome o;
-        if (run_attempt(av, &bs, noise, &o) != 0) { rc = 2; break; }
-        if (o.status == 0) { rc = 0; break; }
-        if (dt_boards_completed_with_drops(&bs)) { rc = 0; break; }
-        dt_boards_record(&bs, noise);
-        const int lost = dt_boards_explain(&bs, noise_path, stderr);
-        rc = lost ? 4 : (o.status == 3 ? 3 : 2);
-        if (!lost || restarts_done >= job->max_restarts) break;
+        if (run_attempt(av, &bs, noise, job, &o) != 0) { rc = 2; break; }
+        int lost = 0;
+        rc = judge(job, &bs, &o, av[0], noise_path, noise, &lost);
+        if (rc == 0 || !lost || restarts_done >= job->max_restarts) break;
         /* again, from the newest checkpoint every rank has, or from the start */
         int epoch = 0;
         long step = 0;

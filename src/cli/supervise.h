@@ -12,6 +12,9 @@ typedef struct dt_job {
     int max_restarts;
     const char *checkpoint; /* the run's --checkpoint, or NULL */
     const char *resume;     /* the run's --resume, or NULL */
+    double timeout;         /* the ranks' --timeout, seconds (0: none): a job with every rank
+                             * silent longer than this (+5 s) is ended */
+    double start_timeout;   /* every rank must have started (MPI initialised) within this */
 } dt_job;
 
 /* Runs the job (and its restarts); returns the exit status for `dtrain run`:

@@ -78,8 +78,16 @@ void dt_watch_wait_end(void) {
 }
 
 void dt_watch_end(int state, int exit_code) {
+    if (state == DT_RANK_FINISHING) atomic_store(&board->work_done, 1);
     atomic_store(&board->exit_code, exit_code);
     atomic_store(&board->state, state);
+}
+
+void dt_watch_left(int exit_code) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    atomic_store(&board->left_code, exit_code);
+    atomic_store(&board->left_ns, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec);
 }
 
 void dt_watch_dropped(const int *ranks, int n) {

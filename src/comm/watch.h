@@ -28,6 +28,9 @@ enum {
     DT_RANK_TIMED_OUT = 5, /* the watchdog ended it, note says why */
     DT_RANK_DROPPED = 6,   /* dropped by the scheme (downpour --worker-timeout) and ended */
     DT_RANK_FINISHING = 7, /* its work is done (weights written); finalising MPI */
+    DT_RANK_GUARD_LOST = 8, /* its guard was killed, and the rank with it (the rank saw it) */
+    DT_RANK_PROXY_LOST = 9, /* the launcher's process above its guard died (the guard saw it) */
+    DT_RANK_STATES = 10,
 };
 
 #define DT_BOARD_MAGIC 0x31425444u /* "DTB1" */
@@ -48,6 +51,12 @@ typedef struct dt_board {
     char note[320];                 /* the watchdog's line, or the rank's last word */
     /* the supervisor's own fields (the run's outcome, written by rank 0 before exit) */
     _Atomic int32_t dropped[8];     /* ranks a scheme dropped for good, -1 padded */
+    /* the processes around the rank, for naming the one that was lost or stopped */
+    int32_t guard_pid;              /* the guard (0: none) */
+    int32_t proxy_pid;              /* the guard's parent: the launcher's proxy (hydra_pmi_proxy) */
+    _Atomic int64_t left_ns;        /* CLOCK_REALTIME when the rank process left (0: not yet) */
+    _Atomic int32_t left_code;      /* its exit status then */
+    _Atomic int32_t work_done;      /* reached DT_RANK_FINISHING: trained, saved, evaluated */
 } dt_board;
 
 /* Attaches this process to its board file DIR/rank.R (created), before fork/MPI. 0 on
@@ -71,6 +80,9 @@ void dt_watch_wait_begin(const char *what);
 void dt_watch_wait_end(void);
 /* How the rank ended (state DT_RANK_*), before exit. */
 void dt_watch_end(int state, int exit_code);
+/* The rank process leaves now with this status (its last act: a guard that cannot sign the
+ * board any more, stopped, still leaves the supervisor knowing the rank's work ended). */
+void dt_watch_left(int exit_code);
 /* The ranks the scheme dropped for good (a supervisor ends them, reading rank 0's board). */
 void dt_watch_dropped(const int *ranks, int n);
 /* Did the scheme drop ranks for good? Then MPI_Finalize would wait for them forever. */
