@@ -68,6 +68,21 @@ long dt_boards_furthest_step(const dt_boards *bs) {
     return s;
 }
 
+/* A board's text field (host, note) as it is printed: its writer may have left no NUL in it
+ * (%s would read on past the field, and past the board), and a control byte (a newline)
+ * would break the one line the user is given. out holds size + 1 bytes. */
+static const char *board_text(const char *field, size_t size, char *out) {
+    const size_t n = strnlen(field, size);
+    for (size_t i = 0; i < n; i++) out[i] = (unsigned char)field[i] < 0x20 || field[i] == 0x7f ? '?' : field[i];
+    out[n] = 0;
+    return out;
+}
+#define HOST_BYTES (sizeof ((const dt_board *)0)->host + 1)
+#define NOTE_BYTES (sizeof ((const dt_board *)0)->note + 1)
+
+/* the host a board names, or "?"; out holds HOST_BYTES */
+static const char *host_of(const dt_board *b, char *out) { return b->host[0] ? board_text(b->host, HOST_BYTES - 1, out) : "?"; }
+
 static void where(const dt_board *b, char *out, size_t len) {
     const int e = atomic_load(&b->epoch);
     if (e <= 0) snprintf(out, len, "before training started");
@@ -121,16 +136,16 @@ void dt_boards_record(const dt_boards *bs, FILE *noise) {
 /* What ended an attempt that failed, said in one line (or two, for a stall); 1 when a rank
  * was lost or stalled (a restart may help), 0 when the ranks said why themselves. */
 int dt_boards_explain(const dt_boards *bs, const char *noise_path, FILE *err) {
-    char at[96];
+    char at[96], host[HOST_BYTES], note[NOTE_BYTES];
     int who = dt_boards_first(bs, DT_RANK_LOST);
     if (who >= 0) {
         const dt_board *b = bs->b[who];
         where(b, at, sizeof at);
         const int sig = atomic_load(&b->signal), st = atomic_load(&b->state);
-        const char *host = b->host[0] ? b->host : "?";
+        const char *h = host_of(b, host);
         if (st == DT_RANK_GUARD_LOST)
             fprintf(err, "dtrain: error: the guard of rank %d on %s (pid %d) was killed %s, and rank %d (pid %d) ended "
-                    "with it; the job was ended (the launcher's and MPI's messages: %s)\n", who, host, (int)b->guard_pid,
+                    "with it; the job was ended (the launcher's and MPI's messages: %s)\n", who, h, (int)b->guard_pid,
                     at, who, (int)b->pid, noise_path);
         else if (st == DT_RANK_PROXY_LOST) {
             /* one launcher's process serves every rank of its host: name them all */
@@ -144,17 +159,17 @@ int dt_boards_explain(const dt_boards *bs, const char *noise_path, FILE *err) {
                 }
             fprintf(err, "dtrain: error: the launcher's process above rank%s %s on %s (pid %d, hydra_pmi_proxy under "
                     "MPICH) was lost %s, and its ranks were ended with it; the job was ended (the launcher's and MPI's "
-                    "messages: %s)\n", many > 1 ? "s" : "", ranks, host, (int)b->proxy_pid, at, noise_path);
+                    "messages: %s)\n", many > 1 ? "s" : "", ranks, h, (int)b->proxy_pid, at, noise_path);
         }
         else
             fprintf(err, "dtrain: error: rank %d on %s (pid %d) was killed by signal %d (%s) %s; the job was ended "
-                    "(the launcher's and MPI's messages: %s)\n", who, host, (int)b->pid, sig, strsignal(sig), at,
+                    "(the launcher's and MPI's messages: %s)\n", who, h, (int)b->pid, sig, strsignal(sig), at,
                     noise_path);
         return 1;
     }
     who = dt_boards_first(bs, DT_RANK_TIMED_OUT);
     if (who >= 0) {
-        fprintf(err, "dtrain: error: %s\n", bs->b[who]->note);
+        fprintf(err, "dtrain: error: %s\n", board_text(bs->b[who]->note, NOTE_BYTES - 1, note));
         /* who the others waited for: a process that stopped altogether (its watchdog stopped
          * ticking well before the first one gave up), or one busy with its own work */
         const int64_t gave_up = atomic_load(&bs->b[who]->tick_ns);
@@ -162,16 +177,18 @@ int dt_boards_explain(const dt_boards *bs, const char *noise_path, FILE *err) {
             const dt_board *b = bs->b[r];
             if (!b || atomic_load(&b->state) != DT_RANK_RUNNING) continue;
             const int64_t tick = atomic_load(&b->tick_ns);
-            const int frozen = tick > 0 && gave_up - tick > 2500000000LL;
+            /* (gave_up > tick first: clocks read from a board may be anything, and the
+             * difference of two must not overflow) */
+            const int frozen = tick > 0 && gave_up > tick && gave_up - tick > 2500000000LL;
             if (!frozen && atomic_load(&b->wait_since_ns) != 0) continue;
             where(b, at, sizeof at);
             if (frozen)
                 fprintf(err, "dtrain: error: rank %d on %s (pid %d) stopped responding %s (for %.0f s before the others "
                         "gave up: the process was stopped or frozen; the launcher's and MPI's messages: %s)\n", r,
-                        b->host[0] ? b->host : "?", (int)b->pid, at, (double)(gave_up - tick) / 1e9, noise_path);
+                        host_of(b, host), (int)b->pid, at, (double)(gave_up - tick) / 1e9, noise_path);
             else
                 fprintf(err, "dtrain: error: rank %d on %s (pid %d) was not waiting for anyone %s: stuck in its own "
-                        "work (the launcher's and MPI's messages: %s)\n", r, b->host[0] ? b->host : "?", (int)b->pid,
+                        "work (the launcher's and MPI's messages: %s)\n", r, host_of(b, host), (int)b->pid,
                         at, noise_path);
         }
         return 1;
@@ -250,7 +267,8 @@ int dt_boards_held(const dt_boards *bs, char *why, size_t len, int *pid) {
             const dt_board *b = bs->b[r];
             if (!b || is_dropped(bs, r)) continue;
             const char g = dt_proc_state(b->guard_pid), p = dt_proc_state(b->proxy_pid);
-            const char *host = b->host[0] ? b->host : "?";
+            char hb[HOST_BYTES];
+            const char *host = host_of(b, hb);
             if (g == 'T' || g == 't') {
                 snprintf(why, len, "the guard of rank %d on %s (pid %d) was stopped (SIGSTOP)", r, host, (int)b->guard_pid);
                 *pid = b->guard_pid;
@@ -292,4 +310,11 @@ void dt_boards_where(const dt_boards *bs, char *out, size_t len) {
         if (bs->b[r] && (best < 0 || atomic_load(&bs->b[r]->step) > atomic_load(&bs->b[best]->step))) best = r;
     if (best < 0) snprintf(out, len, "before training started");
     else where(bs->b[best], out, len);
+}
+
+void dt_boards_name(const dt_boards *bs, int r, char *out, size_t len) {
+    char host[HOST_BYTES];
+    const dt_board *b = r >= 0 && r < bs->n ? bs->b[r] : NULL;
+    if (!b) snprintf(out, len, "rank %d", r);
+    else snprintf(out, len, "rank %d on %s (pid %d)", r, host_of(b, host), (int)b->pid);
 }

@@ -52,6 +52,8 @@ int dt_boards_held(const dt_boards *bs, char *why, size_t len, int *pid);
 int dt_boards_frozen(const dt_boards *bs, double limit_s);
 /* "during epoch E, step S" of the rank furthest on, or "before training started". */
 void dt_boards_where(const dt_boards *bs, char *out, size_t len);
+/* "rank R on HOST (pid P)", the board's fields made safe to print. */
+void dt_boards_name(const dt_boards *bs, int r, char *out, size_t len);
 /* A process's state letter from /proc (R, S, T, Z, ...), or 0 when it is gone or elsewhere. */
 char dt_proc_state(int pid);
 

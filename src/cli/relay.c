@@ -46,7 +46,12 @@ void dt_relay_line(dt_relay *r, dt_relay_stream *s, const char *line, size_t n) 
     memcpy(l, line, n);
     l[n] = 0;
     n = strlen(l);
-    if (!s->is_err && launcher_line(l)) s->banner = 1;
+    if (!s->is_err && !s->banner && launcher_line(l)) {
+        s->banner = 1;
+        /* the empty lines held back opened the banner: noise too, not lost */
+        for (; s->blanks > 0; s->blanks--)
+            if (r->noise) fputc('\n', r->noise);
+    }
     if (!s->is_err && !s->banner && n == 0) { s->blanks++; return; }
     if (!s->is_err && !s->banner) {
         for (; s->blanks > 0; s->blanks--) fputc('\n', r->out);
@@ -76,13 +81,19 @@ int dt_relay_pump(dt_relay *r, dt_relay_stream *s) {
     if (got <= 0) {
         if (s->len) dt_relay_line(r, s, s->buf, s->len);
         s->len = 0;
+        if (s->blanks > 0) { /* no banner came: they were the ranks' own */
+            for (; s->blanks > 0; s->blanks--) fputc('\n', r->out);
+            fflush(r->out);
+        }
         return 0;
     }
+    const size_t first = s->len;
     s->len += (size_t)got;
-    size_t start = 0;
-    for (size_t i = 0; i < s->len; i++)
+    size_t start = s->cut && s->buf[first] == '\n' ? first + 1 : 0;
+    s->cut = 0;
+    for (size_t i = start; i < s->len; i++)
         if (s->buf[i] == '\n') { dt_relay_line(r, s, s->buf + start, i - start); start = i + 1; }
-    if (start == 0 && s->len == sizeof s->buf) { dt_relay_line(r, s, s->buf, s->len); start = s->len; }
+    if (start == 0 && s->len == sizeof s->buf) { dt_relay_line(r, s, s->buf, s->len); start = s->len; s->cut = 1; }
     memmove(s->buf, s->buf + start, s->len - start);
     s->len -= start;
     return 1;

@@ -23,6 +23,8 @@ typedef struct dt_relay_stream {
     int is_err;       /* the launcher's stderr (else its stdout) */
     int banner;       /* the launcher's banner began: the rest of it is noise */
     int blanks;       /* empty lines held back: they may open the banner */
+    int cut;          /* the last line was cut at the buffer's end: a newline right after it
+                       * ends that line, it is not an empty line of its own */
     char buf[8192];
     size_t len;
 } dt_relay_stream;

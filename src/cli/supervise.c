@@ -230,12 +230,10 @@ static int judge(const dt_job *job, const dt_boards *bs, const outcome *o, const
         return 2;
     }
     if (o->ended_by == ENDED_FROZEN) {
-        const dt_board *b = bs->b[o->who];
-        char where_[96];
-        snprintf(where_, sizeof where_, "%s", at);
-        fprintf(stderr, "dtrain: error: every rank stopped responding (rank %d on %s, pid %d, first) %s: no sign of life "
-                "for --timeout %.0f s + 5 s; the job was ended (the launcher's messages: %s)\n", o->who,
-                b && b->host[0] ? b->host : "?", b ? (int)b->pid : 0, where_, job->timeout, noise_path);
+        char name[160];
+        dt_boards_name(bs, o->who, name, sizeof name);
+        fprintf(stderr, "dtrain: error: every rank stopped responding (%s first) %s: no sign of life for --timeout %.0f s "
+                "+ 5 s; the job was ended (the launcher's messages: %s)\n", name, at, job->timeout, noise_path);
         *lost = 1;
         return 4;
     }
