@@ -11,7 +11,7 @@ export DTRAIN_RUN_DIR=$T   # the supervisor's folder (boards, launcher.log) goes
 C=(--model cnn1 --data mnist --train-limit 24000 --test-limit 2000 --batch 64 --lr 0.05 --seed 5)
 
 # 1. kill -9 of a rank: one line naming it, status 4, within 30 s, no launcher banner on screen
-for scheme in allreduce:2 eventgrad:0 downpour:3; do
+for scheme in allreduce:2 eventgrad:0 downpour:3 downpour:0; do
     algo=${scheme%:*} victim=${scheme#*:}
     job "kill_$algo" -n 4 --algo "$algo" "${C[@]}" --epochs 4 --no-save --log "$T/kill_$algo.jsonl"
     wait_until 120 epochs_logged "$T/kill_$algo.jsonl" 1 && wait_until 20 has_pid "$victim"

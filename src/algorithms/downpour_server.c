@@ -1,6 +1,8 @@
 /* downpour: the server's side (design: docs/downpour.md). */
 #include "algorithms/downpour_state.h"
 
+#include "comm/watch.h"
+
 static int all_finished(const dp_impl *p, int count_dropped) {
     for (int w = 0; w < p->W; w++)
         if (!p->done[w] && !p->gone[w] && !(count_dropped && p->wdropped[w])) return 0;
@@ -185,6 +187,7 @@ static dt_status server_handle(dt_step_ctx *t, dp_impl *p, MPI_Message *msg, MPI
     case TAG_EPOCH:
         if ((size_t)cnt != HDR + p->ns * sizeof(float) || h.epoch < 1 || h.epoch > t->run.epochs)
             return dt_fail(DT_ERR_MPI, "downpour: bad epoch report from rank %d", src);
+        if ((int)h.epoch > p->epochs_reported) p->epochs_reported = (int)h.epoch;
         if (live && p->reports) {
             const int e = (int)h.epoch;
             p->e_loss[e] += h.loss_sum;
@@ -217,6 +220,10 @@ static dt_status server_loop(dt_step_ctx *t, dp_impl *p, int drain) {
         if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Improbe (downpour)");
         if (flag) {
             if ((st = server_handle(t, p, &msg, &status)) != DT_OK) return st;
+            /* where the server is, for its board: the trainer's loop, which marks the workers'
+             * steps, does not run on a server */
+            const int e = p->epochs_reported < t->run.epochs ? p->epochs_reported + 1 : t->run.epochs;
+            dt_watch_progress(e, (long)(p->applied / (p->W > 0 ? p->W : 1)));
             /* judge silence also when messages keep coming, but not on every one */
             if (!drain && dt_now() - p->last_check > p->timeout / 4) check_timeouts(t, p);
             if ((st = evaluations(t, p)) != DT_OK) return st;

@@ -67,6 +67,8 @@ typedef struct {
     int reports, last_reported;
     int stopping;           /* --target-acc reached: pushes discarded, pulls answered with STOP */
     int64_t applied;        /* worker steps in the pushes applied (the sum of their counts) */
+    int epochs_reported;    /* a server: the latest epoch a worker reported finished (its board's
+                             * epoch in progress is the next; the supervisor names it) */
     int64_t pulls;          /* pull requests from live workers */
     long next_eval;         /* --eval-every-steps: the next evaluation's step */
     double *e_loss, *e_seen, *e_correct, *e_n;

@@ -74,7 +74,11 @@ static dt_status train_step(dt_trainer *t, const int *bi, int cnt, int augment, 
     if (t->strategy->ops->optimizer_step) st = (dt_watch_phase("optimizer_step"), t->strategy->ops->optimizer_step(t->strategy, c));
     else dt_sgd_step(&t->opt, dt_model_params(t->model), dt_model_grads(t->model), c->lr);
     if (st != DT_OK) return st;
-    return HOOK(t, end_step);
+    if ((st = HOOK(t, end_step)) != DT_OK) return st;
+    /* the board counts steps done: a rank lost during the save that follows this step has
+     * done c->step + 1, and a restart's redone steps count from there */
+    dt_watch_progress(c->epoch + 1, c->step + 1);
+    return DT_OK;
 }
 
 /* The first non-finite parameter tensor of this rank's model, or NULL. */
