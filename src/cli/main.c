@@ -15,6 +15,7 @@
 #include "cli/supervise.h"
 #include "comm/watch.h"
 #include "comm/comm.h"
+#include "core/paths.h"
 #include "core/tensorfile.h"
 #include "dtrain.h"
 #include "algorithms/strategy.h"
@@ -336,6 +337,11 @@ static int cmd_run(int argc, char **argv) {
     if (st == DT_OK && !help && f.hostfile && f.hosts) st = dt_fail(DT_ERR_ARG, "dtrain run: give --hostfile or --hosts, not both");
     if (st == DT_OK && !help && f.hostfile && access(f.hostfile, R_OK) != 0)
         st = dt_fail(DT_ERR_ARG, "--hostfile %s: cannot read it: %s", f.hostfile, strerror(errno));
+    /* as rank 0 would, before any rank starts: one line, not one per rank */
+    if (st == DT_OK && !help) {
+        f.c.weights_out = f.no_save ? NULL : f.out;
+        st = dt_train_check_paths(&f.c, 0);
+    }
     if (st != DT_OK) { free(args); return fail(); }
     if (help) {
         char usage[1400];
@@ -437,6 +443,7 @@ static int cmd_eval(int argc, char **argv) {
         return 0;
     }
     if (!weights) { dt_fail(DT_ERR_ARG, "dtrain eval: --weights FILE is required"); return fail(); }
+    if (dt_check_input("--weights", weights) != DT_OK) return fail();
     dt_runtime_init();
     dt_model *m = NULL;
     dt_dataset test = {0};
