@@ -16,6 +16,7 @@
 #include "cli/supervise.h"
 #include "comm/watch.h"
 #include "comm/comm.h"
+#include "core/paths.h"
 #include "core/tensorfile.h"
 #include "dtrain.h"
 #include "algorithms/strategy.h"
@@ -369,6 +370,11 @@ static int cmd_run(int argc, char **argv) {
     if (st == DT_OK && !help && !f.hostfile && !f.hosts && !getenv("DTRAIN_MPIEXEC") && f.ranks > 16 * cores)
         st = dt_fail(DT_ERR_ARG, "-n %d: more than 16 ranks per core on this machine (%ld cores, so at most %ld); "
                      "use --hosts or --hostfile to run more", f.ranks, cores, 16 * cores);
+    /* as rank 0 would, before any rank starts: one line, not one per rank */
+    if (st == DT_OK && !help) {
+        f.c.weights_out = f.no_save ? NULL : f.out;
+        st = dt_train_check_paths(&f.c, 0);
+    }
     if (st != DT_OK) { free(args); return fail(); }
     if (help) {
         char usage[1400];
@@ -471,6 +477,7 @@ static int cmd_eval(int argc, char **argv) {
         return 0;
     }
     if (!weights) { dt_fail(DT_ERR_ARG, "dtrain eval: --weights FILE is required"); return fail(); }
+    if (dt_check_input("--weights", weights) != DT_OK) return fail();
     dt_runtime_init();
     dt_model *m = NULL;
     dt_dataset test = {0};

@@ -1,5 +1,7 @@
 #include "core/tensorfile.h"
 
+#include "core/paths.h"
+
 #include <assert.h>
 #include <dirent.h>
 #include <errno.h>
@@ -31,7 +33,7 @@ int dt_tmp_writer_gone(const char *pid_text) {
 
 /* Temporary files PATH.tmp.PID left by a writer that was killed (its process is gone) are
  * removed before the next write of PATH; one whose process still runs is left alone. */
-static void remove_stale_tmp(const char *path) {
+void dt_remove_stale_tmp(const char *path) {
     char dir[4096];
     dt_path_folder(path, dir, sizeof dir);
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
@@ -49,7 +51,10 @@ static void remove_stale_tmp(const char *path) {
 }
 
 dt_status dt_write_atomic(const char *path, dt_status (*fill)(void *ctx, void *file), void *ctx) {
-    remove_stale_tmp(path);
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return dt_fail(DT_ERR_IO, "%s: is %s, expected a regular file (it would be replaced)", path, dt_node_kind(sb.st_mode));
+    dt_remove_stale_tmp(path);
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 32);
     if (!tmp) return dt_fail(DT_ERR_NOMEM, "out of memory");
@@ -142,19 +147,19 @@ static int get(reader *r, void *p, size_t len) {
 
 dt_status dt_tfile_read(const char *path, dt_tfile *out) {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f) return dt_fail(DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    FILE *f;
+    dt_status st = dt_open_regular(path, &f);
+    if (st != DT_OK) return st;
     /* what the header claims is checked against what the file holds before anything is
      * allocated: a 24-byte file must not ask for 16 GiB */
     struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    if (fstat(fileno(f), &sb) != 0) {
         fclose(f);
-        return dt_fail(DT_ERR_IO, "%s: not a regular file", path);
+        return dt_fail(DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     }
     reader r = {f, crc32(0L, Z_NULL, 0), (size_t)sb.st_size};
     char magic[8];
     uint32_t count = 0;
-    dt_status st = DT_OK;
     if (!get(&r, magic, 8) || memcmp(magic, MAGIC, 8) != 0) {
         st = dt_fail(DT_ERR_FORMAT, "%s: not a dtrain weights file (bad magic, expected DTRTNS01)", path);
         goto done;
@@ -210,6 +215,12 @@ dt_status dt_tfile_read(const char *path, dt_tfile *out) {
         }
     }
     uint32_t stored, computed = (uint32_t)r.crc;
+    /* the checksum ends the file: bytes after it are not ours (two files joined, a cut copy
+     * with another's tail), whatever the checksum says */
+    if (r.left > 4) {
+        st = dt_fail(DT_ERR_FORMAT, "%s: %zu bytes after the checksum (the file should end with it)", path, r.left - 4);
+        goto done;
+    }
     if (fread(&stored, 4, 1, f) != 1) {
         st = dt_fail(DT_ERR_FORMAT, "%s: truncated (no checksum)", path);
         goto done;

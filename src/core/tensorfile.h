@@ -1,7 +1,9 @@
 /* Named float tensors in one file: weights, checkpoints. Little-endian layout:
  *   "DTRTNS01" | u32 count | count x (u16 name_len, name, u8 ndim, u32 dims[ndim], f32 data)
  *   | u32 crc32 of all preceding bytes.
- * Written atomically: a temporary file in the same folder, fsync, rename. */
+ * Written atomically: a temporary file in the same folder, fsync, rename; a path that exists and
+ * is not a regular file (a device, a FIFO) is refused, never replaced. Read: a regular file
+ * only, never waiting on a FIFO, and nothing after the checksum. */
 #ifndef DT_TENSORFILE_H
 #define DT_TENSORFILE_H
 
@@ -52,6 +54,9 @@ void dt_path_folder(const char *path, char *dir, size_t len);
 /* 1 when pid_text (what follows ".tmp." in a temporary file's name) is the whole number of a
  * process that is gone and not this one: that writer was killed, its file is stale. */
 int dt_tmp_writer_gone(const char *pid_text);
+
+/* Removes path's temporaries PATH.tmp.PID whose writer is gone (dt_tmp_writer_gone). */
+void dt_remove_stale_tmp(const char *path);
 
 /* Creates path atomically from the bytes a callback writes to a FILE*. */
 dt_status dt_write_atomic(const char *path, dt_status (*fill)(void *ctx, void *file), void *ctx);

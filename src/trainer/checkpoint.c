@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/paths.h"
 #include "models/model.h"
 #include "trainer/ckset.h"
 #include "trainer/trainer.h"
@@ -114,16 +115,18 @@ static dt_status read_manifest(dt_trainer *t, dt_status st, dt_ckset *set) {
 static dt_status single_file(dt_trainer *t, dt_ckset *set) {
     const char *path = t->cfg->resume;
     char head[sizeof DT_CKSET_MAGIC] = "";
-    FILE *f = fopen(path, "rb");
-    const size_t got = f ? fread(head, 1, sizeof head - 1, f) : 0;
-    if (f) fclose(f);
+    FILE *f;
+    dt_status st = dt_open_regular(path, &f); /* a FIFO must not make us wait */
+    if (st != DT_OK) return st;
+    const size_t got = fread(head, 1, sizeof head - 1, f);
+    fclose(f);
     memset(set, 0, sizeof *set);
     snprintf(set->part, sizeof set->part, "%s", path);
     if (!dt_ckset_is_manifest(head, got)) return DT_OK;
     char *text;
     size_t len;
     dt_ckset whole;
-    dt_status st = dt_ckset_slurp(path, &text, &len);
+    st = dt_ckset_slurp(path, &text, &len);
     if (st == DT_OK) st = dt_ckset_parse(text, len, path, -1, &whole);
     free(text);
     return st != DT_OK ? st : signature_check(t, path, whole.run);
@@ -139,6 +142,12 @@ dt_status dt_trainer_load_checkpoint(dt_trainer *t, dt_status st) {
     dt_tfile *f = &t->resume_file;
     snprintf(path, sizeof t->resume_path, "%s", set.part);
     st = dt_tfile_read(path, f);
+    if (st != DT_OK && several) {
+        /* a part's own message names the part: say which flag and manifest named it */
+        char why[900];
+        snprintf(why, sizeof why, "%s", dt_last_error());
+        return dt_fail(st, "--resume %s: part %s", t->cfg->resume, why);
+    }
     if (st == DT_OK && several && f->crc != set.crc)
         st = dt_fail(DT_ERR_FORMAT, "--resume %s: part %s has checksum %08x, the manifest names %08x: it was replaced "
                      "after the set of epoch %d was committed (a set mixed from two epochs or runs)",

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/paths.h"
 #include "core/tensorfile.h"
 
 void dt_ckset_part_path(const char *path, int epoch, int rank, char *out, size_t len) {
@@ -24,11 +25,11 @@ int dt_ckset_is_manifest(const char *text, size_t len) {
 dt_status dt_ckset_slurp(const char *path, char **text, size_t *len) {
     *text = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return dt_fail(DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    FILE *f;
+    dt_status st = dt_open_regular(path, &f);
+    if (st != DT_OK) return st;
     struct stat sb;
-    dt_status st = DT_OK;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) st = dt_fail(DT_ERR_IO, "%s: not a regular file", path);
+    if (fstat(fileno(f), &sb) != 0) st = dt_fail(DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     else if ((uint64_t)sb.st_size > DT_CKSET_MAX_BYTES)
         st = dt_fail(DT_ERR_FORMAT, "%s: %lld bytes, larger than any checkpoint manifest", path, (long long)sb.st_size);
     char *buf = st == DT_OK ? malloc((size_t)sb.st_size + 1) : NULL;
@@ -142,7 +143,9 @@ dt_status dt_ckset_write(const char *path, int epoch, long step, const char *run
     return dt_write_atomic(path, fill_manifest, &c);
 }
 
-void dt_ckset_remove_others(const char *path, int rank, int keep) {
+/* rank's parts of epochs other than keep (none when parts is 0), and their temporaries whose
+ * writer is gone */
+static void sweep(const char *path, int rank, int keep, int parts) {
     char dir[1100];
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     dt_path_folder(path, dir, sizeof dir);
@@ -160,7 +163,7 @@ void dt_ckset_remove_others(const char *path, int rank, int keep) {
         const long who = strtol(q + 5, &r, 10);
         if (r == q + 5 || who != rank) continue;
         if (*r == 0) {
-            if (epoch == keep) continue;
+            if (!parts || epoch == keep) continue;
         } else if (strncmp(r, ".tmp.", 5) != 0 || !dt_tmp_writer_gone(r + 5)) {
             continue;
         }
@@ -170,3 +173,7 @@ void dt_ckset_remove_others(const char *path, int rank, int keep) {
     }
     closedir(d);
 }
+
+void dt_ckset_remove_others(const char *path, int rank, int keep) { sweep(path, rank, keep, 1); }
+
+void dt_ckset_remove_stale_tmp(const char *path, int rank) { sweep(path, rank, 0, 0); }

@@ -56,4 +56,7 @@ dt_status dt_ckset_write(const char *path, int epoch, long step, const char *run
  * that never committed), and their temporary files whose writer is gone. */
 void dt_ckset_remove_others(const char *path, int rank, int keep);
 
+/* Removes only the temporaries of rank's parts whose writer is gone (at a run's start). */
+void dt_ckset_remove_stale_tmp(const char *path, int rank);
+
 #endif

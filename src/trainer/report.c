@@ -2,37 +2,76 @@
  * the JSON-lines log: a configuration line first, one line per epoch, a summary last. */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/paths.h"
 #include "trainer/trainer.h"
 
 /* the build's commit (src/core/version.c, written at every build) */
 extern const char dt_build_commit[];
 extern const char dt_build_version[];
 
-/* The log grows a line at a time: each line goes out in one write() to a file opened for
- * appending and is synced, so the file is always whole lines, whatever happens to the run;
- * the first line of a run (its configuration) starts the file afresh, except in a restarted
- * attempt (dtrain run --max-restarts), which continues the log of the attempt it replaces. */
+/* Opens --log: a regular file afresh (a restarted attempt, dtrain run --max-restarts, continues
+ * the log of the attempt it replaces); a character device (/dev/null) or a FIFO as it is, in
+ * place. O_NONBLOCK while opening: a FIFO nobody reads is refused, not waited on. */
+static dt_status open_log(dt_trainer *t) {
+    const char *path = t->cfg->log_path;
+    const int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NONBLOCK | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == ENXIO)
+        return dt_fail(DT_ERR_IO, "--log %s: a FIFO that no process reads (start its reader first)", path);
+    if (fd < 0) return dt_fail(DT_ERR_IO, "--log %s: cannot create: %s", path, strerror(errno));
+    struct stat sb;
+    const int flags = fcntl(fd, F_GETFL);
+    dt_status st = DT_OK;
+    if (fstat(fd, &sb) != 0 || flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
+        st = dt_fail(DT_ERR_IO, "--log %s: cannot open: %s", path, strerror(errno));
+    else if (!S_ISREG(sb.st_mode) && !S_ISCHR(sb.st_mode) && !S_ISFIFO(sb.st_mode))
+        st = dt_fail(DT_ERR_IO, "--log %s: is %s, expected a regular file, a character device or a FIFO", path,
+                     dt_node_kind(sb.st_mode));
+    else if (S_ISREG(sb.st_mode) && t->cfg->restarts == 0 && ftruncate(fd, 0) != 0)
+        st = dt_fail(DT_ERR_IO, "--log %s: cannot truncate: %s", path, strerror(errno));
+    if (st != DT_OK) { close(fd); return st; }
+    /* a FIFO whose reader left must fail the write (EPIPE, one line), not kill the process */
+    if (S_ISFIFO(sb.st_mode)) signal(SIGPIPE, SIG_IGN);
+    t->log_fd = fd;
+    t->log_in_place = !S_ISREG(sb.st_mode);
+    return DT_OK;
+}
+
+/* The log grows a line at a time: each line goes out whole (written again from where a
+ * partial write stopped) to a file opened for appending and is synced, so the file is always
+ * whole lines, whatever happens to the run; a line that cannot be written whole (a full disk)
+ * is cut back off the file, and the error names the cause. */
 dt_status dt_trainer_log(dt_trainer *t, const char *line) {
     if (!t->cfg->log_path || t->comm.rank != 0) return DT_OK;
-    if (t->log_fd < 0) {
-        const int fresh = t->cfg->restarts > 0 ? 0 : O_TRUNC;
-        t->log_fd = open(t->cfg->log_path, O_WRONLY | O_CREAT | fresh | O_APPEND | O_CLOEXEC, 0644);
-        if (t->log_fd < 0) return dt_fail(DT_ERR_IO, "--log %s: cannot create: %s", t->cfg->log_path, strerror(errno));
-    }
-    const size_t n = strlen(line);
-    char *buf = malloc(n + 1);
+    dt_status st = t->log_fd < 0 ? open_log(t) : DT_OK;
+    if (st != DT_OK) return st;
+    const size_t n = strlen(line) + 1;
+    char *buf = malloc(n);
     if (!buf) return dt_fail(DT_ERR_NOMEM, "out of memory");
-    memcpy(buf, line, n);
-    buf[n] = '\n';
-    const ssize_t w = write(t->log_fd, buf, n + 1);
+    memcpy(buf, line, n - 1);
+    buf[n - 1] = '\n';
+    struct stat sb;
+    const off_t before = !t->log_in_place && fstat(t->log_fd, &sb) == 0 ? sb.st_size : -1;
+    size_t done = 0;
+    int err = 0;
+    while (done < n && !err) {
+        const ssize_t w = write(t->log_fd, buf + done, n - done);
+        if (w > 0) done += (size_t)w;
+        else if (w == 0) err = EIO; /* no progress and no reason: do not spin */
+        else if (errno != EINTR) err = errno;
+    }
     free(buf);
-    if (w != (ssize_t)(n + 1) || fsync(t->log_fd) != 0)
-        return dt_fail(DT_ERR_IO, "--log %s: write failed: %s", t->cfg->log_path, w < 0 ? strerror(errno) : "short write");
-    return DT_OK;
+    if (!err && !t->log_in_place && fsync(t->log_fd) != 0) err = errno;
+    if (!err) return DT_OK;
+    if (before >= 0 && ftruncate(t->log_fd, before) != 0)
+        return dt_fail(DT_ERR_IO, "--log %s: write failed: %s, and the partial line could not be cut off: %s",
+                       t->cfg->log_path, strerror(err), strerror(errno));
+    return dt_fail(DT_ERR_IO, "--log %s: write failed: %s", t->cfg->log_path, strerror(err));
 }
 
 /* A finished line into the log (NULL: the writer ran out of memory, already said). */

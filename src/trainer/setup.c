@@ -1,12 +1,14 @@
 /* The trainer's set-up: configuration defaults, data and model, the training set divided
  * among the ranks, the buffers, and the context the scheme's hooks see. */
-#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/paths.h"
+#include "core/tensorfile.h"
+#include "trainer/ckset.h"
 #include "trainer/trainer.h"
 
 void dt_train_config_defaults(dt_train_config *c) {
@@ -128,40 +130,46 @@ static dt_status make_strategy(dt_trainer *t) {
     return DT_OK;
 }
 
-/* An output the run will write: refused now if it is a directory or its folder cannot take
- * it, rather than after the training it was to keep. */
-static dt_status check_output(const char *flag, const char *path) {
-    struct stat sb;
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
-        return dt_fail(DT_ERR_ARG, "%s %s: is a directory, expected a file name", flag, path);
-    char dir[1100];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    const char *d = !slash ? "." : slash == dir ? "/" : (*slash = 0, dir);
-    if (access(d, W_OK | X_OK) != 0)
-        return dt_fail(DT_ERR_IO, "%s %s: cannot create a file in %s: %s", flag, path, d, strerror(errno));
-    if (stat(path, &sb) == 0 && access(path, W_OK) != 0)
-        return dt_fail(DT_ERR_IO, "%s %s: cannot write: %s", flag, path, strerror(errno));
-    return DT_OK;
+dt_status dt_train_check_paths(const dt_train_config *cfg, int rank) {
+    dt_status st = DT_OK;
+    if (rank == 0 && cfg->weights_out) st = dt_check_output("--out", cfg->weights_out, 0);
+    if (st == DT_OK && rank == 0 && cfg->log_path) st = dt_check_output("--log", cfg->log_path, 1);
+    /* one process writes this file; several ranks their parts beside it and rank 0 it */
+    if (st == DT_OK && cfg->checkpoint) st = dt_check_output("--checkpoint", cfg->checkpoint, 0);
+    if (st == DT_OK && cfg->resume) st = dt_check_input("--resume", cfg->resume);
+    return st;
 }
 
-static dt_status check_outputs(const dt_trainer *t) {
+/* Temporaries of killed writers (FILE.tmp.PID, its parts' too) go when a run starts, not only
+ * when it first saves: a run that fails or diverges before then would keep them forever.
+ * Each rank sweeps its own parts (they may be on its own disk, where its pids mean something). */
+static void remove_stale(const dt_trainer *t) {
     const dt_train_config *cfg = t->cfg;
+    if (!cfg->checkpoint) return;
+    if (t->comm.rank == 0) dt_remove_stale_tmp(cfg->checkpoint);
+    dt_ckset_remove_stale_tmp(cfg->checkpoint, t->comm.rank);
+}
+
+/* Room for what the run writes, once the model's size is known: the weights, and at least as
+ * much for each checkpoint file. */
+static dt_status check_room(const dt_trainer *t) {
+    const dt_train_config *cfg = t->cfg;
+    const size_t bytes = (dt_model_num_params(t->model) + dt_model_num_state(t->model)) * sizeof(float);
     dt_status st = DT_OK;
-    if (t->comm.rank == 0 && cfg->weights_out) st = check_output("--out", cfg->weights_out);
-    if (st == DT_OK && t->comm.rank == 0 && cfg->log_path) st = check_output("--log", cfg->log_path);
-    /* one process writes this file; several ranks their parts beside it and rank 0 it */
-    if (st == DT_OK && cfg->checkpoint) st = check_output("--checkpoint", cfg->checkpoint);
+    if (t->comm.rank == 0 && cfg->weights_out) st = dt_check_room("--out", cfg->weights_out, bytes);
+    if (st == DT_OK && cfg->checkpoint) st = dt_check_room("--checkpoint", cfg->checkpoint, bytes);
     return st;
 }
 
 /* Everything but --resume; returns at its first error. */
 static dt_status init_run(dt_trainer *t, const dt_train_config *cfg) {
     dt_status st;
-    if ((st = check_outputs(t)) != DT_OK) return st;
+    if ((st = dt_train_check_paths(cfg, t->comm.rank)) != DT_OK) return st;
+    remove_stale(t);
     char dir[1024];
     dt_data_dir(cfg->data, cfg->data_dir, dir, sizeof dir);
     if ((st = dt_model_open(cfg->model, &t->model)) != DT_OK) return st;
+    if ((st = check_room(t)) != DT_OK) return st;
     if ((st = dt_dataset_load(cfg->data, dir, 1, &t->train)) != DT_OK) return st;
     if ((st = dt_dataset_load(cfg->data, dir, 0, &t->test)) != DT_OK) return st;
     int c, h, w;

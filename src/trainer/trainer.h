@@ -49,12 +49,18 @@ typedef struct dt_trainer {
     double target_train_s, target_msgs, target_mb;
     long target_steps;
     int log_fd;              /* --log, open from the first line on (rank 0); -1: not yet */
+    int log_in_place;        /* --log is a character device or a FIFO: no truncation, no fsync */
 } dt_trainer;
 
 /* Resolves the data folder for a dataset name (--data-dir, $DTRAIN_DATA/NAME, ./data/NAME). */
 void dt_data_dir(const char *name, const char *override_dir, char *out, size_t len);
 /* Loads a model from a name or a spec file path. */
 dt_status dt_model_open(const char *name_or_path, dt_model **out);
+
+/* The paths a run of this rank writes or reads (--out and --log on rank 0, --checkpoint,
+ * --resume), checked before anything else: not MPI, so `dtrain run` checks them (as rank 0)
+ * before it starts any rank. */
+dt_status dt_train_check_paths(const dt_train_config *cfg, int rank);
 
 /* Collective over MPI_COMM_WORLD (MPI must be initialised). */
 dt_status dt_trainer_init(dt_trainer *t, const dt_train_config *cfg);

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Paths that are not regular files, full disks and leftovers. An output (--out, --checkpoint)
+# or an input (--resume, a part its manifest names, eval's --weights) that is a device, a FIFO or a directory is refused
+# before training, in one line naming the flag and the path, within 5 s (a FIFO never makes a
+# process wait), and the node stays as it was; --log writes to a character device (/dev/null)
+# or a FIFO that has a reader in place. A full disk under --log leaves whole JSON lines and a
+# message naming the cause; --out on a disk too small for the weights fails before training.
+# A weights file with bytes after its checksum is refused; temporaries of killed writers
+# (FILE.tmp.PID) go when a run with that --checkpoint starts.
+. "$(dirname "$0")/lib.sh"
+require_mnist
+C=(--model cnn1 --data mnist --train-limit 256 --test-limit 100 --batch 32 --epochs 1 --quiet)
+M=$T/small # a 64 kB tmpfs, mounted below
+trap 'umount "$M" 2>/dev/null; rm -rf "$T"' EXIT
+
+mknod "$T/null" c 1 3 && mkfifo "$T/fifo" && mkdir "$T/dir"
+check "a character device, a FIFO and a directory made" $? "mknod, mkfifo, mkdir"
+kind() { stat -c %F "$1"; }
+declare -A KIND=([null]="character special file" [fifo]="fifo" [dir]="directory")
+
+# refused LABEL WANT -- COMMAND...: expect_error under `timeout 10`, in at most 5 s
+refused() {
+    local label=$1 want=$2 t0
+    shift 3
+    t0=$(date +%s%N)
+    expect_error "$label" "$want" -- timeout 10 "$@"
+    compare "... within 5 s" $((($(date +%s%N) - t0) / 1000000)) '<=' 5000 "$((($(date +%s%N) - t0) / 1000000)) ms"
+}
+# unchanged NODE: a check that $T/NODE is still what it was made as
+unchanged() { [ "$(kind "$T/$1")" = "${KIND[$1]}" ]; check "... $1 is still a ${KIND[$1]}" $? "$(kind "$T/$1")"; }
+
+# 1. outputs and inputs that are not regular files: one process, and `run` with two ranks
+for node in null fifo dir; do
+    p=$T/$node
+    for flag in out checkpoint resume; do
+        refused "train --$flag on a ${KIND[$node]}" "--$flag $p: " -- "$DTRAIN" train "${C[@]}" --"$flag" "$p"
+        unchanged "$node"
+        refused "run -n 2 --$flag on a ${KIND[$node]}" "--$flag $p: " -- "$DTRAIN" run -n 2 --algo allreduce "${C[@]}" --"$flag" "$p"
+        unchanged "$node"
+    done
+    refused "eval --weights on a ${KIND[$node]}" "--weights $p: " -- "$DTRAIN" eval --model cnn1 --test-limit 10 --weights "$p"
+    unchanged "$node"
+done
+
+# a part of a checkpoint set that is a FIFO: the rank that reads it refuses it, never waits
+run -n 2 --algo allreduce "${C[@]}" --no-save --checkpoint "$T/ck"
+check "a checkpoint set of two ranks" $? "$T/ck"
+rm -f "$T/ck.e1.rank1" && mkfifo "$T/ck.e1.rank1"
+refused "run -n 2 --resume with a part that is a FIFO" "--resume $T/ck: part $T/ck.e1.rank1: is a FIFO" -- \
+    "$DTRAIN" run -n 2 --algo allreduce "${C[@]}" --epochs 2 --no-save --resume "$T/ck"
+[ -p "$T/ck.e1.rank1" ]; check "... the part is still a FIFO" $? "$(kind "$T/ck.e1.rank1")"
+
+# 2. --log to a character device: written in place, the device stays; a FIFO: in place when a
+#    process reads it (every line arrives whole), refused in one line when none does
+"$DTRAIN" train "${C[@]}" --no-save --log "$T/null" 2>"$T/null.err"
+check "train --log on a character device: written in place" $? "$(head -c 300 "$T/null.err")"
+unchanged null
+"$DTRAIN" run -n 2 --algo allreduce "${C[@]}" --no-save --log "$T/null" 2>"$T/null.err"
+check "run -n 2 --log on a character device: written in place" $? "$(head -c 300 "$T/null.err")"
+unchanged null
+refused "train --log on a FIFO nobody reads" "--log $T/fifo: " -- "$DTRAIN" train "${C[@]}" --no-save --log "$T/fifo"
+unchanged fifo
+timeout 20 cat "$T/fifo" >"$T/fifo.jsonl" &
+reader=$!
+timeout 20 "$DTRAIN" train "${C[@]}" --no-save --log "$T/fifo" 2>"$T/fifo.err"
+check "train --log on a FIFO with a reader: written in place" $? "$(head -c 300 "$T/fifo.err")"
+wait "$reader"
+compare "... the reader got every line, whole" "$(line_count "$T/fifo.jsonl" summary)" == 1
+unchanged fifo
+
+# 3. a weights file with bytes after its checksum is refused
+"$DTRAIN" train "${C[@]}" --out "$T/good.w"
+check "a weights file to spoil" $? "$T/good.w"
+{ cat "$T/good.w"; printf 'extra'; } >"$T/trail.w"
+expect_error "eval: bytes after the checksum" "$T/trail.w: 5 bytes after the checksum" -- \
+    "$DTRAIN" eval --model cnn1 --test-limit 10 --weights "$T/trail.w"
+expect_error "--resume: bytes after the checksum" "trail.w: 5 bytes after the checksum" -- \
+    "$DTRAIN" train "${C[@]}" --no-save --resume "$T/trail.w"
+
+# 4. temporaries of a killed writer (pid 999999 is not running) go when the next run with that
+#    --checkpoint starts, even one that saves nothing (it diverges in its first epoch); the
+#    temporary of a writer that still runs (this script) stays
+for n in 1 2; do
+    mkdir -p "$T/stale$n"
+    s=$T/stale$n
+    touch "$s/ck.tmp.999999" "$s/ck.e1.rank0.tmp.999999" "$s/ck.e4.rank$((n - 1)).tmp.999999" "$s/ck.tmp.$$"
+    if [ "$n" -eq 1 ]; then "$DTRAIN" train "${C[@]}" --no-save --lr 1e6 --checkpoint "$s/ck" 2>/dev/null
+    else "$DTRAIN" run -n 2 --algo allreduce "${C[@]}" --no-save --lr 1e6 --checkpoint "$s/ck" 2>/dev/null; fi
+    compare "$n rank(s), a run that diverges: exit status 3" $? == 3
+    left=$(cd "$s" && ls -- *.999999 2>/dev/null | tr '\n' ' ')
+    [ -z "$left" ]; check "... the killed writers' temporaries are gone" $? "left: ${left:-none}"
+    [ -e "$s/ck.tmp.$$" ]; check "... a running writer's temporary stays" $? "ck.tmp.$$"
+done
+
+# 5. a full disk: a 64 kB tmpfs (root only; a container without the right to mount skips it)
+mkdir -p "$M"
+if ! err=$(mount -t tmpfs -o size=64k tmpfs "$M" 2>&1); then
+    if echo "$err" | grep -qi "permission denied\|not permitted"; then echo "skip the full-disk checks: $err"; finish; exit; fi
+    check "mount a 64 kB tmpfs" 1 "$err"
+fi
+# --out: cnn1's weights (~150 kB) cannot fit: refused before a training that takes longer than 10 s
+refused "--out on a disk without room for the weights" "--out $M/w.weights: " -- "$DTRAIN" train --model cnn1 \
+    --data mnist --test-limit 100 --epochs 20 --quiet --out "$M/w.weights"
+# --log: one page left (tmpfs counts whole pages): a line crosses into the next page and fails
+head -c 4096 /dev/zero >"$M/page"
+head -c 100000 /dev/zero >"$M/fill" 2>/dev/null
+rm "$M/page"
+"$DTRAIN" train "${C[@]}" --no-save --eval-every-steps 1 --epochs 20 --log "$M/log.jsonl" 2>"$T/full.err"
+compare "--log on a full disk: exit status 2" $? == 2
+compare "... one line on stderr" "$(wc -l <"$T/full.err")" == 1 "$(head -c 300 "$T/full.err")"
+grep -q "^dtrain: error: --log $M/log.jsonl: .*No space left on device" "$T/full.err"
+check "... naming the flag, the file and the cause" $? "$(head -c 300 "$T/full.err")"
+compare "... the log is whole JSON lines (some written)" "$(log_query "$M/log.jsonl" 'len(of("eval"))')" '>=' 1
+[ "$(tail -c 1 "$M/log.jsonl" | od -An -c | tr -d ' ')" = '\n' ]
+check "... and ends with a newline" $? "$(tail -c 80 "$M/log.jsonl")"
+
+finish
