@@ -13,17 +13,17 @@ C=(--model cnn1 --data mnist --train-limit 24000 --test-limit 2000 --batch 64 --
 # 1. kill -9 of a rank: one line naming it, status 4, within 30 s, no launcher banner on screen
 for scheme in allreduce:2 eventgrad:0 downpour:3 downpour:0; do
     algo=${scheme%:*} victim=${scheme#*:}
-    job "kill_$algo" -n 4 --algo "$algo" "${C[@]}" --epochs 4 --no-save --log "$T/kill_$algo.jsonl"
-    wait_until 120 epochs_logged "$T/kill_$algo.jsonl" 1 && wait_until 20 has_pid "$victim"
+    job "kill_${algo}_$victim" -n 4 --algo "$algo" "${C[@]}" --epochs 4 --no-save --log "$T/kill_${algo}_$victim.jsonl"
+    wait_until 120 epochs_logged "$T/kill_${algo}_$victim.jsonl" 1 && wait_until 20 has_pid "$victim"
     kill -9 "$(rank_pid "$victim")"
-    ended "kill_$algo" 60
+    ended "kill_${algo}_$victim" 60
     compare "$algo, kill -9 of rank $victim: dtrain run ends with status 4" "$RC" == 4
     compare "... within 30 s" "$TOOK" '<=' 30 "${TOOK} s"
-    compare "... with one error line" "$(errors "kill_$algo")" == 1 "$(head -c 300 "$T/kill_$algo.err")"
-    grep -q "^dtrain: error: rank $victim on .* was killed by signal 9 (Killed) during epoch [0-9]*, step [0-9]*" "$T/kill_$algo.err"
-    check "... naming the rank, the signal, epoch and step" $? "$(head -c 300 "$T/kill_$algo.err")"
-    noise=$(sed -n 's/.*messages: \([^)]*\)).*/\1/p' "$T/kill_$algo.err")
-    ! grep -q "BAD TERMINATION" "$T/kill_$algo.out" "$T/kill_$algo.err" && [ -f "$noise" ]
+    compare "... with one error line" "$(errors "kill_${algo}_$victim")" == 1 "$(head -c 300 "$T/kill_${algo}_$victim.err")"
+    grep -q "^dtrain: error: rank $victim on .* was killed by signal 9 (Killed) during epoch [0-9]*, step [0-9]*" "$T/kill_${algo}_$victim.err"
+    check "... naming the rank, the signal, epoch and step" $? "$(head -c 300 "$T/kill_${algo}_$victim.err")"
+    noise=$(sed -n 's/.*messages: \([^)]*\)).*/\1/p' "$T/kill_${algo}_$victim.err")
+    ! grep -q "BAD TERMINATION" "$T/kill_${algo}_$victim.out" "$T/kill_${algo}_$victim.err" && [ -f "$noise" ]
     check "... the launcher's banner kept in the file the line names" $? "$noise"
     pgrep -f "dtrain train.*$T" >/dev/null
     compare "... and no rank is left running" $? '!=' 0
