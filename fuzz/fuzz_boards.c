@@ -173,6 +173,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (!in_dropped(b[0], r) && !finished(b[r])) abort();
     }
 
+    /* the supervisor's other readings: counts within bounds, and every text one line */
+    const int started = dt_boards_started(&bs);
+    if (started < 0 || started > n) abort();
+    (void)dt_boards_work_done(&bs);
+    (void)dt_boards_all_left(&bs);
+    const int frozen = dt_boards_frozen(&bs, 1.0);
+    if (frozen < -1 || frozen >= n) abort();
+    char line[640];
+    int pid = 0;
+    const int held = dt_boards_held(&bs, line, sizeof line, &pid);
+    if (held < -1 || held >= n || (held >= 0 && strchr(line, '\n'))) abort();
+    dt_boards_where(&bs, line, sizeof line);
+    if (strchr(line, '\n')) abort();
+    for (int r = -1; r <= n; r++) {
+        dt_boards_name(&bs, r, line, sizeof line);
+        if (strchr(line, '\n')) abort();
+    }
+
     if (from_files) dt_boards_clear(&bs); /* unmaps, and removes the files */
     for (int r = 0; r < n; r++) free(mem[r]);
     return 0;

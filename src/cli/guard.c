@@ -79,7 +79,6 @@ static void on_guard_gone(int sig) {
     (void)sig;
     if (getppid() == guard_pid_seen) return; /* not from the kernel: the guard is there */
     mark_lost(DT_RANK_GUARD_LOST);
-    signal(SIGKILL, SIG_DFL);
     kill(getpid(), SIGKILL); /* the rank must not outlive its guard */
 }
 
