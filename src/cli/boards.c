@@ -89,6 +89,15 @@ static void where(const dt_board *b, char *out, size_t len) {
     else snprintf(out, len, "during epoch %d, step %lld", e, (long long)atomic_load(&b->step));
 }
 
+/* Did the scheme drop rank r for good (rank 0's board says so)? */
+static int is_dropped(const dt_boards *bs, int r) {
+    const dt_board *b0 = bs->b[0];
+    if (!b0) return 0;
+    for (int i = 0; i < 8; i++)
+        if (atomic_load(&b0->dropped[i]) == r) return 1;
+    return 0;
+}
+
 /* Ranks a scheme dropped for good (rank 0's board) while every other rank has finished its
  * work: they are stopped or hung, and the job would wait for them forever. */
 void dt_boards_end_dropped(dt_boards *bs, FILE *noise) {
@@ -100,9 +109,7 @@ void dt_boards_end_dropped(dt_boards *bs, FILE *noise) {
         if (r >= 0 && r < bs->n) dropped[nd++] = r;
     }
     for (int r = 0; r < bs->n; r++) {
-        int is_dropped = 0;
-        for (int i = 0; i < nd; i++) is_dropped |= dropped[i] == r;
-        if (is_dropped) continue;
+        if (is_dropped(bs, r)) continue;
         const int st = bs->b[r] ? atomic_load(&bs->b[r]->state) : -1;
         if (st != DT_RANK_FINISHING && st != DT_RANK_DONE) return;
     }
@@ -211,20 +218,10 @@ int dt_boards_completed_with_drops(const dt_boards *bs) {
     const dt_board *b0 = bs->b[0];
     if (!b0 || atomic_load(&b0->dropped[0]) < 0) return 0;
     for (int r = 0; r < bs->n; r++) {
-        int dropped = 0;
-        for (int i = 0; i < 8; i++) dropped |= atomic_load(&b0->dropped[i]) == r;
         const int st = bs->b[r] ? atomic_load(&bs->b[r]->state) : -1;
-        if (!dropped && st != DT_RANK_DONE && st != DT_RANK_FINISHING) return 0;
+        if (!is_dropped(bs, r) && st != DT_RANK_DONE && st != DT_RANK_FINISHING) return 0;
     }
     return 1;
-}
-
-static int is_dropped(const dt_boards *bs, int r) {
-    const dt_board *b0 = bs->b[0];
-    if (!b0) return 0;
-    for (int i = 0; i < 8; i++)
-        if (atomic_load(&b0->dropped[i]) == r) return 1;
-    return 0;
 }
 
 int dt_boards_started(const dt_boards *bs) {

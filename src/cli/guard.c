@@ -67,10 +67,16 @@ static void retitle(char **argv, int rank) {
 
 static pid_t guard_pid_seen = 0, proxy_pid_seen = 0;
 
+/* An end already on the board (by the rank, its watchdog, the supervisor or a handler here)
+ * is the cause, and stays: what follows it is its consequence. */
+static int end_signed(int state) {
+    return state == DT_RANK_DONE || state == DT_RANK_FAILED || state == DT_RANK_TIMED_OUT || state == DT_RANK_DROPPED ||
+           state == DT_RANK_PROXY_LOST;
+}
+
 static void mark_lost(int state) {
     dt_board *b = dt_watch_board();
-    const int now = atomic_load(&b->state);
-    if (now == DT_RANK_DONE || now == DT_RANK_FAILED || now == DT_RANK_TIMED_OUT || now == DT_RANK_DROPPED) return;
+    if (end_signed(atomic_load(&b->state))) return;
     atomic_store(&b->ended_ns, realtime_ns());
     atomic_store(&b->state, state);
 }
@@ -128,10 +134,7 @@ void dt_guard_rank(char **argv) {
     for (int i = 0; i < (int)(sizeof sigs / sizeof sigs[0]); i++) on_signal(sigs[i], guard_forward);
     int status = 0;
     while (waitpid(child, &status, 0) < 0 && errno == EINTR) {}
-    const int state = atomic_load(&b->state);
-    /* states the rank, its watchdog or a handler above already gave stay as they are */
-    const int kept = state == DT_RANK_TIMED_OUT || state == DT_RANK_DROPPED || state == DT_RANK_FAILED ||
-                     state == DT_RANK_PROXY_LOST;
+    const int state = atomic_load(&b->state), kept = end_signed(state);
     if (state != DT_RANK_PROXY_LOST) atomic_store(&b->ended_ns, realtime_ns());
     if (WIFSIGNALED(status)) {
         const int sig = WTERMSIG(status);

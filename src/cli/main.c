@@ -236,6 +236,7 @@ static void leave_without_finalize(void) {
         if (rank == 0) MPI_Send(NULL, 0, MPI_BYTE, r, 7399, MPI_COMM_WORLD);
         else if (rank == r) MPI_Recv(NULL, 0, MPI_BYTE, 0, 7399, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     }
+    dt_watch_left();
     _exit(0);
 }
 
@@ -335,7 +336,8 @@ static int run_options(train_flags *f, dt_opt *opts) {
     return nopts;
 }
 
-/* A hostfile that names no host would let mpiexec run every rank here, silently. */
+/* A hostfile must be readable and name a host: one that names none would let mpiexec run
+ * every rank here, silently. */
 static dt_status check_hostfile(const char *path) {
     FILE *fp = fopen(path, "r");
     if (!fp) return dt_fail(DT_ERR_ARG, "--hostfile %s: cannot read it: %s", path, strerror(errno));
@@ -361,8 +363,6 @@ static int cmd_run(int argc, char **argv) {
     dt_status st = dt_parse_args("run", argc, args, 2, opts, nopts, &help);
     if (st == DT_OK && !help) st = scheme_values(&f);
     if (st == DT_OK && !help && f.hostfile && f.hosts) st = dt_fail(DT_ERR_ARG, "dtrain run: give --hostfile or --hosts, not both");
-    if (st == DT_OK && !help && f.hostfile && access(f.hostfile, R_OK) != 0)
-        st = dt_fail(DT_ERR_ARG, "--hostfile %s: cannot read it: %s", f.hostfile, strerror(errno));
     if (st == DT_OK && !help && f.hostfile) st = check_hostfile(f.hostfile);
     /* more than a few ranks a core only slows a run down, and each holds its own copy of the
      * data (MNIST: ~80 MB): -n 100000 on one machine is a typo, not a plan */
@@ -658,7 +658,7 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (!strcmp(cmd, "train")) {
         const int rc = cmd_train(argc, argv);
-        dt_watch_left(rc);
+        dt_watch_left();
         return rc;
     }
     if (!strcmp(cmd, "run")) return cmd_run(argc, argv);

@@ -32,12 +32,12 @@ typedef struct outcome {
 static volatile sig_atomic_t stop_signal = 0;
 static void on_stop(int sig) { stop_signal = sig; }
 
-/* The attempt's bounds: how long the ranks may take to start, how long the launcher may take
- * to end once every rank left (or was lost), and how long every rank may go without a sign
- * of life. */
+/* The attempt's bounds (besides --start-timeout and --timeout): how long the launcher may
+ * take to end once every rank left, or once a rank was lost, before we end the job; and how
+ * long what SIGTERM did not end has before SIGKILL. */
 #define HELD_GRACE_S 5.0
 #define LOST_TERM_S 4.0
-#define LOST_KILL_S 7.0
+#define KILL_AFTER_TERM_S 3.0
 
 static void end_job(pid_t child, outcome *o, int why, double *ending_at) {
     if (!o->ended_by) o->ended_by = why;
@@ -96,7 +96,6 @@ static int run_attempt(char **av, dt_boards *bs, FILE *noise, const dt_job *job,
         const int started = dt_boards_started(bs);
         /* a host the launcher could not reach: MPICH's hydra would wait for it forever */
         if (started < bs->n && relay.cannot_launch[0] && !o->ended_by) {
-            o->ended_by = ENDED_CANNOT_LAUNCH;
             snprintf(o->why, sizeof o->why, "%s", relay.cannot_launch);
             end_job(child, o, ENDED_CANNOT_LAUNCH, &ending_at);
         }
@@ -113,7 +112,8 @@ static int run_attempt(char **av, dt_boards *bs, FILE *noise, const dt_job *job,
             checked_at = now;
             int pid = 0;
             const int who = dt_boards_held(bs, o->why, sizeof o->why, &pid);
-            const int stopped = who >= 0 && (dt_proc_state(pid) == 'T' || dt_proc_state(pid) == 't');
+            const char state = who >= 0 ? dt_proc_state(pid) : 0;
+            const int stopped = state == 'T' || state == 't';
             if (who >= 0 && (stopped || (left_at && now - left_at > HELD_GRACE_S))) {
                 o->who = who;
                 if (noise) fprintf(noise, "dtrain run: ending what holds the job: %s\n", o->why);
@@ -131,7 +131,7 @@ static int run_attempt(char **av, dt_boards *bs, FILE *noise, const dt_job *job,
             lost_at = now;
         if (lost_at && !ending_at && now - lost_at > LOST_TERM_S) { kill(-child, SIGTERM); ending_at = now; }
         /* whatever ends the job, SIGTERM first; what does not end, or is stopped, is killed */
-        if (ending_at && !killed && now - ending_at > LOST_KILL_S - LOST_TERM_S) { kill(-child, SIGKILL); killed = 1; }
+        if (ending_at && !killed && now - ending_at > KILL_AFTER_TERM_S) { kill(-child, SIGKILL); killed = 1; }
     }
     for (int i = 0; i < 2; i++)
         if (s[i].fd >= 0) close(s[i].fd);

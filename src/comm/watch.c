@@ -83,10 +83,9 @@ void dt_watch_end(int state, int exit_code) {
     atomic_store(&board->state, state);
 }
 
-void dt_watch_left(int exit_code) {
+void dt_watch_left(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    atomic_store(&board->left_code, exit_code);
     atomic_store(&board->left_ns, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec);
 }
 

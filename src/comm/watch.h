@@ -55,7 +55,6 @@ typedef struct dt_board {
     int32_t guard_pid;              /* the guard (0: none) */
     int32_t proxy_pid;              /* the guard's parent: the launcher's proxy (hydra_pmi_proxy) */
     _Atomic int64_t left_ns;        /* CLOCK_REALTIME when the rank process left (0: not yet) */
-    _Atomic int32_t left_code;      /* its exit status then */
     _Atomic int32_t work_done;      /* reached DT_RANK_FINISHING: trained, saved, evaluated */
 } dt_board;
 
@@ -80,9 +79,10 @@ void dt_watch_wait_begin(const char *what);
 void dt_watch_wait_end(void);
 /* How the rank ended (state DT_RANK_*), before exit. */
 void dt_watch_end(int state, int exit_code);
-/* The rank process leaves now with this status (its last act: a guard that cannot sign the
- * board any more, stopped, still leaves the supervisor knowing the rank's work ended). */
-void dt_watch_left(int exit_code);
+/* The rank process leaves now (its last act: a guard that cannot sign the board any more,
+ * stopped, still leaves the supervisor knowing the rank ended; its status is the guard's to
+ * record). */
+void dt_watch_left(void);
 /* The ranks the scheme dropped for good (a supervisor ends them, reading rank 0's board). */
 void dt_watch_dropped(const int *ranks, int n);
 /* Did the scheme drop ranks for good? Then MPI_Finalize would wait for them forever. */

@@ -1,3 +1,4 @@
+/* Paths the user names, checked before a run spends time on them (paths.h). */
 #include "core/paths.h"
 
 #include <errno.h>
