@@ -3,7 +3,8 @@
  *
  * Files: setup.c (configuration, data, shards, the hooks' context), loop.c (the epochs and
  * steps, start and run), evaluate.c (the agreed model and its test accuracy), report.c (the
- * console, the JSON-lines log and the summary), checkpoint.c (save and resume). */
+ * console, the JSON-lines log and the summary), progress.c (rank 0's progress within an
+ * epoch), checkpoint.c (save and resume). */
 #ifndef DT_TRAINER_H
 #define DT_TRAINER_H
 
