@@ -56,6 +56,13 @@ run -n 2 --algo allreduce "${C[@]}" --epochs 1 --train-limit 1500 --out "$T/rf.w
 identical "2 ranks (allreduce): the same" "$T/rv.w" "$T/rf.w"
 evaluates_to "... and its val_acc is on the same examples" "$(summary_field "$T/rv.jsonl" val_acc)" --model mlp --weights "$T/rv.w" --data-dir "$T/valset"
 
+# 3b. downpour: its server evaluates the held-out set too (epoch lines, eval lines, summary); its
+#     rank 0 trains no batch, so --progress writes no step line
+run -n 3 --algo downpour "${C[@]}" --epochs 2 --val 500 --eval-every-steps 10 --progress 5 --no-save --log "$T/dp.jsonl"
+compare "downpour --val 500: val_acc in its 2 epoch lines, its eval lines and the summary" \
+    "$(log_query "$T/dp.jsonl" 'int(len(of("epoch")) == 2 and len(of("eval")) > 0 and all(0 <= e["val_acc"] <= 1 for e in of("epoch") + of("eval") + of("summary")))')" == 1
+compare "... and no step line (rank 0 is its server)" "$(line_count "$T/dp.jsonl" step)" == 0
+
 # 4. a held-out set as large as the training set is refused
 expect_error "--val 2000 of 2000 examples refused" "--val 2000: must be smaller than the training set" -- \
     "$DTRAIN" train "${Q[@]}" --val 2000 --no-save
