@@ -3,7 +3,8 @@
  * sizes the input picks, the two streams interleaved, and dt_relay_pump routes it into
  * out/err/noise (memory streams), as `dtrain run` does.
  *
- * Input: byte 0: the seed of the chunk sizes and of the interleaving; bytes 1-2: how many of
+ * Input: byte 0: the seed of the chunk sizes and of the interleaving, and its high bit the live
+ * mode (dt_relay.live set, as `dtrain run` on a terminal); bytes 1-2: how many of
  * the bytes that follow are stdout's (the rest are stderr's); then the bytes, where 0x01 K
  * stands for the byte before it repeated 64 K times more (so a short input makes lines longer
  * than the relay's 8 KiB buffer).
@@ -11,7 +12,9 @@
  * What must hold, from the input alone: each stream is cut into lines at its newlines, a
  * line longer than the buffer into pieces of 8192 bytes (a newline right after such a piece
  * ends it), a line ends at its first NUL byte. Then stdout's lines are out's followed by
- * stdout's share of noise (from the launcher's banner on), in order, none lost; stderr's
+ * stdout's share of noise (from the launcher's banner on), in order, none lost, except that in
+ * live mode those before the banner that start with '\r' are in live instead, in order, as they
+ * are (without a newline), and live has nothing else; stderr's
  * "dtrain: " lines are err's, each once, in order of first appearance; stderr's other lines
  * are its share of noise, in order; launcher_said is the last non-empty of those. */
 #include "fuzz_util.h"
@@ -96,6 +99,7 @@ static size_t fresh(sink *k, const char **at) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 3) return 0;
     uint32_t seed = 0x9e3779b9u ^ data[0] * 0x01000193u;
+    const int live_mode = data[0] & 0x80;
     size_t nout = (size_t)data[1] | (size_t)data[2] << 8;
     data += 3;
     size -= 3;
@@ -120,11 +124,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (pipe(p[s]) != 0) abort();
         fcntl(p[s][1], F_SETFL, O_NONBLOCK);
     }
-    sink out = {0}, err = {0}, noise = {0};
+    sink out = {0}, err = {0}, noise = {0}, live = {0};
     if (!(out.f = open_memstream(&out.buf, &out.len)) || !(err.f = open_memstream(&err.buf, &err.len)) ||
-        !(noise.f = open_memstream(&noise.buf, &noise.len)))
+        !(noise.f = open_memstream(&noise.buf, &noise.len)) || !(live.f = open_memstream(&live.buf, &live.len)))
         abort();
-    dt_relay r = {.out = out.f, .err = err.f, .noise = noise.f};
+    dt_relay r = {.out = out.f, .err = err.f, .noise = noise.f, .live = live_mode ? live.f : NULL};
     static dt_relay_stream st[2];
     memset(st, 0, sizeof st);
     st[0].fd = p[0][0];
@@ -161,17 +165,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         split_lines(t, n, &got_err);
         n = fresh(&noise, &t);
         split_lines(t, n, &got_noise[s]);
+        n = fresh(&live, &t);
+        if (n && s == 1) abort(); /* nor live */
     }
 
     lines want[2] = {{0}};
     expected_lines(src[0], len[0], &want[0]);
     expected_lines(src[1], len[1], &want[1]);
-    /* stdout: out, then the banner on in noise */
-    if (got_out.n + got_noise[0].n != want[0].n) abort();
+    /* stdout: out (and in live mode live), then the banner on in noise */
+    if (got_noise[0].n > want[0].n) abort();
+    const size_t before_banner = want[0].n - got_noise[0].n;
+    size_t io = 0, il = 0;
     for (size_t i = 0; i < want[0].n; i++) {
-        const char *g = i < got_out.n ? got_out.l[i] : got_noise[0].l[i - got_out.n];
-        if (strcmp(g, want[0].l[i]) != 0) abort();
+        const char *w = want[0].l[i];
+        if (i >= before_banner) {
+            if (strcmp(got_noise[0].l[i - before_banner], w) != 0) abort();
+        } else if (live_mode && w[0] == '\r') { /* live's bytes, in order, as they are */
+            const size_t k = strlen(w);
+            if (il + k > live.len || memcmp(live.buf + il, w, k) != 0) abort();
+            il += k;
+        } else if (io == got_out.n || strcmp(got_out.l[io++], w) != 0) {
+            abort();
+        }
     }
+    if (io != got_out.n || il != live.len) abort();
     /* stderr: dtrain's lines once each, the others in noise */
     size_t ie = 0, in = 0;
     const char *last = "";
@@ -194,6 +211,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fclose(out.f);
     fclose(err.f);
     fclose(noise.f);
+    fclose(live.f);
+    free(live.buf);
     free(out.buf);
     free(err.buf);
     free(noise.buf);

@@ -260,6 +260,12 @@ typedef struct dt_train_config {
     const char *schedule;    /* const | step:EVERY:GAMMA | cosine[:MIN_LR] */
     uint64_t seed;
     int train_limit, test_limit; /* 0: all examples */
+    int val;                 /* hold out the last N training examples (after train_limit) as a validation
+                              * set, evaluated with the test set (0: none) */
+    long images;             /* train until N images were seen by all training ranks together: sets
+                              * max_steps = ceil(N / (batch x training ranks)) and the epochs it takes
+                              * (the last one partial); then epochs is not used, max_steps must be 0 */
+    int progress;            /* rank 0: a "step" log line (and a console line when not live) every N steps */
     int augment;             /* -1: the dataset's default */
     const char *weights_out; /* final weights, NULL: none */
     const char *log_path;    /* JSON lines, NULL: none */
@@ -278,6 +284,7 @@ void dt_train_config_defaults(dt_train_config *c);
 
 typedef struct dt_train_result {
     double test_acc, test_loss;  /* of the final (agreed) model */
+    double val_acc, val_loss;    /* on the held-out examples (config val); -1 without */
     double time_to_target_s;     /* training seconds to --target-acc (evaluation not counted); -1: not reached */
     long steps;                  /* per training rank */
     double msgs_sent, mb_sent, msgs_pct; /* all ranks */

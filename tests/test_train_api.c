@@ -31,7 +31,8 @@ int main(void) {
     /* the defaults are the command's: a zero-initialised flag set means the declared defaults */
     dt_train_config_defaults(&c);
     CHECK(!strcmp(c.model, "cnn1") && !strcmp(c.data, "mnist") && c.epochs == 10 && c.batch == 64 &&
-          c.lr == 0.05f && c.seed == 1 && c.eval_every == 1 && c.algo.algo == NULL && c.algo.nset == 0);
+          c.lr == 0.05f && c.seed == 1 && c.eval_every == 1 && c.algo.algo == NULL && c.algo.nset == 0 &&
+          c.val == 0 && c.images == 0 && c.progress == 0);
 
     small(&c);
     dt_status st = dt_train(&c, &r);
@@ -39,6 +40,7 @@ int main(void) {
     CHECK_MSG(r.test_acc > 0.80 && r.test_acc <= 1.0, "mlp on 3000 MNIST images, 1 epoch: test accuracy %.4f", r.test_acc);
     CHECK_MSG(r.steps == (3000 + 31) / 32, "steps %ld, expected %d", r.steps, (3000 + 31) / 32);
     CHECK(r.msgs_sent == 0);
+    CHECK_MSG(r.val_acc == -1 && r.val_loss == -1, "no validation set: val_acc %g", r.val_acc);
 
     /* the same configuration gives the same run */
     dt_train_result again;
@@ -46,6 +48,25 @@ int main(void) {
     /* ... and another seed another one (the comparison can fail) */
     c.seed = 2;
     CHECK(dt_train(&c, &again) == DT_OK && again.test_loss != r.test_loss);
+
+    /* val: the last 1000 of the 3000 held out: 2000 left to train on, evaluated apart */
+    small(&c);
+    c.val = 1000;
+    CHECK_MSG(dt_train(&c, &again) == DT_OK, "%s", dt_last_error());
+    CHECK_MSG(again.steps == (2000 + 31) / 32, "--val 1000: steps %ld, expected %d", again.steps, (2000 + 31) / 32);
+    CHECK_MSG(again.val_acc > 0.5 && again.val_acc <= 1 && again.val_acc != again.test_acc && again.val_loss > 0,
+              "val_acc %g, test_acc %g", again.val_acc, again.test_acc);
+    c.val = 3000;
+    CHECK(dt_train(&c, &again) == DT_ERR_ARG && strstr(dt_last_error(), "--val 3000: must be smaller"));
+    /* images: ceil(5000 / 32) = 157 steps, 94 of them in a first epoch (3000 / 32 rounded up), the
+     * epochs given are not used */
+    small(&c);
+    c.images = 5000;
+    c.epochs = 7;
+    CHECK_MSG(dt_train(&c, &again) == DT_OK && again.steps == 157, "--images 5000: steps %ld: %s", again.steps,
+              dt_last_error());
+    c.max_steps = 10;
+    CHECK(dt_train(&c, &again) == DT_ERR_ARG && strstr(dt_last_error(), "not with --max-steps"));
 
     /* errors a program meets: one message each, naming what is wrong */
     small(&c);

@@ -69,7 +69,7 @@ static void ensure_fast_blas(char **argv) {
 typedef struct train_flags {
     dt_train_config c;
     const char *out;
-    int no_augment, no_save, ranks, max_steps, redone_steps;
+    int no_augment, no_save, ranks, max_steps, redone_steps, images;
     float timeout;                   /* the watchdog's, seconds (0: none) */
     int max_restarts;                /* run: restarts after a lost rank */
     float start_timeout;             /* run: seconds for every rank to start */
@@ -129,6 +129,7 @@ static int train_options(train_flags *f, dt_opt *opts) {
     dt_train_config *c = &f->c;
     memset(f, 0, sizeof *f);
     dt_train_config_defaults(c);
+    c->epochs = 0; /* not given: the default, unless --images sets them (run_length) */
     c->algo.algo = "local";
     f->ranks = 4;
     f->timeout = 300;
@@ -156,6 +157,9 @@ static int train_options(train_flags *f, dt_opt *opts) {
         {"target-acc", OPT_FLOAT, &c->target_acc, "stop at the first evaluation with this test accuracy, in (0, 1]; the summary gives the time to it [none]", 0, 1, 1, 0, NULL},
         {"train-limit", OPT_INT, &c->train_limit, "use only the first N training examples [all]", 1, 1e9, 0, 0, NULL},
         {"test-limit", OPT_INT, &c->test_limit, "use only the first N test examples [all]", 1, 1e9, 0, 0, NULL},
+        {"val", OPT_INT, &c->val, "hold out the last N training examples (after --train-limit) as a validation set, evaluated with the test set [0: none]", 1, 1e9, 0, 0, NULL},
+        {"images", OPT_INT, &f->images, "train until N images were seen by all training ranks: ceil(N / (batch x ranks)) steps per rank, as many epochs as that takes (not with --epochs)", 1, 2e9, 0, 0, NULL},
+        {"progress", OPT_INT, &c->progress, "every N steps: a step line in the log (rank 0's mean loss) and, without a live line, a progress line [0: none]", 1, 1e9, 0, 0, NULL},
         {"no-augment", OPT_FLAG, &f->no_augment, "no random crop/flip (CIFAR)", 0, 0, 0, 0, NULL},
         {"out", OPT_STR, &f->out, "final weights file [dtrain-MODEL-DATA.weights]", 0, 0, 0, 0, NULL},
         {"no-save", OPT_FLAG, &f->no_save, "do not write final weights", 0, 0, 0, 0, NULL},
@@ -186,6 +190,20 @@ static dt_status scheme_values(train_flags *f) {
         }
     }
     return st == DT_OK ? dt_algo_check(&f->c.algo) : st;
+}
+
+/* --images sets the epochs (the trainer derives them): not with --epochs or --max-steps given. */
+static dt_status run_length(train_flags *f) {
+    if (f->images && f->c.epochs)
+        return dt_fail(DT_ERR_ARG, "--images %d: not with --epochs %d (--images sets the epochs it takes)", f->images, f->c.epochs);
+    if (f->images && f->max_steps)
+        return dt_fail(DT_ERR_ARG, "--images %d: not with --max-steps %d (both set the run's length; give one)", f->images,
+                       f->max_steps);
+    dt_train_config d;
+    dt_train_config_defaults(&d);
+    if (!f->c.epochs) f->c.epochs = d.epochs;
+    f->c.images = f->images;
+    return DT_OK;
 }
 
 /* The scheme list for --help. */
@@ -252,6 +270,7 @@ static int cmd_train(int argc, char **argv) {
     int nopts = train_options(&f, opts), help;
     dt_status st = dt_parse_args("train", argc, argv, 2, opts, nopts, &help);
     if (st == DT_OK && !help) st = scheme_values(&f);
+    if (st == DT_OK && !help) st = run_length(&f);
     if (st != DT_OK || help) {
         if (comm.rank == 0) {
             char usage[1400];
@@ -362,6 +381,7 @@ static int cmd_run(int argc, char **argv) {
     for (int i = 0; i < argc; i++) args[i] = (!strcmp(argv[i], "-n") || !strcmp(argv[i], "-np")) ? "--n" : argv[i];
     dt_status st = dt_parse_args("run", argc, args, 2, opts, nopts, &help);
     if (st == DT_OK && !help) st = scheme_values(&f);
+    if (st == DT_OK && !help) st = run_length(&f);
     if (st == DT_OK && !help && f.hostfile && f.hosts) st = dt_fail(DT_ERR_ARG, "dtrain run: give --hostfile or --hosts, not both");
     if (st == DT_OK && !help && f.hostfile) st = check_hostfile(f.hostfile);
     /* more than a few ranks a core only slows a run down, and each holds its own copy of the

@@ -55,6 +55,12 @@ void dt_relay_line(dt_relay *r, dt_relay_stream *s, const char *line, size_t n) 
     if (!s->is_err && !s->banner && n == 0) { s->blanks++; return; }
     if (!s->is_err && !s->banner) {
         for (; s->blanks > 0; s->blanks--) fputc('\n', r->out);
+        if (r->live && l[0] == '\r') { /* a live progress line: redrawn in place */
+            fflush(r->out);
+            fwrite(l, 1, n, r->live);
+            fflush(r->live);
+            return;
+        }
         fwrite(l, 1, n, r->out);
         fputc('\n', r->out);
         fflush(r->out);

@@ -1,6 +1,6 @@
 /* The launcher's output on its way: `dtrain run` reads what mpiexec and the ranks print on
  * two pipes and passes dtrain's own lines to the user (each error line at most once, however
- * many ranks say it), while the launcher's and MPI's own messages (hydra's banner, ssh's
+ * many ranks say it; rank 0's live progress line redrawn in place), while the launcher's and MPI's own messages (hydra's banner, ssh's
  * complaints) go into a file the user is pointed to. */
 #ifndef DT_RELAY_H
 #define DT_RELAY_H
@@ -11,6 +11,10 @@
 typedef struct dt_relay {
     FILE *out, *err;  /* the user's terminal: stdout, stderr */
     FILE *noise;      /* the launcher's messages (may be NULL) */
+    FILE *live;       /* the user's stdout when it is a terminal, else NULL: rank 0's live progress
+                       * (trainer/progress.c) comes as stdout lines that start with '\r'; these are
+                       * written here as they are, without their newline, so the line is redrawn in
+                       * place. Still routed a whole line at a time. NULL: like any other line. */
     char **said;      /* dtrain's lines already passed on */
     int nsaid, cap;
     char launcher_said[512]; /* the launcher's last line on stderr that was not dtrain's */

@@ -53,6 +53,8 @@ static int run_attempt(char **av, dt_boards *bs, FILE *noise, const dt_job *job,
     }
     fflush(stdout);
     fflush(stderr);
+    /* on a terminal, rank 0 may draw its live progress line (its own stdout is a pipe here) */
+    const int live = isatty(STDOUT_FILENO);
     const pid_t child = fork();
     if (child < 0) {
         fprintf(stderr, "dtrain: error: dtrain run: cannot fork: %s\n", strerror(errno));
@@ -64,6 +66,8 @@ static int run_attempt(char **av, dt_boards *bs, FILE *noise, const dt_job *job,
         dup2(err[1], 2);
         close(out[0]); close(out[1]); close(err[0]); close(err[1]);
         setenv("DTRAIN_BOARD", bs->dir, 1);
+        if (live) setenv("DTRAIN_LIVE", "1", 1);
+        else unsetenv("DTRAIN_LIVE");
         execvp(av[0], av);
         fprintf(stderr, "dtrain: error: dtrain run: cannot start %s: %s (install mpich, or set DTRAIN_MPIEXEC)\n", av[0],
                 strerror(errno));
@@ -73,7 +77,7 @@ static int run_attempt(char **av, dt_boards *bs, FILE *noise, const dt_job *job,
     close(out[1]);
     close(err[1]);
     dt_relay_stream s[2] = {{.fd = out[0]}, {.fd = err[0], .is_err = 1}};
-    dt_relay relay = {.out = stdout, .err = stderr, .noise = noise};
+    dt_relay relay = {.out = stdout, .err = stderr, .noise = noise, .live = live ? stdout : NULL};
     int open_fds = 2, exited = 0, status = 0;
     const double started_at = dt_now();
     double lost_at = 0, exited_at = 0, left_at = 0, ending_at = 0, checked_at = 0;

@@ -71,7 +71,8 @@ dt_status dt_trainer_agreed_model(dt_trainer *t, double *spread) {
     return st;
 }
 
-dt_status dt_trainer_eval_rank0(dt_trainer *t, const float *params, const float *state, double *acc, double *loss) {
+dt_status dt_trainer_eval_rank0(dt_trainer *t, const float *params, const float *state, double *acc, double *loss,
+                                double val[2]) {
     dt_model *m = t->model;
     const size_t np = dt_model_num_params(m), ns = dt_model_num_state(m);
     float *keep = malloc((np + ns + 1) * sizeof(float));
@@ -81,6 +82,7 @@ dt_status dt_trainer_eval_rank0(dt_trainer *t, const float *params, const float 
     memcpy(dt_model_params(m), params, np * sizeof(float));
     memcpy(dt_model_state(m), state, ns * sizeof(float));
     dt_status st = dt_evaluate(m, &t->test, t->cfg->batch, 0, acc, loss);
+    if (st == DT_OK && t->val.n) st = dt_evaluate(m, &t->val, t->cfg->batch, 0, &val[0], &val[1]);
     memcpy(dt_model_params(m), keep, np * sizeof(float));
     memcpy(dt_model_state(m), keep + np, ns * sizeof(float));
     free(keep);

@@ -161,6 +161,7 @@ static dt_status train_epochs(dt_trainer *t) {
             if (sync_eval && step_eval_due(t) && (dt_watch_phase("an evaluation between steps"), st = dt_trainer_step_report(t)) != DT_OK)
                 goto done;
             c->step++;
+            if ((st = dt_progress_step(t)) != DT_OK) goto done;
         }
         /* evaluations between steps are not training time */
         double secs = dt_now() - t0 - (t->eval_s - eval0);
@@ -215,7 +216,9 @@ dt_status dt_trainer_run(dt_trainer *t) {
     dt_status st = dt_trainer_log_config(t);
     if (st != DT_OK) return st;
     t->t_start = dt_now();
+    dt_progress_begin(t);
     st = t->ctx.run.worker < 0 ? HOOK(t, serve) : train_epochs(t);
+    dt_progress_clear(t); /* before the summary, and before an error's line */
     /* divergence is found by every rank together: what start made with every rank (one-sided
      * windows, which MPI_Finalize must not find alive) is freed with every rank */
     if (st == DT_ERR_DIVERGED && t->strategy->ops->abandon) t->strategy->ops->abandon(t->strategy, &t->ctx);
@@ -251,9 +254,12 @@ dt_status dt_trainer_run(dt_trainer *t) {
         /* asynchronous schemes report their final model here, unless the last epoch was */
         const double t0 = dt_now();
         st = dt_evaluate(t->model, &t->test, cfg->batch, 0, &t->last.test_acc, &t->last.test_loss);
+        if (st == DT_OK && t->val.n) st = dt_evaluate(t->model, &t->val, cfg->batch, 0, &t->last.val_acc, &t->last.val_loss);
         t->eval_s += dt_now() - t0;
         if (st != DT_OK) return st;
-        if (!cfg->quiet) printf("final model: test accuracy %.2f%%\n", 100 * t->last.test_acc);
+        if (!cfg->quiet && t->val.n)
+            printf("final model: test accuracy %.2f%%, validation %.2f%%\n", 100 * t->last.test_acc, 100 * t->last.val_acc);
+        else if (!cfg->quiet) printf("final model: test accuracy %.2f%%\n", 100 * t->last.test_acc);
     }
     const double wall = dt_now() - t->t_start;
     if ((st = dt_trainer_summary(t, spread, wall)) != DT_OK) return st;

@@ -90,6 +90,13 @@ static void num6(dt_json *j, const char *key, double v) {
     else dt_json_raw(j, key, buf);
 }
 
+/* val_acc and val_loss: figures with --val, null without (so every reader finds the keys) */
+static void val_json(const dt_trainer *t, dt_json *j, double acc, double loss) {
+    if (!t->val.n) { dt_json_null(j, "val_acc"); dt_json_null(j, "val_loss"); return; }
+    dt_json_fixed(j, "val_acc", acc, 6);
+    dt_json_fixed(j, "val_loss", loss, 6);
+}
+
 /* The names of the hosts the ranks run on, each once, as an array (collective). */
 static dt_status hosts_json(dt_trainer *t, dt_json *j) {
     char mine[MPI_MAX_PROCESSOR_NAME] = "";
@@ -146,6 +153,8 @@ dt_status dt_trainer_log_config(dt_trainer *t) {
     num6(&j, "target_acc", c->target_acc);
     dt_json_int(&j, "train_limit", c->train_limit);
     dt_json_int(&j, "test_limit", c->test_limit);
+    dt_json_int(&j, "val", c->val);       /* held out of the training set's end (after train_limit) */
+    dt_json_int(&j, "images", c->images); /* 0, or what set epochs and max_steps */
     dt_json_bool(&j, "augment", c->augment < 0 ? t->train.augment : c->augment);
     dt_json_str(&j, "resume", c->resume);
     dt_json_int(&j, "restarts", c->restarts); /* 0, or this attempt follows that many lost ones */
@@ -159,10 +168,13 @@ dt_status dt_trainer_log_config(dt_trainer *t) {
 
 static void print_epoch(dt_trainer *t, const dt_epoch_stats *e) {
     if (t->cfg->quiet || t->comm.rank != 0) return;
+    dt_progress_clear(t);
+    char val[32] = "";
+    if (t->val.n) snprintf(val, sizeof val, "  val %6.2f%%", 100 * e->val_acc);
     if (e->server_report) {
         /* a server's report: it knows the model, not the workers' speed or traffic so far */
-        printf("epoch %3d/%d  loss %.4f  train %6.2f%%  test %6.2f%%  lr %.4g  (server's model at %.1f s)\n", e->epoch,
-               t->cfg->epochs, e->loss, 100 * e->train_acc, 100 * e->test_acc, e->lr, e->seconds);
+        printf("epoch %3d/%d  loss %.4f  train %6.2f%%  test %6.2f%%%s  lr %.4g  (server's model at %.1f s)\n", e->epoch,
+               t->cfg->epochs, e->loss, 100 * e->train_acc, 100 * e->test_acc, val, e->lr, e->seconds);
         fflush(stdout);
         return;
     }
@@ -171,8 +183,8 @@ static void print_epoch(dt_trainer *t, const dt_epoch_stats *e) {
         size_t o = (size_t)snprintf(extra, sizeof extra, "  msgs %5.1f%%  %8.2f MB sent", e->msgs_pct, e->mb_sent);
         if (t->strategy->decentralized) snprintf(extra + o, sizeof extra - o, "  spread %.3g", e->spread);
     }
-    printf("epoch %3d/%d  loss %.4f  train %6.2f%%  test %6.2f%%  lr %.4g  %8.0f img/s  %6.1f s%s\n", e->epoch,
-           t->cfg->epochs, e->loss, 100 * e->train_acc, 100 * e->test_acc, e->lr, e->images_per_s, e->seconds, extra);
+    printf("epoch %3d/%d  loss %.4f  train %6.2f%%  test %6.2f%%%s  lr %.4g  %8.0f img/s  %6.1f s%s\n", e->epoch,
+           t->cfg->epochs, e->loss, 100 * e->train_acc, 100 * e->test_acc, val, e->lr, e->images_per_s, e->seconds, extra);
     fflush(stdout);
 }
 
@@ -186,6 +198,7 @@ static dt_status log_epoch(dt_trainer *t, const dt_epoch_stats *e) {
     dt_json_fixed(&j, "train_acc", e->train_acc, 6);
     dt_json_fixed(&j, "test_acc", e->test_acc, 6);
     dt_json_fixed(&j, "test_loss", e->test_loss, 6);
+    val_json(t, &j, e->val_acc, e->val_loss);
     num6(&j, "lr", e->lr);
     dt_json_fixed(&j, "seconds", e->seconds, 3);
     if (e->server_report) {
@@ -238,13 +251,17 @@ static dt_status check_target(dt_trainer *t, double test_acc, long steps, double
 typedef struct {
     long step;
     double epoch, acc, loss, train_s, eval_s, msgs, baseline, bytes, spread;
+    double val[2];           /* accuracy, loss on the held-out set (--val) */
 } step_eval;
 
 static dt_status print_step_eval(dt_trainer *t, const step_eval *e) {
     if (t->comm.rank != 0) return DT_OK;
     if (!t->cfg->quiet) {
-        printf("step %6ld (epoch %.2f)  test %6.2f%%  %8.1f s training  msgs %5.1f%%  %8.2f MB sent\n", e->step,
-               e->epoch, 100 * e->acc, e->train_s, e->baseline > 0 ? 100 * e->msgs / e->baseline : 0, e->bytes / 1e6);
+        char val[32] = "";
+        if (t->val.n) snprintf(val, sizeof val, "  val %6.2f%%", 100 * e->val[0]);
+        dt_progress_clear(t);
+        printf("step %6ld (epoch %.2f)  test %6.2f%%%s  %8.1f s training  msgs %5.1f%%  %8.2f MB sent\n", e->step,
+               e->epoch, 100 * e->acc, val, e->train_s, e->baseline > 0 ? 100 * e->msgs / e->baseline : 0, e->bytes / 1e6);
         fflush(stdout);
     }
     dt_json j;
@@ -255,6 +272,7 @@ static dt_status print_step_eval(dt_trainer *t, const step_eval *e) {
     dt_json_fixed(&j, "epoch", e->epoch, 4);
     dt_json_fixed(&j, "test_acc", e->acc, 6);
     dt_json_fixed(&j, "test_loss", e->loss, 6);
+    val_json(t, &j, e->val[0], e->val[1]);
     dt_json_fixed(&j, "train_s", e->train_s, 3);
     dt_json_fixed(&j, "eval_s", e->eval_s, 3);
     dt_json_fixed(&j, "msgs_sent", e->msgs, 0);
@@ -266,13 +284,14 @@ static dt_status print_step_eval(dt_trainer *t, const step_eval *e) {
 
 /* A server's evaluation of ev's model on rank 0's test set (acc, loss), timed as evaluation;
  * *train_s is the training time when the model was taken. */
-static dt_status eval_server_model(dt_trainer *t, const dt_server_eval *ev, double *acc, double *loss, double *train_s) {
+static dt_status eval_server_model(dt_trainer *t, const dt_server_eval *ev, double *acc, double *loss, double val[2],
+                                   double *train_s) {
     const double t0 = dt_now();
     *train_s = train_seconds(t);
     /* the evaluated model may be the server's own: copy it out first */
     memcpy(t->eval_params, ev->params, dt_model_num_params(t->model) * sizeof(float));
     memcpy(t->eval_state, ev->state, dt_model_num_state(t->model) * sizeof(float));
-    dt_status st = dt_trainer_eval_rank0(t, t->eval_params, t->eval_state, acc, loss);
+    dt_status st = dt_trainer_eval_rank0(t, t->eval_params, t->eval_state, acc, loss, val);
     t->eval_s += dt_now() - t0;
     return st;
 }
@@ -288,7 +307,10 @@ dt_status dt_trainer_report_server_epoch(void *host, int epoch, double train_los
     e->seconds = dt_now() - t->t_start;
     e->server_report = 1;
     double train_s = 0;
-    dt_status st = eval_server_model(t, ev, &e->test_acc, &e->test_loss, &train_s);
+    double val[2] = {0, 0};
+    dt_status st = eval_server_model(t, ev, &e->test_acc, &e->test_loss, val, &train_s);
+    e->val_acc = val[0];
+    e->val_loss = val[1];
     if (st != DT_OK) return st;
     print_epoch(t, e);
     if ((st = log_epoch(t, e)) != DT_OK) return st;
@@ -301,7 +323,7 @@ dt_status dt_trainer_report_server_step(void *host, dt_server_eval *ev) {
     const double t0 = dt_now();
     step_eval e = {.step = ev->step, .epoch = (double)ev->step / t->ctx.run.steps_per_epoch, .msgs = ev->msgs,
                    .baseline = ev->baseline, .bytes = ev->bytes};
-    dt_status st = eval_server_model(t, ev, &e.acc, &e.loss, &e.train_s);
+    dt_status st = eval_server_model(t, ev, &e.acc, &e.loss, e.val, &e.train_s);
     e.eval_s = dt_now() - t0;
     if (st == DT_OK) st = print_step_eval(t, &e);
     if (st != DT_OK) return st;
@@ -324,7 +346,8 @@ dt_status dt_trainer_step_report(dt_trainer *t) {
                    .epoch = t->ctx.epoch + (double)(t->ctx.epoch_step + 1) / t->ctx.run.steps_per_epoch};
     dt_status st = traffic(t, &e.msgs, &e.baseline, &e.bytes);
     if (st == DT_OK) st = dt_trainer_agreed_model(t, &e.spread);
-    if (st == DT_OK && t->comm.rank == 0) st = dt_trainer_eval_rank0(t, t->eval_params, t->eval_state, &e.acc, &e.loss);
+    if (st == DT_OK && t->comm.rank == 0)
+        st = dt_trainer_eval_rank0(t, t->eval_params, t->eval_state, &e.acc, &e.loss, e.val);
     if (st != DT_OK) return st;
     e.eval_s = dt_now() - t0;
     st = print_step_eval(t, &e);
@@ -352,11 +375,14 @@ dt_status dt_trainer_epoch_report(dt_trainer *t, double loss_sum, long seen, lon
     e->msgs_pct = all[4] > 0 ? 100.0 * all[3] / all[4] : 0;
     e->msgs_sent = all[3];
     e->mb_sent = all[5] / 1e6;
+    double val[2] = {0, 0};
     dt_status st = dt_trainer_agreed_model(t, &e->spread);
     if (st != DT_OK) return st;
     if (t->comm.rank == 0 &&
-        (st = dt_trainer_eval_rank0(t, t->eval_params, t->eval_state, &e->test_acc, &e->test_loss)) != DT_OK)
+        (st = dt_trainer_eval_rank0(t, t->eval_params, t->eval_state, &e->test_acc, &e->test_loss, val)) != DT_OK)
         return st;
+    e->val_acc = val[0];
+    e->val_loss = val[1];
     print_epoch(t, e);
     st = log_epoch(t, e);
     t->eval_s += dt_now() - t0;
@@ -414,6 +440,7 @@ static void summary_line(dt_trainer *t, dt_json *j, const double *rows, const do
     num6(j, "lr", c->lr);
     dt_json_num(j, "steps", tot[R_STEPS]); /* per training rank: the most any rank took */
     dt_json_fixed(j, "test_acc", t->last.test_acc, 6);
+    val_json(t, j, t->last.val_acc, t->last.val_loss);
     dt_json_int(j, "params", (long long)dt_model_num_params(t->model));
     dt_json_fixed(j, "msgs_sent", tot[R_MSGS_SENT], 0);
     dt_json_fixed(j, "baseline_msgs", tot[R_BASELINE], 0);

@@ -30,6 +30,46 @@ dt_status dt_model_open(const char *name_or_path, dt_model **out) {
     return dt_model_from_name(name_or_path, out);
 }
 
+/* --val N: the last N examples of the training set, after --train-limit, become the held-out
+ * set. The last ones, not a seeded draw: the files' order is fixed, so every seed, every number
+ * of ranks, every scheme and --split holds out the same examples and their val_acc compare;
+ * MNIST's, Fashion-MNIST's and CIFAR-10's training files are not ordered by class. */
+static dt_status hold_out(dt_trainer *t) {
+    const int n = t->cfg->val;
+    if (n <= 0) return DT_OK;
+    if (n >= t->train.n)
+        return dt_fail(DT_ERR_ARG, "--val %d: must be smaller than the training set (%d examples%s)", n, t->train.n,
+                       t->cfg->train_limit > 0 ? ", after --train-limit" : "");
+    dt_dataset *v = &t->val;
+    *v = t->train;
+    const size_t per = (size_t)t->train.c * t->train.h * t->train.w, keep = (size_t)(t->train.n - n);
+    v->n = n;
+    v->images = malloc((size_t)n * per);
+    v->labels = malloc((size_t)n);
+    if (!v->images || !v->labels) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    memcpy(v->images, t->train.images + keep * per, (size_t)n * per);
+    memcpy(v->labels, t->train.labels + keep, (size_t)n);
+    dt_dataset_truncate(&t->train, (int)keep);
+    return DT_OK;
+}
+
+/* --images N: the steps per training rank that see N images together (rounded up), and the
+ * epochs they take, the last one partial: --max-steps's stop, set for the user. */
+static dt_status derive_length(dt_trainer *t) {
+    dt_train_config *c = &t->own;
+    if (c->images <= 0) return DT_OK;
+    if (c->max_steps > 0)
+        return dt_fail(DT_ERR_ARG, "--images %ld: not with --max-steps (both set the run's length; give one)", c->images);
+    const long per_step = (long)c->batch * t->ctx.run.nworkers, spe = t->ctx.run.steps_per_epoch;
+    c->max_steps = (c->images + per_step - 1) / per_step;
+    const long epochs = (c->max_steps + spe - 1) / spe;
+    if (epochs > 1000000) return dt_fail(DT_ERR_ARG, "--images %ld: takes %ld epochs (at most 1000000)", c->images, epochs);
+    c->epochs = (int)epochs;
+    t->ctx.run.max_steps = c->max_steps;
+    t->ctx.run.epochs = c->epochs;
+    return DT_OK;
+}
+
 /* The split is computed on rank 0 and broadcast: every rank then knows its shard. */
 static dt_status make_shard(dt_trainer *t) {
     const dt_train_config *cfg = t->cfg;
@@ -182,6 +222,7 @@ static dt_status init_run(dt_trainer *t, const dt_train_config *cfg) {
                        dt_model_num_classes(t->model), cfg->data, t->train.classes);
     if (cfg->train_limit > 0 && cfg->train_limit < t->train.n) dt_dataset_truncate(&t->train, cfg->train_limit);
     if (cfg->test_limit > 0 && cfg->test_limit < t->test.n) dt_dataset_truncate(&t->test, cfg->test_limit);
+    if ((st = hold_out(t)) != DT_OK) return st;
     if ((st = dt_schedule_parse(cfg->schedule ? cfg->schedule : "const", cfg->lr, &t->sched)) != DT_OK) return st;
     if ((st = dt_sgd_init(&t->opt, dt_model_num_params(t->model), cfg->momentum, cfg->weight_decay, cfg->nesterov)) != DT_OK)
         return st;
@@ -196,12 +237,14 @@ static dt_status init_run(dt_trainer *t, const dt_train_config *cfg) {
     if (!t->x || !t->y || !t->idx || !t->eval_params || !t->eval_state) return dt_fail(DT_ERR_NOMEM, "out of memory");
     dt_model_init(t->model, cfg->seed); /* the same seed on every rank: identical start */
     if ((st = dt_model_reserve(t->model, cfg->batch)) != DT_OK) return st;
-    return steps_per_epoch(t);
+    if ((st = steps_per_epoch(t)) != DT_OK) return st;
+    return derive_length(t);
 }
 
 dt_status dt_trainer_init(dt_trainer *t, const dt_train_config *cfg) {
     memset(t, 0, sizeof *t);
-    t->cfg = cfg;
+    t->own = *cfg;
+    t->cfg = cfg = &t->own;
     t->log_fd = -1;
     dt_status st;
     if ((st = dt_comm_init(NULL, NULL, &t->comm)) != DT_OK) return st;
@@ -221,6 +264,7 @@ void dt_trainer_free(dt_trainer *t) {
     dt_sgd_free(&t->opt);
     dt_dataset_free(&t->train);
     dt_dataset_free(&t->test);
+    dt_dataset_free(&t->val);
     free(t->shard); free(t->x); free(t->y); free(t->idx);
     if (t->log_fd >= 0) close(t->log_fd);
     free(t->eval_params); free(t->eval_state);
@@ -248,6 +292,8 @@ dt_status dt_train(const dt_train_config *c, dt_train_result *out) {
     if (st == DT_OK) {
         out->test_acc = t.last.test_acc;
         out->test_loss = t.last.test_loss;
+        out->val_acc = t.val.n ? t.last.val_acc : -1;
+        out->val_loss = t.val.n ? t.last.val_loss : -1;
         out->steps = t.ctx.step;
         out->time_to_target_s = t.reached ? t.target_train_s : -1;
         out->msgs_sent = t.last.msgs_sent;

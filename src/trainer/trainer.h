@@ -3,7 +3,8 @@
  *
  * Files: setup.c (configuration, data, shards, the hooks' context), loop.c (the epochs and
  * steps, start and run), evaluate.c (the agreed model and its test accuracy), report.c (the
- * console, the JSON-lines log and the summary), checkpoint.c (save and resume). */
+ * console, the JSON-lines log and the summary), progress.c (rank 0's progress within an
+ * epoch), checkpoint.c (save and resume). */
 #ifndef DT_TRAINER_H
 #define DT_TRAINER_H
 
@@ -18,13 +19,28 @@
 typedef struct dt_epoch_stats {
     int epoch;
     double loss, train_acc, test_acc, test_loss, lr, seconds, images_per_s;
+    double val_acc, val_loss;  /* on the held-out examples; unused without --val */
     double spread;           /* largest ||x_r - mean x|| over ranks (decentralized schemes) */
     double msgs_pct, mb_sent, msgs_sent; /* so far, all ranks */
     int server_report;       /* a server's report: no speed or traffic figures */
 } dt_epoch_stats;
 
+/* Rank 0's progress within an epoch (progress.c): the live line and --progress N. */
+typedef struct dt_progress {
+    int live;                /* 1: '\r' lines on a terminal; 2: the same through dtrain run's relay */
+    int shown;               /* a live line is on the screen (cleared before any other line) */
+    int width;               /* its length, to clear it */
+    double last_draw;        /* when it was last drawn (at most 4 a second) */
+    double loss_sum;         /* rank 0's batches since the last step line */
+    long loss_steps;
+    double live_sum;         /* ... since the live line was last drawn */
+    long live_steps;
+    long first_step;         /* ctx.step when this run (attempt) started: speed and ETA */
+} dt_progress;
+
 typedef struct dt_trainer {
-    const dt_train_config *cfg;
+    const dt_train_config *cfg; /* &own */
+    dt_train_config own;     /* the caller's, with what --images derives (epochs, max_steps) */
     dt_comm comm;
     dt_model *model;
     dt_sgd opt;
@@ -33,6 +49,8 @@ typedef struct dt_trainer {
     dt_step_ctx ctx;         /* what the hooks see; its step/epoch are the run's position */
     dt_status grads_st;      /* the first error of this step's grads_ready hooks */
     dt_dataset train, test;
+    dt_dataset val;          /* --val: the last N of the (limited) training set; n == 0 without */
+    dt_progress prog;
     int *shard;              /* this rank's example indices */
     float *x;                /* batch buffers */
     uint8_t *y;
@@ -81,8 +99,14 @@ static inline int dt_split_striped(const dt_train_config *cfg) { return cfg->spl
  * training ranks' models) into t->eval_params/eval_state, and how far the training ranks
  * are from it (collective) */
 dt_status dt_trainer_agreed_model(dt_trainer *t, double *spread);
-/* evaluate.c: params/state evaluated with rank 0's model (its own weights restored after) */
-dt_status dt_trainer_eval_rank0(dt_trainer *t, const float *params, const float *state, double *acc, double *loss);
+/* evaluate.c: params/state evaluated with rank 0's model (its own weights restored after), on
+ * the test set (acc, loss) and, with --val, on the held-out set (val[0] accuracy, val[1] loss) */
+dt_status dt_trainer_eval_rank0(dt_trainer *t, const float *params, const float *state, double *acc, double *loss,
+                                double val[2]);
+/* progress.c (rank 0 acts, the others return at once; no communication) */
+void dt_progress_begin(dt_trainer *t);         /* before the first step */
+dt_status dt_progress_step(dt_trainer *t);     /* after each step, ctx.step already counts it */
+void dt_progress_clear(dt_trainer *t);         /* before any other console line */
 /* report.c */
 dt_status dt_trainer_log(dt_trainer *t, const char *json_line);          /* rank 0; elsewhere no-op */
 dt_status dt_trainer_log_config(dt_trainer *t);                          /* collective: the first line */
