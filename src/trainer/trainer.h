@@ -84,6 +84,8 @@ dt_status dt_trainer_agreed_model(dt_trainer *t, double *spread);
 /* evaluate.c: params/state evaluated with rank 0's model (its own weights restored after) */
 dt_status dt_trainer_eval_rank0(dt_trainer *t, const float *params, const float *state, double *acc, double *loss);
 /* report.c */
+/* An existing --log that is not a dtrain log (nor empty, nor a device or FIFO) is refused. */
+dt_status dt_check_log(const char *path);
 dt_status dt_trainer_log(dt_trainer *t, const char *json_line);          /* rank 0; elsewhere no-op */
 dt_status dt_trainer_log_config(dt_trainer *t);                          /* collective: the first line */
 dt_status dt_trainer_epoch_report(dt_trainer *t, double loss_sum, long seen, long correct, double seconds,
