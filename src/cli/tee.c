@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,7 +84,13 @@ dt_status dt_console_tee(const char *path) {
         dup2(p[k][1], k + 1);
         close(p[k][1]);
     }
-    if (pthread_create(&con.thread, NULL, pump, NULL) != 0) {
+    /* the thread takes no signal: a supervisor's Ctrl-C must interrupt its own waits */
+    sigset_t all, before;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &before);
+    const int failed = pthread_create(&con.thread, NULL, pump, NULL) != 0;
+    pthread_sigmask(SIG_SETMASK, &before, NULL);
+    if (failed) {
         for (int k = 0; k < 2; k++) { dup2(con.orig[k], k + 1); close(con.orig[k]); close(con.pipe_rd[k]); }
         close(con.stop[0]); close(con.stop[1]); close(con.file); con.file = -1;
         return dt_fail(DT_ERR_IO, "%s: cannot start the console copy", path);
