@@ -108,14 +108,29 @@ expect_error "--run-dir of a finished run" "--run-dir $R: holds a finished run" 
 [ -s "$T/two.jsonl" ] && [ -s "$T/two.w" ] && [ ! -e "$T/runs/two/log.jsonl" ] && [ ! -e "$T/runs/two/model.weights" ]
 check "... explicit --log and --out win" $? "$(ls "$T/runs/two" | tr '\n' ' ')"
 
+# a finished folder continues with --resume: the log and the console grow, nothing is lost
+Q="$T/runs/res"
+"$DTRAIN" train "${C[@]}" --epochs 1 --run-dir "$Q" --checkpoint "$Q/checkpoint" >/dev/null 2>&1
+"$DTRAIN" train "${C[@]}" --epochs 2 --run-dir "$Q" --checkpoint "$Q/checkpoint" --resume "$Q/checkpoint" >/dev/null 2>&1
+check "--run-dir of a finished run with --resume" $? ""
+e=$(py "$Q/log.jsonl" '[r["epoch"] for r in L if r["type"] == "epoch"]')
+[ "$e" = "[1, 2]" ] && [ "$(grep -c '^epoch ' "$Q/console.txt")" -eq 2 ]
+check "... log.jsonl and console.txt hold both runs' epochs" $? "log $e, console $(grep -c '^epoch ' "$Q/console.txt")"
+grep -q -- "--resume" "$Q/command.txt"; check "... command.txt is the latest command" $? "$(cat "$Q/command.txt")"
+
 # 8. run -n 2 --run-dir: the supervisor keeps the folder; rank 0's lines once in console.txt;
 # the ranks log the command the user typed (not mpiexec's)
-M="$T/runs/mpi"
+M="$T/runs/mpi it's"  # a space and a quote: command.txt and the ranks' command keep them
 "$DTRAIN" run -n 2 --algo allreduce "${C[@]}" --epochs 2 --run-dir "$M" >"$T/m.out" 2>&1
 check "run -n 2 --run-dir" $? "$(tail -1 "$T/m.out")"
 n=$(grep -c '^epoch ' "$M/console.txt"); compare "... console.txt has rank 0's epoch lines once" "$n" == 2
 n=$(grep -c '^training cnn1' "$M/console.txt"); compare "... and its start line once" "$n" == 1
 [ -s "$M/model.weights" ] && [ -s "$M/command.txt" ]; check "... model.weights, command.txt" $? ""
-got=$(py "$M/log.jsonl" 'L[0]["command"][1:3]')
-[ "$got" = "['run', '-n']" ]; check "... the config line's command is dtrain run's" $? "$got"
+want=$(/usr/bin/python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "$DTRAIN" run -n 2 --algo allreduce "${C[@]}" --epochs 2 --run-dir "$M")
+got=$(py "$M/log.jsonl" 'json.dumps(L[0]["command"])')
+[ "$got" = "$want" ]; check "... the config line's command is dtrain run's, as given" $? "$got"
+read -r cmdline <"$M/command.txt"
+eval "words=($cmdline)"
+[ "${words[*]}" = "$DTRAIN run -n 2 --algo allreduce ${C[*]} --epochs 2 --run-dir $M" ] && [ "${#words[@]}" -eq 20 ]
+check "... command.txt reads back as the same words" $? "$cmdline"
 finish
