@@ -3,7 +3,8 @@
  * EventGraD's sender rule (dt_trigger_load, a scheme's checkpoint state, then decisions).
  * Each input is read twice: as it is (the checksum will rarely match, but every record is
  * parsed before the checksum is compared) and with its correct CRC-32 appended, so that
- * fuzzed record lists also reach the loader. */
+ * fuzzed record lists also reach the loader, and the metadata's text records (meta:model,
+ * meta:spec, ...: dt_weights_meta_get) are read back and compared with a model's spec. */
 #include <zlib.h>
 
 #include "algorithms/trigger.h"
@@ -13,11 +14,13 @@
 #include "models/model.h"
 
 static dt_model *model; /* a small model with a weight, a bias and batch-norm state */
+static char *cnn1;      /* the built-in cnn1's spec text: a file's meta:spec is that model or another */
 
 static const char SPEC[] = "input c=1 h=4 w=4\nconv out=2 k=3 pad=1\nbatchnorm\nrelu\nflatten\nlinear out=3\n";
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!model && dt_model_from_spec(SPEC, "fuzz", &model) != DT_OK) abort();
+    if (!cnn1 && !(cnn1 = dt_model_spec_text("cnn1"))) abort();
     dt_tfile f;
     const char *path = dt_fuzz_write("plain.weights", data, size);
     if (dt_tfile_read(path, &f) == DT_OK) dt_tfile_free(&f);
@@ -38,6 +41,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (k != r->numel) abort();
         }
         dt_model_load_records(model, &f, path);
+        dt_weights_meta w;
+        if (dt_weights_meta_get(&f, &w) == DT_OK) {
+            if (w.spec && dt_weights_meta_same_model(&w, "cnn1") != (strcmp(w.spec, cnn1) == 0)) abort();
+            dt_weights_meta_free(&w);
+        }
         dt_trigger t;
         if (dt_trigger_init(&t, 2, "adaptive", 1.5f, 3, 0.9f, 0) != DT_OK) abort();
         if (dt_trigger_load(&t, "eventgrad", &f, path) == DT_OK)

@@ -184,6 +184,20 @@ void dt_model_print(const dt_model *m, void *file);
 /* Weights file: named tensors + state, written atomically (tmp + rename). */
 dt_status dt_model_save(const dt_model *m, const char *path);
 dt_status dt_model_load(dt_model *m, const char *path);
+/* What a weights file (or checkpoint) says it holds: dtrain train writes the model as it was
+ * named (a built-in name or a spec file's path), the model's spec text, the dataset and the
+ * scheme. Files of older builds have none: all NULL. */
+typedef struct dt_weights_meta {
+    char *model, *spec, *data, *algo;
+} dt_weights_meta;
+/* dt_model_save with the metadata (model: a name or spec file, as dt_model_open takes it). */
+dt_status dt_model_save_meta(const dt_model *m, const char *path, const char *model, const char *data, const char *algo);
+/* The metadata of a weights file (all NULL for an older file without it). */
+dt_status dt_weights_meta_read(const char *path, dt_weights_meta *out);
+void dt_weights_meta_free(dt_weights_meta *w);
+/* Whether model (a name or spec file) has the spec text of the file's model (1: the same or
+ * unknown, 0: another model). */
+int dt_weights_meta_same_model(const dt_weights_meta *w, const char *model);
 
 /* ---------------------------------------------------------------- optimiser */
 typedef struct dt_sgd {
@@ -276,6 +290,11 @@ typedef struct dt_train_config {
      * summary, not used for training */
     int restarts;            /* restarts before this attempt */
     long redone_steps;       /* steps trained again because a lost attempt's were not saved */
+    /* for the log's config line only: the command as the user typed it (NULL: not known) and
+     * the run folder (dtrain train --run-dir; NULL: none) */
+    char *const *command;
+    int ncommand;
+    const char *run_dir;
 } dt_train_config;
 
 /* The dtrain command's defaults: cnn1 on mnist, local, 10 epochs, batch 64, lr 0.05, seed 1,

@@ -55,7 +55,7 @@ expect_error "unknown dataset"    "unknown dataset 'imagenet'"      -- train --d
 expect_error "model/data mismatch" "takes 3x32x32 inputs"           -- train --data-dir "$T/good" --model alexnet-cifar
 expect_error "unwritable output"  "$T/no/such/dir/w.weights: cannot create" -- "$DTRAIN" train --model cnn1 --data mnist --data-dir "$T/good" --epochs 1 --batch 2 --out "$T/no/such/dir/w.weights"
 expect_error "eval: no weights"   "--weights FILE is required"      -- "$DTRAIN" eval --model cnn1 --data-dir "$T/good"
-expect_error "eval: wrong model"  "good.weights: tensor 'fc1.weight' has shape [100,320], the model expects [100,784]"     -- "$DTRAIN" eval --model mlp --weights "$T/good.weights" --data-dir "$T/good"
+expect_error "eval: wrong model"  "eval: --model mlp: $T/good.weights holds weights of cnn1"     -- "$DTRAIN" eval --model mlp --weights "$T/good.weights" --data-dir "$T/good"
 head -c 100 "$T/good.weights" >"$T/cut.weights"
 expect_error "eval: truncated weights" "cut.weights: truncated"     -- "$DTRAIN" eval --model cnn1 --weights "$T/cut.weights" --data-dir "$T/good"
 expect_error "resume: weights not checkpoint" "not a checkpoint"    -- train --data-dir "$T/good" --resume "$T/good.weights"

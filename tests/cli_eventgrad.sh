@@ -65,8 +65,8 @@ done
 
 # the topologies run
 for topo in torus exponential complete; do
-    run -n 4 --algo dpsgd --topology $topo "${C[@]}" --epochs 1 --max-steps 20 --no-save --log "$T/t.jsonl"
-    check "dpsgd --topology $topo runs" $? "msgs $(summary_field "$T/t.jsonl" msgs_sent)"
+    run -n 4 --algo dpsgd --topology $topo "${C[@]}" --epochs 1 --max-steps 20 --no-save --log "$T/t_$topo.jsonl"
+    check "dpsgd --topology $topo runs" $? "msgs $(summary_field "$T/t_$topo.jsonl" msgs_sent)"
 done
 expect_error "bad --mix: one line" "--mix bogus: expected auto, every or fresh" -- \
     "$DTRAIN" run -n 2 --algo eventgrad --mix bogus "${C[@]}" --no-save

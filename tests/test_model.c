@@ -341,12 +341,101 @@ static void test_grads_ready(void) {
     }
 }
 
+/* Weights files name their model (and its spec text), dataset and scheme in text records;
+ * files without them (older builds) still load and say nothing. */
+static void test_weights_meta(void) {
+    char dir[] = "/tmp/dtrain-meta-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[256], old[256], spec[256], copy[256];
+    snprintf(path, sizeof path, "%s/m.weights", dir);
+    snprintf(old, sizeof old, "%s/old.weights", dir);
+    snprintf(spec, sizeof spec, "%s/net.spec", dir);
+    snprintf(copy, sizeof copy, "%s/copy.spec", dir);
+    /* texts of every length modulo 4 come back as they were, padded to whole floats */
+    {
+        const char *texts[] = {"", "a", "ab", "abc", "abcd", "abcde"};
+        const size_t floats[] = {1, 1, 1, 1, 2, 2}; /* (len / 4 + 1): always room for a NUL */
+        dt_records l = {0};
+        for (int i = 0; i < 6; i++) {
+            char name[16];
+            snprintf(name, sizeof name, "meta:t%d", i);
+            CHECK(dt_records_add_text(&l, name, texts[i]) == DT_OK);
+            CHECK(l.r[i].numel == floats[i]);
+        }
+        CHECK(dt_tfile_write(path, l.r, l.n) == DT_OK);
+        dt_records_free(&l);
+        dt_tfile f;
+        CHECK(dt_tfile_read(path, &f) == DT_OK);
+        for (int i = 0; i < 6; i++) {
+            char name[16];
+            snprintf(name, sizeof name, "meta:t%d", i);
+            char *t = dt_tfile_text(&f, name);
+            CHECK_MSG(t && !strcmp(t, texts[i]), "%s: '%s', expected '%s'", name, t ? t : "(none)", texts[i]);
+            free(t);
+        }
+        CHECK(dt_tfile_text(&f, "meta:missing") == NULL);
+        dt_tfile_free(&f);
+    }
+    dt_model *m = NULL, *m2 = NULL;
+    CHECK(dt_model_from_name("cnn1", &m) == DT_OK);
+    CHECK(dt_model_from_name("cnn1", &m2) == DT_OK);
+    dt_model_init(m, 1);
+    dt_model_init(m2, 2);
+    CHECK(dt_model_save_meta(m, path, "cnn1", "fashion-mnist", "allreduce") == DT_OK);
+    dt_weights_meta w;
+    CHECK(dt_weights_meta_read(path, &w) == DT_OK);
+    char *cnn1 = dt_model_spec_text("cnn1");
+    CHECK(w.model && !strcmp(w.model, "cnn1"));
+    CHECK(w.data && !strcmp(w.data, "fashion-mnist"));
+    CHECK(w.algo && !strcmp(w.algo, "allreduce"));
+    CHECK(w.spec && cnn1 && !strcmp(w.spec, cnn1));
+    CHECK(dt_weights_meta_same_model(&w, "cnn1") == 1);
+    CHECK(dt_weights_meta_same_model(&w, "cnn2") == 0);
+    dt_weights_meta_free(&w);
+    /* the metadata is not a tensor of the model: it loads, and is bit for bit the model saved */
+    CHECK(dt_model_load(m2, path) == DT_OK);
+    CHECK(memcmp(dt_model_params(m), dt_model_params(m2), dt_model_num_params(m) * sizeof(float)) == 0);
+    /* a file without metadata (as older builds wrote): loads, and says nothing */
+    CHECK(dt_model_save(m, old) == DT_OK);
+    CHECK(dt_weights_meta_read(old, &w) == DT_OK);
+    CHECK(!w.model && !w.spec && !w.data && !w.algo);
+    CHECK(dt_weights_meta_same_model(&w, "cnn2") == 1); /* unknown: the shapes will tell */
+    dt_weights_meta_free(&w);
+    dt_model_init(m2, 3);
+    CHECK(dt_model_load(m2, old) == DT_OK);
+    CHECK(memcmp(dt_model_params(m), dt_model_params(m2), dt_model_num_params(m) * sizeof(float)) == 0);
+    /* a spec file: its text is kept; a copy is the same model, an edited one is not */
+    FILE *o = fopen(spec, "w");
+    fputs(cnn1, o);
+    fclose(o);
+    CHECK(dt_model_save_meta(m, path, spec, "mnist", "local") == DT_OK);
+    o = fopen(copy, "w");
+    fputs(cnn1, o);
+    fclose(o);
+    CHECK(dt_weights_meta_read(path, &w) == DT_OK);
+    CHECK(w.model && !strcmp(w.model, spec));
+    CHECK(w.spec && !strcmp(w.spec, cnn1));
+    CHECK(dt_weights_meta_same_model(&w, copy) == 1);
+    CHECK(dt_weights_meta_same_model(&w, "cnn1") == 1); /* the built-in of the same text */
+    o = fopen(copy, "a");
+    fputs("relu\n", o);
+    fclose(o);
+    CHECK(dt_weights_meta_same_model(&w, copy) == 0);
+    dt_weights_meta_free(&w);
+    free(cnn1);
+    dt_model_free(m);
+    dt_model_free(m2);
+    unlink(path); unlink(old); unlink(spec); unlink(copy);
+    CHECK(rmdir(dir) == 0);
+}
+
 int main(void) {
     dt_runtime_init();
     test_grads_ready();
     test_zoo();
     test_spec_errors();
     test_weights_file();
+    test_weights_meta();
     test_sgd();
     return test_summary("test_model");
 }

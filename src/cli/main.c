@@ -8,12 +8,15 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/guard.h"
+#include "cli/rundir.h"
 #include "cli/supervise.h"
+#include "cli/tee.h"
 #include "comm/watch.h"
 #include "comm/comm.h"
 #include "core/paths.h"
@@ -68,7 +71,7 @@ static void ensure_fast_blas(char **argv) {
 
 typedef struct train_flags {
     dt_train_config c;
-    const char *out;
+    const char *out, *run_dir;
     int no_augment, no_save, ranks, max_steps, redone_steps, images;
     float timeout;                   /* the watchdog's, seconds (0: none) */
     int max_restarts;                /* run: restarts after a lost rank */
@@ -161,9 +164,14 @@ static int train_options(train_flags *f, dt_opt *opts) {
         {"images", OPT_INT, &f->images, "train until N images were seen by all training ranks: ceil(N / (batch x ranks)) steps per rank, as many epochs as that takes (not with --epochs)", 1, 2e9, 0, 0, NULL},
         {"progress", OPT_INT, &c->progress, "every N steps: a step line in the log (rank 0's mean loss) and, without a live line, a progress line [0: none]", 1, 1e9, 0, 0, NULL},
         {"no-augment", OPT_FLAG, &f->no_augment, "no random crop/flip (CIFAR)", 0, 0, 0, 0, NULL},
-        {"out", OPT_STR, &f->out, "final weights file [dtrain-MODEL-DATA.weights]", 0, 0, 0, 0, NULL},
+        {"out", OPT_STR, &f->out, "final weights file, replaced [DIR/model.weights with --run-dir, else dtrain-MODEL-DATA-ALGO.weights, "
+                                  "which replaces only the weights of an earlier run of the same model, data and --algo]", 0, 0, 0, 0, NULL},
+        {"run-dir", OPT_STR, &f->run_dir, "a folder for the run (created): DIR/log.jsonl, DIR/model.weights (unless --log, --out), "
+                                          "DIR/command.txt, DIR/console.txt (what it prints); refused if it holds a finished run, unless --resume; "
+                                          "checkpoints go where --checkpoint says (by convention DIR/checkpoint)", 0, 0, 0, 0, "DIR"},
         {"no-save", OPT_FLAG, &f->no_save, "do not write final weights", 0, 0, 0, 0, NULL},
-        {"log", OPT_STR, &c->log_path, "JSON-lines log: the configuration, one line per epoch, a summary", 0, 0, 0, 0, NULL},
+        {"log", OPT_STR, &c->log_path, "JSON-lines log: the configuration, one line per epoch, a summary; an existing log is "
+                                       "appended to (a resumed run adds its config line and epochs)", 0, 0, 0, 0, NULL},
         {"checkpoint", OPT_STR, &c->checkpoint, "checkpoint after every epoch (several ranks: parts FILE.eE.rankR, committed by the manifest FILE)", 0, 0, 0, 0, NULL},
         {"resume", OPT_STR, &c->resume, "continue from a checkpoint", 0, 0, 0, 0, NULL},
         {"quiet", OPT_FLAG, &c->quiet, "no progress output", 0, 0, 0, 0, NULL},
@@ -245,8 +253,7 @@ static void leave_without_finalize(void) {
     int rank = 0, size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    fflush(stdout);
-    fflush(stderr);
+    dt_console_close();
     for (int r = 1; r < size; r++) {
         int dropped = 0;
         for (int i = 0; i < 8; i++) dropped |= atomic_load(&b->dropped[i]) == r;
@@ -258,8 +265,65 @@ static void leave_without_finalize(void) {
     _exit(0);
 }
 
+/* The default weights file is replaced only when it holds the weights of an earlier run of
+ * the same model, data and scheme (the same command run again): never another file. */
+static dt_status check_default_out(const char *path, const dt_train_config *c) {
+    struct stat sb;
+    if (stat(path, &sb) != 0) return DT_OK;
+    dt_weights_meta w = {0};
+    const int ours = dt_weights_meta_read(path, &w) == DT_OK && w.model && w.data && w.algo && !strcmp(w.data, c->data) &&
+                     !strcmp(w.algo, c->algo.algo) && dt_weights_meta_same_model(&w, c->model);
+    dt_weights_meta_free(&w);
+    return ours ? DT_OK
+                : dt_fail(DT_ERR_ARG, "%s exists and is not the weights of an earlier run of %s on %s with --algo %s: "
+                          "not replaced; use --out FILE (or --run-dir DIR)", path, c->model, c->data, c->algo.algo);
+}
+
+/* Where the run writes: --run-dir's defaults, else the default weights name (checked on
+ * rank 0, which writes it). Explicit --log and --out win. */
+static dt_status resolve_outputs(train_flags *f, int rank) {
+    static char log[4200], out[4200], named[512];
+    dt_train_config *c = &f->c;
+    dt_status st = DT_OK;
+    if (f->run_dir) {
+        c->run_dir = f->run_dir;
+        if (!c->log_path && (st = dt_run_dir_path(f->run_dir, "log.jsonl", log, sizeof log)) == DT_OK) c->log_path = log;
+        if (st == DT_OK && !f->out && !f->no_save && (st = dt_run_dir_path(f->run_dir, "model.weights", out, sizeof out)) == DT_OK)
+            f->out = out;
+    }
+    if (st == DT_OK && !f->out && !f->no_save) {
+        const char *base = strrchr(c->model, '/') ? strrchr(c->model, '/') + 1 : c->model;
+        snprintf(named, sizeof named, "dtrain-%s-%s-%s.weights", base, c->data, c->algo.algo);
+        f->out = named;
+        if (rank == 0) st = check_default_out(named, c);
+    }
+    c->weights_out = f->no_save ? NULL : f->out;
+    return st;
+}
+
+/* The run folder itself, by the process that keeps it (train's rank 0, or run's supervisor):
+ * created, the command written, and from now on what this process prints copied into it. */
+static dt_status start_run_dir(const train_flags *f, char *const *argv, int argc) {
+    char console[4200];
+    dt_status st = dt_run_dir_make(f->run_dir, f->c.resume != NULL);
+    if (st == DT_OK) st = dt_run_dir_command(f->run_dir, argv, argc);
+    if (st == DT_OK) st = dt_run_dir_path(f->run_dir, "console.txt", console, sizeof console);
+    if (st == DT_OK) st = dt_console_tee(console);
+    return st;
+}
+
 static int cmd_train(int argc, char **argv) {
     dt_guard_rank(argv); /* under dtrain run: a parent that sees how this rank ends */
+    /* the command as typed, for the log: under dtrain run the supervisor's (this rank's argv is
+     * mpiexec's), else this process's own */
+    static char **typed;
+    static int ntyped;
+    const char *env = getenv(DT_COMMAND_ENV);
+    if (env) typed = dt_shell_split(env, &ntyped);
+    if (!typed && (typed = malloc(((size_t)argc + 1) * sizeof *typed))) {
+        memcpy(typed, argv, ((size_t)argc + 1) * sizeof *typed);
+        ntyped = argc;
+    }
     dt_comm comm;
     if (dt_comm_init(&argc, &argv, &comm) != DT_OK) return fail();
     char host[64] = "";
@@ -287,13 +351,15 @@ static int cmd_train(int argc, char **argv) {
         fprintf(stderr, "dtrain: warning: rank %d: cannot start the watchdog thread: --timeout is off\n", comm.rank);
     c->max_steps = f.max_steps;
     c->redone_steps = f.redone_steps;
-    char out_default[256];
-    if (!f.out && !f.no_save) {
-        const char *base = strrchr(c->model, '/') ? strrchr(c->model, '/') + 1 : c->model;
-        snprintf(out_default, sizeof out_default, "dtrain-%s-%s.weights", base, c->data);
-        f.out = out_default;
+    c->command = typed;
+    c->ncommand = typed ? ntyped : 0;
+    st = resolve_outputs(&f, comm.rank);
+    /* under dtrain run the supervisor keeps the run folder (and the console of every rank) */
+    if (st == DT_OK && f.run_dir && comm.rank == 0 && !env) st = start_run_dir(&f, argv, argc);
+    if (report_agreed(&comm, st)) {
+        dt_comm_finalize();
+        return 2;
     }
-    c->weights_out = f.no_save ? NULL : f.out;
     if (f.no_augment) c->augment = 0;
     dt_runtime_init();
     dt_trainer t;
@@ -391,10 +457,9 @@ static int cmd_run(int argc, char **argv) {
         st = dt_fail(DT_ERR_ARG, "-n %d: more than 16 ranks per core on this machine (%ld cores, so at most %ld); "
                      "use --hosts or --hostfile to run more", f.ranks, cores, 16 * cores);
     /* as rank 0 would, before any rank starts: one line, not one per rank */
-    if (st == DT_OK && !help) {
-        f.c.weights_out = f.no_save ? NULL : f.out;
-        st = dt_train_check_paths(&f.c, 0);
-    }
+    if (st == DT_OK && !help) st = resolve_outputs(&f, 0);
+    if (st == DT_OK && !help && f.run_dir) st = start_run_dir(&f, argv, argc);
+    if (st == DT_OK && !help) st = dt_train_check_paths(&f.c, 0);
     if (st != DT_OK) { free(args); return fail(); }
     if (help) {
         char usage[1400];
@@ -470,22 +535,43 @@ static int cmd_run(int argc, char **argv) {
         av[k++] = argv[i];
     }
     av[k] = NULL;
+    /* the ranks log the command the user typed, not mpiexec's */
+    char *typed = dt_shell_quote(argv, argc);
+    if (typed) setenv(DT_COMMAND_ENV, typed, 1);
+    free(typed);
     dt_job job = {.argv = av, .ranks = f.ranks, .max_restarts = f.max_restarts, .checkpoint = f.c.checkpoint,
                   .timeout = f.timeout, .start_timeout = f.start_timeout,
                   .resume = f.c.resume};
     const int rc = dt_supervise(&job);
     free(av);
     free(args);
+    dt_console_close();
     return rc;
 }
 
+/* The model a weights file is evaluated with: --model, else the one the file names (its spec
+ * text), else cnn1 (files of older builds name none). A --model or --data that contradicts
+ * the file is refused: weights evaluated on the wrong data give a plausible, wrong figure. */
+static dt_status eval_model(const char *model, const char *data, const char *weights, const dt_weights_meta *w,
+                            dt_model **m) {
+    if (model && !dt_weights_meta_same_model(w, model))
+        return dt_fail(DT_ERR_ARG, "eval: --model %s: %s holds weights of %s", model, weights, w->model);
+    if (data && w->data && strcmp(data, w->data) != 0)
+        return dt_fail(DT_ERR_ARG, "eval: --data %s: %s was trained on %s", data, weights, w->data);
+    if (model) return dt_model_open(model, m);
+    if (!w->spec) return dt_model_open(w->model ? w->model : "cnn1", m);
+    char origin[1100];
+    snprintf(origin, sizeof origin, "%s (its model %s)", weights, w->model ? w->model : "");
+    return dt_model_from_spec(w->spec, origin, m);
+}
+
 static int cmd_eval(int argc, char **argv) {
-    const char *model = "cnn1", *data = "mnist", *data_dir = NULL, *weights = NULL;
+    const char *model = NULL, *data = NULL, *data_dir = NULL, *weights = NULL;
     int batch = 256, limit = 0;
     dt_opt opts[] = {
-        {"model", OPT_STR, &model, "model name or spec file [cnn1]", 0, 0, 0, 0, NULL},
+        {"model", OPT_STR, &model, "model name or spec file [the one the weights file names, else cnn1]", 0, 0, 0, 0, NULL},
         {"weights", OPT_STR, &weights, "weights file written by dtrain train (required)", 0, 0, 0, 0, NULL},
-        {"data", OPT_STR, &data, "mnist | fashion-mnist | cifar10 [mnist]", 0, 0, 0, 0, NULL},
+        {"data", OPT_STR, &data, "mnist | fashion-mnist | cifar10 [the one the weights file names, else mnist]", 0, 0, 0, 0, NULL},
         {"data-dir", OPT_STR, &data_dir, "folder with the dataset files", 0, 0, 0, 0, NULL},
         {"batch", OPT_INT, &batch, "evaluation batch size [256]", 1, 1e6, 0, 0, NULL},
         {"test-limit", OPT_INT, &limit, "use only the first N test examples [all]", 1, 1e9, 0, 0, NULL},
@@ -493,24 +579,34 @@ static int cmd_eval(int argc, char **argv) {
     int help;
     if (dt_parse_args("eval", argc, argv, 2, opts, NOPTS(opts), &help) != DT_OK) return fail();
     if (help) {
-        dt_print_help("eval", "--weights FILE [flags]\n\nTest accuracy of saved weights.", opts, NOPTS(opts));
+        dt_print_help("eval", "--weights FILE [flags]\n\nTest accuracy of saved weights. The file names its model and dataset "
+                              "(files of older\nbuilds do not: give --model and --data).", opts, NOPTS(opts));
         return 0;
     }
     if (!weights) { dt_fail(DT_ERR_ARG, "dtrain eval: --weights FILE is required"); return fail(); }
     if (dt_check_input("--weights", weights) != DT_OK) return fail();
     dt_runtime_init();
+    dt_weights_meta w;
+    if (dt_weights_meta_read(weights, &w) != DT_OK) return fail();
     dt_model *m = NULL;
     dt_dataset test = {0};
+    double acc = 0, loss = 0;
+    dt_status st = eval_model(model, data, weights, &w, &m);
+    if (!data) data = w.data ? w.data : "mnist";
     char dir[1024];
     dt_data_dir(data, data_dir, dir, sizeof dir);
-    double acc = 0, loss = 0;
-    dt_status st = dt_model_open(model, &m);
-    if (st == DT_OK) st = dt_model_load(m, weights);
+    if (st == DT_OK && (st = dt_model_load(m, weights)) != DT_OK && !w.model) {
+        /* a file of an older build does not name its model: its shapes tell it is another */
+        char why[900];
+        snprintf(why, sizeof why, "%s", dt_last_error());
+        st = dt_fail(st, "eval: --model %s: %s (weights of another model?)", model ? model : "cnn1", why);
+    }
     if (st == DT_OK) st = dt_dataset_load(data, dir, 0, &test);
     if (st == DT_OK) st = dt_evaluate(m, &test, batch, limit, &acc, &loss);
     int n = limit > 0 && limit < test.n ? limit : test.n;
     dt_dataset_free(&test);
     dt_model_free(m);
+    dt_weights_meta_free(&w);
     if (st != DT_OK) return fail();
     printf("test accuracy %.2f%% (%ld/%d), loss %.4f\n", 100 * acc, (long)(acc * n + 0.5), n, loss);
     return 0;
@@ -678,6 +774,7 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (!strcmp(cmd, "train")) {
         const int rc = cmd_train(argc, argv);
+        dt_console_close();
         dt_watch_left();
         return rc;
     }

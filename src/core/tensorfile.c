@@ -282,7 +282,32 @@ dt_status dt_records_add_raw(dt_records *l, const char *name, const void *data, 
     return records_push(l, name, data, bytes / sizeof(float));
 }
 
+dt_status dt_records_add_text(dt_records *l, const char *name, const char *text) {
+    const size_t len = strlen(text), bytes = (len / 4 + 1) * 4; /* at least one NUL */
+    char **owned = realloc(l->owned, (size_t)(l->nowned + 1) * sizeof *owned);
+    if (!owned) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    l->owned = owned;
+    char *copy = calloc(bytes, 1);
+    if (!copy) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    memcpy(copy, text, len);
+    l->owned[l->nowned++] = copy;
+    return records_push(l, name, copy, bytes / sizeof(float));
+}
+
+char *dt_tfile_text(const dt_tfile *f, const char *name) {
+    const dt_record *r = dt_tfile_find(f, name);
+    if (!r) return NULL;
+    const size_t bytes = r->numel * sizeof(float);
+    char *text = malloc(bytes + 1);
+    if (!text) return NULL;
+    memcpy(text, r->data, bytes);
+    text[bytes] = 0;
+    return text;
+}
+
 void dt_records_free(dt_records *l) {
+    for (int i = 0; i < l->nowned; i++) free(l->owned[i]);
+    free(l->owned);
     free(l->r);
     memset(l, 0, sizeof *l);
 }

@@ -38,13 +38,22 @@ void dt_tfile_free(dt_tfile *f);
 typedef struct dt_records {
     dt_record *r;
     int n, cap;
+    char **owned;            /* the texts' padded copies (dt_records_add_text), freed with the list */
+    int nowned;
 } dt_records;
 
 dt_status dt_records_add(dt_records *l, const char *name, const float *data, size_t numel);
 /* a record as it is, shape included */
 dt_status dt_records_put(dt_records *l, const dt_record *r);
 dt_status dt_records_add_raw(dt_records *l, const char *name, const void *data, size_t bytes);
+/* A short text (metadata: the model, the dataset) as a raw record: its bytes, NUL-padded to a
+ * whole number of floats (copied; freed by dt_records_free). Name it "owner:what": the model's
+ * loader and dtrain diff leave such records alone, so files with them load in older builds. */
+dt_status dt_records_add_text(dt_records *l, const char *name, const char *text);
 void dt_records_free(dt_records *l);
+/* The text of record `name` (up to its first NUL), malloc'd; NULL when the file has no such
+ * record (or no memory). */
+char *dt_tfile_text(const dt_tfile *f, const char *name);
 /* Copies record `name` of exactly `bytes` bytes into dst; otherwise a one-line error naming
  * path and the record. */
 dt_status dt_tfile_take(const dt_tfile *f, const char *path, const char *name, void *dst, size_t bytes);

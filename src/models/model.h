@@ -38,6 +38,14 @@ dt_status dt_model_build(dt_node *nodes, int nn, int in_c, int in_h, int in_w, c
 struct dt_record;
 struct dt_tfile;
 int dt_model_records(dt_model *m, struct dt_record *out);
+/* The metadata records (meta:model, meta:spec, meta:data, meta:algo) into a list about to be
+ * written, and back out of a file read (dtrain.h: dt_weights_meta). */
+struct dt_records;
+struct dt_tfile;
+dt_status dt_weights_meta_put(struct dt_records *l, const char *model, const char *data, const char *algo);
+dt_status dt_weights_meta_get(const struct dt_tfile *f, dt_weights_meta *out);
+/* The spec text of a model name or spec file (malloc'd), NULL when it cannot be had. */
+char *dt_model_spec_of(const char *model);
 /* dt_model_load from a file already read (a checkpoint read once for model and the rest);
  * path is for messages */
 dt_status dt_model_load_records(dt_model *m, const struct dt_tfile *f, const char *path);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static void view_record(dt_record *r, const dt_tensor_view *v, float *base) {
     memset(r, 0, sizeof *r);
@@ -21,15 +22,85 @@ int dt_model_records(dt_model *m, dt_record *out) {
     return m->nviews + m->nsviews;
 }
 
-dt_status dt_model_save(const dt_model *m, const char *path) {
+/* As dt_model_open tells a spec file from a built-in name. */
+static int spec_file(const char *model) {
+    struct stat sb;
+    return strchr(model, '/') || strstr(model, ".spec") || (stat(model, &sb) == 0 && S_ISREG(sb.st_mode));
+}
+
+char *dt_model_spec_of(const char *model) {
+    if (!spec_file(model)) return dt_model_spec_text(model);
+    FILE *f = fopen(model, "rb");
+    if (!f) return NULL;
+    char *text = malloc((1u << 20) + 1); /* dt_model_from_file's limit */
+    size_t n = text ? fread(text, 1, 1u << 20, f) : 0;
+    fclose(f);
+    if (text) text[n] = 0;
+    return text;
+}
+
+dt_status dt_weights_meta_put(dt_records *l, const char *model, const char *data, const char *algo) {
+    char *spec = dt_model_spec_of(model);
+    dt_status st = dt_records_add_text(l, "meta:model", model);
+    if (st == DT_OK && spec) st = dt_records_add_text(l, "meta:spec", spec);
+    if (st == DT_OK && data) st = dt_records_add_text(l, "meta:data", data);
+    if (st == DT_OK && algo) st = dt_records_add_text(l, "meta:algo", algo);
+    free(spec);
+    return st;
+}
+
+dt_status dt_weights_meta_get(const dt_tfile *f, dt_weights_meta *out) {
+    const char *names[4] = {"meta:model", "meta:spec", "meta:data", "meta:algo"};
+    char **slots[4] = {&out->model, &out->spec, &out->data, &out->algo};
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < 4; i++)
+        if (dt_tfile_find(f, names[i]) && !(*slots[i] = dt_tfile_text(f, names[i]))) {
+            dt_weights_meta_free(out);
+            return dt_fail(DT_ERR_NOMEM, "out of memory");
+        }
+    return DT_OK;
+}
+
+void dt_weights_meta_free(dt_weights_meta *w) {
+    free(w->model); free(w->spec); free(w->data); free(w->algo);
+    memset(w, 0, sizeof *w);
+}
+
+dt_status dt_weights_meta_read(const char *path, dt_weights_meta *out) {
+    memset(out, 0, sizeof *out);
+    dt_tfile f;
+    dt_status st = dt_tfile_read(path, &f);
+    if (st == DT_OK) st = dt_weights_meta_get(&f, out);
+    dt_tfile_free(&f);
+    return st;
+}
+
+/* By spec text, not by name: a renamed or copied spec file is the same model, and a file
+ * edited since is not. */
+int dt_weights_meta_same_model(const dt_weights_meta *w, const char *model) {
+    if (!w->spec) return !w->model || !strcmp(w->model, model);
+    char *spec = dt_model_spec_of(model);
+    const int same = !spec || !strcmp(spec, w->spec);
+    free(spec);
+    return same;
+}
+
+dt_status dt_model_save_meta(const dt_model *m, const char *path, const char *model, const char *data, const char *algo) {
     int n = m->nviews + m->nsviews;
     dt_record *recs = calloc((size_t)n + 1, sizeof *recs);
     if (!recs) return dt_fail(DT_ERR_NOMEM, "out of memory");
     dt_model_records((dt_model *)m, recs); /* only read from: the file is written from them */
-    dt_status st = dt_tfile_write(path, recs, n);
+    dt_records l = {0};
+    dt_status st = DT_OK;
+    for (int i = 0; i < n && st == DT_OK; i++) st = dt_records_put(&l, &recs[i]);
+    if (st == DT_OK && model) st = dt_weights_meta_put(&l, model, data, algo);
+    if (st == DT_OK) st = dt_tfile_write(path, l.r, l.n);
+    dt_records_free(&l);
     free(recs);
     return st;
 }
+
+dt_status dt_model_save(const dt_model *m, const char *path) { return dt_model_save_meta(m, path, NULL, NULL, NULL); }
 
 static void shape_str(char *buf, size_t len, int ndim, const int *shape) {
     size_t o = (size_t)snprintf(buf, len, "[");

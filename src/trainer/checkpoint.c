@@ -73,6 +73,7 @@ dt_status dt_trainer_save_checkpoint(dt_trainer *t) {
     if (st == DT_OK && t->opt.buf) st = dt_records_add(&l, "optim:momentum", t->opt.buf, t->opt.n);
     if (st == DT_OK) st = dt_records_add(&l, "train:progress", progress, 2);
     if (st == DT_OK) st = dt_records_add_raw(&l, "train:run", sig, sizeof sig);
+    if (st == DT_OK) st = dt_weights_meta_put(&l, t->cfg->model, t->cfg->data, t->strategy->scheme->name);
     if (st == DT_OK) st = dt_records_add_raw(&l, "train:counters", &t->comm.c, sizeof t->comm.c);
     if (st == DT_OK && t->strategy->ops->save_state) st = t->strategy->ops->save_state(t->strategy, &t->ctx, &l);
     if (st == DT_OK) st = dt_tfile_write_crc(path, l.r, l.n, &crc);
@@ -132,6 +133,21 @@ static dt_status single_file(dt_trainer *t, dt_ckset *set) {
     return st != DT_OK ? st : signature_check(t, path, whole.run);
 }
 
+/* A checkpoint of another model or dataset is refused by name, before its shapes would be
+ * (checkpoints of older builds say neither: their shapes still are checked). */
+static dt_status meta_check(const dt_trainer *t, const char *path, const dt_tfile *f) {
+    dt_weights_meta w;
+    dt_status st = dt_weights_meta_get(f, &w);
+    if (st == DT_OK && w.data && strcmp(w.data, t->cfg->data) != 0)
+        st = dt_fail(DT_ERR_ARG, "--resume %s: a checkpoint of a run on %s, this run trains on --data %s", path, w.data,
+                     t->cfg->data);
+    if (st == DT_OK && !dt_weights_meta_same_model(&w, t->cfg->model))
+        st = dt_fail(DT_ERR_ARG, "--resume %s: a checkpoint of model %s, this run trains --model %s", path,
+                     w.model ? w.model : "(unnamed)", t->cfg->model);
+    dt_weights_meta_free(&w);
+    return st;
+}
+
 dt_status dt_trainer_load_checkpoint(dt_trainer *t, dt_status st) {
     dt_ckset set;
     const int several = t->comm.size > 1;
@@ -152,6 +168,7 @@ dt_status dt_trainer_load_checkpoint(dt_trainer *t, dt_status st) {
         st = dt_fail(DT_ERR_FORMAT, "--resume %s: part %s has checksum %08x, the manifest names %08x: it was replaced "
                      "after the set of epoch %d was committed (a set mixed from two epochs or runs)",
                      t->cfg->resume, path, (unsigned)f->crc, (unsigned)set.crc, set.epoch);
+    if (st == DT_OK) st = meta_check(t, path, f);
     if (st == DT_OK) st = dt_model_load_records(t->model, f, path);
     if (st != DT_OK) return st;
     const dt_record *prog = dt_tfile_find(f, "train:progress");

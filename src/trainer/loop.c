@@ -263,6 +263,8 @@ dt_status dt_trainer_run(dt_trainer *t) {
     }
     const double wall = dt_now() - t->t_start;
     if ((st = dt_trainer_summary(t, spread, wall)) != DT_OK) return st;
-    if (cfg->weights_out && t->comm.rank == 0 && (st = dt_model_save(t->model, cfg->weights_out)) != DT_OK) return st;
+    if (cfg->weights_out && t->comm.rank == 0 && 
+        (st = dt_model_save_meta(t->model, cfg->weights_out, cfg->model, cfg->data, t->strategy->scheme->name)) != DT_OK)
+        return st;
     return DT_OK;
 }

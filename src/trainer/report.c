@@ -1,78 +1,15 @@
 /* What a run tells: one console line per epoch and a per-rank table at the end (rank 0), and
- * the JSON-lines log: a configuration line first, one line per epoch, a summary last. */
-#include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
+ * the JSON-lines log: a configuration line first, one line per epoch, a summary last (the
+ * log file itself: logfile.c). */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include <time.h>
 
-#include "core/paths.h"
 #include "trainer/trainer.h"
 
 /* the build's commit (src/core/version.c, written at every build) */
 extern const char dt_build_commit[];
 extern const char dt_build_version[];
-
-/* Opens --log: a regular file afresh (a restarted attempt, dtrain run --max-restarts, continues
- * the log of the attempt it replaces); a character device (/dev/null) or a FIFO as it is, in
- * place. O_NONBLOCK while opening: a FIFO nobody reads is refused, not waited on. */
-static dt_status open_log(dt_trainer *t) {
-    const char *path = t->cfg->log_path;
-    const int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NONBLOCK | O_CLOEXEC, 0644);
-    if (fd < 0 && errno == ENXIO)
-        return dt_fail(DT_ERR_IO, "--log %s: a FIFO that no process reads (start its reader first)", path);
-    if (fd < 0) return dt_fail(DT_ERR_IO, "--log %s: cannot create: %s", path, strerror(errno));
-    struct stat sb;
-    const int flags = fcntl(fd, F_GETFL);
-    dt_status st = DT_OK;
-    if (fstat(fd, &sb) != 0 || flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
-        st = dt_fail(DT_ERR_IO, "--log %s: cannot open: %s", path, strerror(errno));
-    else if (!S_ISREG(sb.st_mode) && !S_ISCHR(sb.st_mode) && !S_ISFIFO(sb.st_mode))
-        st = dt_fail(DT_ERR_IO, "--log %s: is %s, expected a regular file, a character device or a FIFO", path,
-                     dt_node_kind(sb.st_mode));
-    else if (S_ISREG(sb.st_mode) && t->cfg->restarts == 0 && ftruncate(fd, 0) != 0)
-        st = dt_fail(DT_ERR_IO, "--log %s: cannot truncate: %s", path, strerror(errno));
-    if (st != DT_OK) { close(fd); return st; }
-    /* a FIFO whose reader left must fail the write (EPIPE, one line), not kill the process */
-    if (S_ISFIFO(sb.st_mode)) signal(SIGPIPE, SIG_IGN);
-    t->log_fd = fd;
-    t->log_in_place = !S_ISREG(sb.st_mode);
-    return DT_OK;
-}
-
-/* The log grows a line at a time: each line goes out whole (written again from where a
- * partial write stopped) to a file opened for appending and is synced, so the file is always
- * whole lines, whatever happens to the run; a line that cannot be written whole (a full disk)
- * is cut back off the file, and the error names the cause. */
-dt_status dt_trainer_log(dt_trainer *t, const char *line) {
-    if (!t->cfg->log_path || t->comm.rank != 0) return DT_OK;
-    dt_status st = t->log_fd < 0 ? open_log(t) : DT_OK;
-    if (st != DT_OK) return st;
-    const size_t n = strlen(line) + 1;
-    char *buf = malloc(n);
-    if (!buf) return dt_fail(DT_ERR_NOMEM, "out of memory");
-    memcpy(buf, line, n - 1);
-    buf[n - 1] = '\n';
-    struct stat sb;
-    const off_t before = !t->log_in_place && fstat(t->log_fd, &sb) == 0 ? sb.st_size : -1;
-    size_t done = 0;
-    int err = 0;
-    while (done < n && !err) {
-        const ssize_t w = write(t->log_fd, buf + done, n - done);
-        if (w > 0) done += (size_t)w;
-        else if (w == 0) err = EIO; /* no progress and no reason: do not spin */
-        else if (errno != EINTR) err = errno;
-    }
-    free(buf);
-    if (!err && !t->log_in_place && fsync(t->log_fd) != 0) err = errno;
-    if (!err) return DT_OK;
-    if (before >= 0 && ftruncate(t->log_fd, before) != 0)
-        return dt_fail(DT_ERR_IO, "--log %s: write failed: %s, and the partial line could not be cut off: %s",
-                       t->cfg->log_path, strerror(err), strerror(errno));
-    return dt_fail(DT_ERR_IO, "--log %s: write failed: %s", t->cfg->log_path, strerror(err));
-}
 
 /* A finished line into the log (NULL: the writer ran out of memory, already said). */
 static dt_status log_json(dt_trainer *t, dt_json *j) {
@@ -129,6 +66,18 @@ dt_status dt_trainer_log_config(dt_trainer *t) {
     dt_json_init(&j);
     dt_json_begin(&j, NULL);
     dt_json_str(&j, "type", "config");
+    char now[32];
+    const time_t secs = time(NULL);
+    struct tm utc;
+    strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&secs, &utc));
+    dt_json_str(&j, "started_utc", now);
+    if (c->command) {
+        dt_json_begin_array(&j, "command");
+        for (int i = 0; i < c->ncommand; i++) dt_json_str(&j, NULL, c->command[i]);
+        dt_json_end_array(&j);
+    } else {
+        dt_json_null(&j, "command");
+    }
     dt_json_str(&j, "version", dt_build_version);
     dt_json_str(&j, "commit", dt_build_commit);
     dt_json_str(&j, "model", c->model);
@@ -157,6 +106,10 @@ dt_status dt_trainer_log_config(dt_trainer *t) {
     dt_json_int(&j, "images", c->images); /* 0, or what set epochs and max_steps */
     dt_json_bool(&j, "augment", c->augment < 0 ? t->train.augment : c->augment);
     dt_json_str(&j, "resume", c->resume);
+    dt_json_str(&j, "out", c->weights_out);
+    dt_json_str(&j, "log", c->log_path);
+    dt_json_str(&j, "checkpoint", c->checkpoint);
+    dt_json_str(&j, "run_dir", c->run_dir);
     dt_json_int(&j, "restarts", c->restarts); /* 0, or this attempt follows that many lost ones */
     dt_json_int(&j, "steps_per_epoch", t->ctx.run.steps_per_epoch);
     dt_json_begin(&j, "scheme");

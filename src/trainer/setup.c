@@ -174,6 +174,7 @@ dt_status dt_train_check_paths(const dt_train_config *cfg, int rank) {
     dt_status st = DT_OK;
     if (rank == 0 && cfg->weights_out) st = dt_check_output("--out", cfg->weights_out, 0);
     if (st == DT_OK && rank == 0 && cfg->log_path) st = dt_check_output("--log", cfg->log_path, 1);
+    if (st == DT_OK && rank == 0 && cfg->log_path) st = dt_check_log(cfg->log_path);
     /* one process writes this file; several ranks their parts beside it and rank 0 it */
     if (st == DT_OK && cfg->checkpoint) st = dt_check_output("--checkpoint", cfg->checkpoint, 0);
     if (st == DT_OK && cfg->resume) st = dt_check_input("--resume", cfg->resume);

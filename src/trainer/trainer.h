@@ -108,6 +108,8 @@ void dt_progress_begin(dt_trainer *t);         /* before the first step */
 dt_status dt_progress_step(dt_trainer *t);     /* after each step, ctx.step already counts it */
 void dt_progress_clear(dt_trainer *t);         /* before any other console line */
 /* report.c */
+/* An existing --log that is not a dtrain log (nor empty, nor a device or FIFO) is refused. */
+dt_status dt_check_log(const char *path);
 dt_status dt_trainer_log(dt_trainer *t, const char *json_line);          /* rank 0; elsewhere no-op */
 dt_status dt_trainer_log_config(dt_trainer *t);                          /* collective: the first line */
 dt_status dt_trainer_epoch_report(dt_trainer *t, double loss_sum, long seen, long correct, double seconds,
