@@ -1,0 +1,312 @@
+#!/usr/bin/python3
+"""The one reader of dtrain's JSON-lines logs (--log FILE), for scripts/report, scripts/plot,
+scripts/table, scripts/experiments and bench/.
+
+    import dtrainlog
+    for run in dtrainlog.read_runs(dtrainlog.find_logs(["results/sweep", "a.jsonl"])):
+        print(run.label, run.get("scheme.threshold"), run.status, run.summary_value("test_acc"))
+
+A log is a `config` line, `epoch`, `eval`, `step` lines, maybe `diverged`, and a `summary`
+last. A resumed or restarted run appends a new `config` line and goes on, so a Run holds the
+LAST config line's settings, one epoch line per epoch number (the last one written wins, as a
+redone epoch replaces the lost one), one step line per step and one eval line per step (the same
+rule), and the summary and `diverged` line written after that last config (a summary before it
+belongs to an attempt that was continued, so the run is not done yet). Lines of other types
+(transport, ...) are ignored. A line that is not a JSON object is an error naming file:line;
+only a last line without its newline may be cut (a run being written, or killed mid-line): it is
+left out.
+
+Run from the shell (for bash scripts that need one figure):
+    scripts/dtrainlog.py done LOG           exit 0 if LOG has a summary (1 if not, 2 on error)
+    scripts/dtrainlog.py summary LOG KEY    the summary's KEY (null when absent)
+    scripts/dtrainlog.py epoch LOG KEY [N]  KEY of epoch N (default: the first epoch)
+"""
+import glob
+import json
+import math
+import os
+import sys
+
+# Settings that name a run's files, its time or its attempt, not what it computes: two runs
+# that differ only in these (and the seed) are repeats of one configuration.
+RUN_KEYS = ("started_utc", "command", "out", "log", "checkpoint", "run_dir", "commit", "resume", "restarts")
+SEED_KEY = "seed"
+# Settings that follow from others (the steps of an epoch from the batch, the ranks and the
+# data): they split groups like any setting, but tables and legends leave them out.
+DERIVED = ("steps_per_epoch",)
+
+
+class LogError(Exception):
+    """A one-line reason, naming the file (and the line) it is about."""
+
+
+class Run:
+    def __init__(self, path, label):
+        self.path = path
+        self.label = label
+        self.config = {}     # the last config line, without "type"
+        self.configs = 0     # how many config lines (1 + resumes and restarts)
+        self.epochs = {}     # epoch number -> the last epoch line of that number
+        self.evals = {}      # step -> the last eval line of that step (no step: line number)
+        self.steps = {}      # step -> the last step line of that step
+        self.summary = None  # the summary written after the last config line, or None
+        self.diverged = None  # the diverged line written after the last config line, or None
+
+    # ---- the lines, in order
+    def epoch_lines(self):
+        return [self.epochs[k] for k in sorted(self.epochs)]
+
+    def eval_lines(self):
+        return [self.evals[k] for k in sorted(self.evals)]
+
+    def step_lines(self):
+        return [self.steps[k] for k in sorted(self.steps)]
+
+    # ---- settings and figures
+    def get(self, key, default=None):
+        """A config value by dotted key ("lr", "scheme.threshold"); default when absent."""
+        return get_dotted(self.config, key, default)
+
+    def flat_config(self):
+        """The config as {dotted key: value} (lists as tuples, so values can be compared)."""
+        return flatten(self.config)
+
+    def summary_value(self, key):
+        """The summary's KEY as a float (None: no summary, no such key, or null)."""
+        return number(self.summary.get(key)) if self.summary else None
+
+    @property
+    def workers(self):
+        """The training ranks (a downpour server trains nothing); ranks for an older log."""
+        v = self.config.get("training_ranks")
+        return v if v is not None else self.config.get("ranks")
+
+    @property
+    def status(self):
+        """"done", "diverged", or "no summary" (failed, killed or still running)."""
+        if self.diverged is not None:
+            return "diverged"
+        return "done" if self.summary is not None else "no summary"
+
+    @property
+    def ok(self):
+        return self.status == "done"
+
+
+def get_dotted(obj, key, default=None):
+    for part in key.split("."):
+        if not isinstance(obj, dict) or part not in obj:
+            return default
+        obj = obj[part]
+    return obj
+
+
+def flatten(obj, prefix=""):
+    out = {}
+    for k, v in obj.items():
+        if prefix == "" and k == "type":
+            continue
+        key = prefix + k
+        if isinstance(v, dict) and v:
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = freeze(v)
+    return out
+
+
+def freeze(v):
+    if isinstance(v, list):
+        return tuple(freeze(x) for x in v)
+    if isinstance(v, dict):
+        return tuple(sorted((k, freeze(x)) for k, x in v.items()))
+    return v
+
+
+def number(v):
+    """v as a finite float, or None (null, text, a boolean, not finite)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
+def label_of(path):
+    """A run's name: a run folder's name for DIR/log.jsonl, else the file name without .jsonl."""
+    base = os.path.basename(path)
+    if base == "log.jsonl":
+        return os.path.basename(os.path.dirname(os.path.abspath(path))) or base
+    return base[:-6] if base.endswith(".jsonl") else base
+
+
+def read_run(path, label=None):
+    """Reads one log into a Run; LogError (one line) if it cannot be read or is not a log."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise LogError(f"{path}: cannot read: {e.strerror}")
+    except UnicodeDecodeError:
+        raise LogError(f"{path}: not a text file (expected a dtrain --log file)")
+    run = Run(path, label if label is not None else label_of(path))
+    lines = text.split("\n")
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            if n == len(lines) and not text.endswith("\n"):
+                continue  # the last line, still being written or cut by a kill
+            raise LogError(f"{path}:{n}: not a JSON line (expected a dtrain --log file)")
+        if not isinstance(rec, dict):
+            raise LogError(f"{path}:{n}: not a JSON object (expected a dtrain --log file)")
+        t = rec.get("type")
+        if t == "config":
+            run.config = {k: v for k, v in rec.items() if k != "type"}
+            run.configs += 1
+            run.summary = run.diverged = None
+        elif t == "epoch":
+            run.epochs[key_of(rec, "epoch", n)] = rec
+        elif t == "eval":
+            run.evals[key_of(rec, "step", n)] = rec
+        elif t == "step":
+            run.steps[key_of(rec, "step", n)] = rec
+        elif t == "summary":
+            run.summary = rec
+        elif t == "diverged":
+            run.diverged = rec
+    return run
+
+
+def key_of(rec, field, n):
+    """The number that orders a line (its epoch or step); its line number if it has none."""
+    v = number(rec.get(field))
+    return v if v is not None else 1e18 + n  # after the numbered ones, in file order
+
+
+def find_logs(paths):
+    """The log files named by PATHS: a file is itself; a run folder gives its log.jsonl; a sweep
+    folder gives its */log.jsonl (sorted); a folder of logs (results/) gives its *.jsonl."""
+    out = []
+    for p in paths:
+        if os.path.isdir(p):
+            if os.path.isfile(os.path.join(p, "log.jsonl")):
+                out.append(os.path.join(p, "log.jsonl"))
+                continue
+            found = sorted(glob.glob(os.path.join(glob.escape(p), "*", "log.jsonl")))
+            found = found or sorted(glob.glob(os.path.join(glob.escape(p), "*.jsonl")))
+            if not found:
+                raise LogError(f"{p}: a folder without log.jsonl, */log.jsonl or *.jsonl (expected a run or sweep folder)")
+            out.extend(found)
+        else:
+            out.append(p)  # read_run names it if it is missing
+    return out
+
+
+def read_runs(paths):
+    """Runs for find_logs(PATHS), in order; labels made unique (a/log.jsonl, b/log.jsonl)."""
+    runs = [read_run(p) for p in find_logs(paths)]
+    seen = {}
+    for r in runs:
+        seen[r.label] = seen.get(r.label, 0) + 1
+    for r in runs:
+        if seen[r.label] > 1:
+            r.label = os.path.relpath(r.path)
+    return runs
+
+
+def group_key(run, ignore=()):
+    """What two repeats of one configuration share: the flat config without the seed, the
+    RUN_KEYS and IGNORE (a key also drops its sub-keys: "scheme" drops "scheme.threshold")."""
+    drop = (SEED_KEY,) + RUN_KEYS + tuple(ignore)
+    return tuple(sorted((k, v) for k, v in run.flat_config().items()
+                        if not any(k == d or k.startswith(d + ".") for d in drop)))
+
+
+def group_runs(runs, ignore=()):
+    """[(key dict, [runs])] in the order each configuration first appears."""
+    groups = {}
+    for r in runs:
+        groups.setdefault(group_key(r, ignore), []).append(r)
+    # the key's settings in the order of the first run's config line (the key itself is sorted)
+    order = lambda rs: {k: v for k, v in rs[0].flat_config().items()}
+    return [({k: v for k, v in order(rs).items() if k in dict(key)}, rs) for key, rs in groups.items()]
+
+
+def varying_keys(configs):
+    """The dotted keys whose value (or presence) is not the same in every one of CONFIGS
+    (dicts of dotted key -> value), in a stable order: algo first, then as they appear."""
+    keys = []
+    for c in configs:
+        keys.extend(k for k in c if k not in keys)
+    missing = object()
+    vary = [k for k in keys if len({repr(c.get(k, missing)) for c in configs}) > 1]
+    return sorted(vary, key=lambda k: (k != "algo", keys.index(k)))
+
+
+def name_keys(configs, skip=()):
+    """The keys that tell CONFIGS apart in a line's or a row's name: those that vary, without
+    DERIVED and SKIP, training_ranks only when ranks does not vary (it differs from ranks only
+    by servers), and a scheme's own flag (scheme.*) only when it differs between configs of one
+    algo (the algo's name says the rest)."""
+    every = varying_keys(configs)
+    algos = {c.get("algo") for c in configs}
+    return [k for k in every if k not in DERIVED and k not in skip
+            and not (k == "training_ranks" and "ranks" in every)
+            and (not k.startswith("scheme.") or "algo" not in every
+                 or any(len({repr(c.get(k)) for c in configs if c.get("algo") == al}) > 1 for al in algos))]
+
+
+def name_of(config, keys):
+    """"eventgrad, lr=0.1, threshold=adaptive": KEYS of CONFIG (the ones it has), algo bare."""
+    return ", ".join(show(config.get(k)) if k == "algo" else f"{k.split('.')[-1]}={show(config.get(k))}"
+                     for k in keys if k in config)
+
+
+def show(v):
+    """A config value as text: 0.1, adaptive, true, -, a,b."""
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return f"{v:g}"
+    if isinstance(v, tuple):
+        return ",".join(show(x) for x in v)
+    return str(v)
+
+
+def main(argv):
+    usage = "usage: dtrainlog.py done LOG | summary LOG KEY | epoch LOG KEY [N]"
+    if len(argv) < 2 or argv[0] not in ("done", "summary", "epoch"):
+        print(usage, file=sys.stderr)
+        return 2
+    try:
+        run = read_run(argv[1])
+    except LogError as e:
+        print(f"dtrainlog: error: {e}", file=sys.stderr)
+        return 2
+    if argv[0] == "done":
+        return 0 if run.summary is not None else 1
+    if len(argv) < 3:
+        print(usage, file=sys.stderr)
+        return 2
+    if argv[0] == "summary":
+        rec = run.summary
+        if rec is None:
+            print(f"dtrainlog: error: {argv[1]}: no summary line (failed or running)", file=sys.stderr)
+            return 2
+    else:
+        eps = run.epoch_lines()
+        want = argv[3] if len(argv) > 3 else None
+        rec = next((e for e in eps if want is None or str(e.get("epoch")) == want), None)
+        if rec is None:
+            print(f"dtrainlog: error: {argv[1]}: no epoch line{' ' + want if want else ''}", file=sys.stderr)
+            return 2
+    v = rec.get(argv[2])
+    print("null" if v is None else json.dumps(v) if not isinstance(v, str) else v)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,44 @@
+"""Text outputs of scripts/report (and scripts/table): Markdown and CSV tables, and files
+written atomically (a temporary file in the same folder renamed over the target, so a reader
+finds the old file or the whole new one, never half of one)."""
+import csv
+import io
+import os
+
+
+class OutError(Exception):
+    """A one-line reason naming the file."""
+
+
+def markdown(header, rows):
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(str(c).replace("|", "/") for c in row) + " |" for row in rows]
+    return "\n".join(out) + "\n"
+
+
+def csv_text(header, rows):
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def temp_name(path):
+    return os.path.join(os.path.dirname(path) or ".", f".{os.path.basename(path)}.tmp.{os.getpid()}")
+
+
+def write_text(path, text):
+    tmp = temp_name(path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise OutError(f"{path}: cannot write: {e.strerror}")

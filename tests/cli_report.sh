@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# scripts/report on logs written here by hand (figures known in advance): repeats (seeds) of a
+# configuration are one row with mean ± std (sample std), the varying settings as columns, the
+# runs that did not finish counted; CSV read back; --select val_acc --tune lr chooses on the
+# validation mean, not the test mean; --area: the loss-curve area by images seen (trapezoid),
+# blank for a diverged run and one whose loss never fell below --loss-below; bad input gets one
+# line, exit 2 and no file. scripts/table (report --runs) and scripts/dtrainlog.py's commands.
+. "$(dirname "$0")/lib.sh"
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+REPORT=$ROOT/scripts/report
+PY=/usr/bin/python3
+
+# logs: NAME KIND lr seed test_acc val_acc [area steps]. Two configurations (eventgrad at lr 0.1
+# and 0.05) x seeds 1-3, each run with its own folder, start time and command (not settings);
+# seed 4 of lr 0.1 failed (no summary), seed 4 of lr 0.05 diverged. a1 was resumed: its first
+# config line says lr 0.2, the last one (which counts) 0.1, and its epoch 1 was redone.
+"$PY" - "$T/sweep" <<'EOF'
+import json, os, sys
+out = sys.argv[1]
+def log(name, lr, seed, acc, val, end="summary", first_lr=None):
+    os.makedirs(f"{out}/{name}")
+    cfg = {"type": "config", "algo": "eventgrad", "model": "mlp", "ranks": 4, "training_ranks": 4, "batch": 64,
+           "lr": lr, "momentum": 0.9, "seed": seed, "scheme": {"threshold": "adaptive", "horizon": 1},
+           "started_utc": f"2026-11-25T09:0{seed}:00Z", "run_dir": f"{out}/{name}", "command": ["dtrain", "run", name],
+           "commit": "abc" + name}
+    lines = []
+    if first_lr is not None:
+        lines += [dict(cfg, lr=first_lr), {"type": "epoch", "epoch": 1, "test_acc": 0.1, "val_acc": 0.1}]
+    lines += [cfg, {"type": "epoch", "epoch": 1, "test_acc": acc, "val_acc": val}]
+    if end == "summary":
+        lines.append({"type": "summary", "algo": "eventgrad", "ranks": 4, "test_acc": acc, "val_acc": val,
+                      "mb_sent": 10.0 * seed, "msgs_pct": 50.0, "wall_s": 100.0 + seed, "exposed_comm_pct": 5.0})
+    elif end == "diverged":
+        lines.append({"type": "diverged", "epoch": 1, "step": 3, "rank": 0})
+    with open(f"{out}/{name}/log.jsonl", "w") as f:
+        f.writelines(json.dumps(l) + "\n" for l in lines)
+for s, (acc, val) in enumerate([(0.970, 0.950), (0.975, 0.950), (0.980, 0.950)], 1):
+    log(f"a{s}", 0.1, s, acc, val, first_lr=0.2 if s == 1 else None)
+for s, (acc, val) in enumerate([(0.960, 0.960), (0.970, 0.960), (0.990, 0.970)], 1):
+    log(f"b{s}", 0.05, s, acc, val)
+log("a4", 0.1, 4, 0.5, 0.5, end=None)
+log("b4", 0.05, 4, 0.5, 0.5, end="diverged")
+EOF
+
+out=$("$REPORT" --csv "$T/t.csv" --md "$T/t.md" "$T/sweep" 2>&1)
+check "report writes Markdown and CSV" $? "$out"
+# by hand: lr 0.1: 97.0, 97.5, 98.0 -> 97.50 ± 0.50; lr 0.05: 96, 97, 99 -> 97.33 ± 1.53
+# (deviations -4/3, -1/3, 5/3: (16 + 1 + 25) / 9 / 2 = 7/3, sqrt 1.5275); val 95.00 ± 0.00 and
+# 96.33 ± 0.58; wall 102 ± 1 for both; MB 20 ± 10
+"$PY" - "$T/t.md" "$T/t.csv" >"$T/verdict" 2>&1 <<'EOF'
+import csv, sys
+md = open(sys.argv[1]).read().splitlines()
+head = md[0]
+assert "8 runs, 2 configurations" in head, head
+assert "algo=eventgrad" in head and "threshold=adaptive" in head and "momentum=0.9" in head, head
+for gone in ("seed=", "started_utc", "run_dir", "command", "commit"):
+    assert gone not in head, f"{gone} listed as a setting: {head}"
+rows = [[c.strip() for c in l.strip("|").split("|")] for l in md if l.startswith("|")]
+h, body = rows[0], rows[2:]
+assert h[:4] == ["lr", "seeds", "n", "not finished"], f"columns {h}"
+r = {row[0]: dict(zip(h, row)) for row in body}
+assert sorted(r) == ["0.05", "0.1"], f"rows {sorted(r)}"
+a, b = r["0.1"], r["0.05"]
+assert a["seeds"] == "1,2,3,4" and a["n"] == "3" and a["not finished"] == "1 no summary", a
+assert b["seeds"] == "1,2,3,4" and b["n"] == "3" and b["not finished"] == "1 diverged", b
+assert a["test acc %"] == "97.50 ± 0.50" and b["test acc %"] == "97.33 ± 1.53", (a["test acc %"], b["test acc %"])
+assert a["val acc %"] == "95.00 ± 0.00" and b["val acc %"] == "96.33 ± 0.58", (a["val acc %"], b["val acc %"])
+assert a["wall s"] == "102.0 ± 1.0" and a["MB sent"] == "20.0 ± 10.0", a
+c = {row["lr"]: row for row in csv.DictReader(open(sys.argv[2]))}
+ca = c["0.1"]
+got = [float(ca[k]) for k in ("test_acc_mean", "test_acc_std", "test_acc_min", "test_acc_max", "test_acc_n")]
+assert all(abs(x - y) < 1e-9 for x, y in zip(got, [97.5, 0.5, 97.0, 98.0, 3])), got
+assert abs(float(c["0.05"]["test_acc_std"]) - (7 / 3) ** 0.5) < 1e-9, c["0.05"]["test_acc_std"]
+assert ca["n"] == "3" and ca["not_finished"] == "1 no summary", ca
+print(f"lr 0.1: {a['test acc %']}, lr 0.05: {b['test acc %']}, n 3 + 1 not finished each; CSV agrees")
+EOF
+check "seeds grouped: n, mean ± std, varying columns, CSV" $? "$(cat "$T/verdict")"
+
+# one seed: the std is "–"; a file and a run folder name the same runs as the sweep folder
+out=$("$REPORT" "$T/sweep/a2" "$T/sweep/b1/log.jsonl" --metrics test_acc 2>&1)
+echo "$out" | grep -q '^| 0.1 | 2 | 1 | 97.50 ± – |$' && echo "$out" | grep -q '^| 0.05 | 1 | 1 | 96.00 ± – |$'
+check "one run: std –" $? "$(echo "$out" | tail -2 | tr '\n' ' ')"
+
+# --select val_acc --tune lr: lr 0.05 has the better validation mean (96.33 > 95.00) though lr
+# 0.1 has the better test mean (97.50 > 97.33): 0.05 is chosen, its test figure reported
+out=$("$REPORT" --select val_acc --tune lr --csv "$T/sel.csv" "$T/sweep" 2>&1)
+rows=$(echo "$out" | grep -c '^| [0-9]')
+echo "$out" | grep -q '^| 0.05 (best of 0.05/0.1) | 1,2,3,4 | 3 | 1 diverged | 97.33 ± 1.53 | 96.33 ± 0.58 |' && [ "$rows" = 1 ] &&
+    "$PY" -c 'import csv, sys; r = list(csv.DictReader(open(sys.argv[1]))); assert len(r) == 1 and r[0]["lr"] == "0.05" and r[0]["lr_tried"] == "0.05/0.1", r' "$T/sel.csv"
+check "--select val_acc --tune lr: chosen on validation" $? "$(echo "$out" | tail -1)"
+out=$("$REPORT" --select test_acc --tune lr "$T/sweep" 2>&1)
+echo "$out" | grep -q '^| 0.1 (best of 0.05/0.1) |'
+check "--select test_acc would choose the other lr (the check above can fail)" $? "$(echo "$out" | tail -1)"
+
+# --area. allreduce, 2 workers; step lines (images, loss), area by hand (x = images / last images):
+#   b32 lr 0.1: (0,2) (50,1) (100,1): 0.5 x 1.5 + 0.5 x 1 = 1.25, min 1
+#   b32 lr 0.2: (0,3) (50,2) (100,1.5): 0.5 x 2.5 + 0.5 x 1.75 = 2.125, min 1.5 (not below 1.2: blank)
+#   b64 lr 0.1: diverged (blank)
+#   b64 lr 0.2: (0,1) (100,0.5) (200,0.5) (400,0.2): .25 x .75 + .25 x .5 + .5 x .35 = 0.4875: the winner
+# and 4 workers, b32 lr 0.1: (0,1) (10,1): 1
+"$PY" - "$T/area" <<'EOF'
+import json, os, sys
+def log(name, ranks, batch, lr, pts, diverged=False, acc=0.9):
+    os.makedirs(f"{sys.argv[1]}/{name}")
+    lines = [{"type": "config", "algo": "allreduce", "ranks": ranks, "training_ranks": ranks, "batch": batch, "lr": lr,
+              "seed": 1, "steps_per_epoch": 6000 // batch // ranks}]
+    lines += [{"type": "step", "step": 10 * i, "epoch": 1, "images": x, "loss": y, "seconds": i} for i, (x, y) in enumerate(pts)]
+    lines.append({"type": "diverged", "epoch": 1} if diverged else {"type": "summary", "test_acc": acc})
+    with open(f"{sys.argv[1]}/{name}/log.jsonl", "w") as f:
+        f.writelines(json.dumps(l) + "\n" for l in lines)
+log("r1", 2, 32, 0.1, [(0, 2), (50, 1), (100, 1)], acc=0.91)
+log("r2", 2, 32, 0.2, [(0, 3), (50, 2), (100, 1.5)])
+log("r3", 2, 64, 0.1, [(0, 1), (50, 0.1)], diverged=True)
+log("r4", 2, 64, 0.2, [(0, 1), (100, 0.5), (200, 0.5), (400, 0.2)], acc=0.955)
+log("r5", 4, 32, 0.1, [(0, 1), (10, 1)])
+EOF
+out=$("$REPORT" --area --loss-below 1.2 --csv "$T/area.csv" --fig "$T/heat.png" "$T/area" 2>&1)
+check "report --area writes its tables, CSV and heat map" $? "$(echo "$out" | head -1)"
+echo "$out" >"$T/area.md"
+"$PY" - "$T/area.md" "$T/area.csv" "$T/heat.png" >"$T/verdict" 2>&1 <<'EOF'
+import csv, sys
+import matplotlib.image
+md = open(sys.argv[1]).read()
+two = md.split("## 2 workers, allreduce")[1].split("##")[0]
+rows = [[c.strip() for c in l.strip().strip("|").split("|")] for l in two.splitlines() if l.startswith("|")]
+assert rows[0] == ["batch \\ lr", "0.1", "0.2"], rows[0]
+assert rows[2] == ["32", "1.2500", ""] and rows[3] == ["64", "", "0.4875"], rows[2:]
+assert "## 4 workers, allreduce" in md, "no table for 4 workers"
+win = [l for l in md.split("## Winners")[1].splitlines() if l.startswith("| 2 ")]
+assert win == ["| 2 | allreduce | 64 | 0.2 | 0.4875 | 95.50 |"], win
+runs = {r["run"]: r for r in csv.DictReader(open(sys.argv[2]))}
+assert runs["r1"]["area"] == "1.250000" and runs["r4"]["area"] == "0.487500", (runs["r1"]["area"], runs["r4"]["area"])
+assert runs["r2"]["area"] == "" and "never below 1.2" in runs["r2"]["blank_because"], runs["r2"]
+assert runs["r3"]["area"] == "" and runs["r3"]["blank_because"] == "diverged", runs["r3"]
+img = matplotlib.image.imread(sys.argv[3])
+assert img.shape[0] > 200 and img.shape[1] > 200 and img[:, :, :3].std() > 0.01, f"heat map {img.shape}"
+print("b32: 1.2500 and blank (min 1.5), b64: blank (diverged) and 0.4875, winner b64 lr 0.2; heat map drawn")
+EOF
+check "area: hand-computed cells, blanks, winner" $? "$(cat "$T/verdict")"
+out=$("$REPORT" --area --csv "$T/area2.csv" "$T/area" 2>&1) &&
+    "$PY" -c 'import csv, sys; r = {x["run"]: x["area"] for x in csv.DictReader(open(sys.argv[1]))}; assert r["r2"] == "2.125000", r' "$T/area2.csv"
+check "without --loss-below the flat run counts (2.125)" $? "$(echo "$out" | grep '^| 32')"
+
+# scripts/table: a row per log, today's columns; scripts/dtrainlog.py for shell scripts
+out=$("$ROOT/scripts/table" "$T/sweep/a1/log.jsonl" "$T/sweep/a4/log.jsonl" "$T/sweep/b4/log.jsonl" 2>&1)
+echo "$out" | grep -q '^| a1 | eventgrad | 4 | 97.00 | 50.0 | 10.0 | 101.0 | 5.0 | - | - |$' &&
+    echo "$out" | grep -q '^| a4 | (no summary: failed or running) |' && echo "$out" | grep -q '^| b4 | (diverged) |'
+check "scripts/table: a row per log" $? "$(echo "$out" | sed -n 3p)"
+d=$("$ROOT/scripts/dtrainlog.py" summary "$T/sweep/a2/log.jsonl" wall_s)
+"$ROOT/scripts/dtrainlog.py" done "$T/sweep/a2/log.jsonl" && ! "$ROOT/scripts/dtrainlog.py" done "$T/sweep/a4/log.jsonl" &&
+    [ "$d" = 102.0 ] && [ "$("$ROOT/scripts/dtrainlog.py" epoch "$T/sweep/a1/log.jsonl" test_acc 1)" = 0.97 ]
+check "dtrainlog.py done/summary/epoch (the last epoch 1 of a resumed log)" $? "wall_s $d"
+
+# bad input: one line, exit 2, no file
+printf '{"type":"config","lr":0.1}\n{"type":"epoch","epoch":1}\nnot json\n{"type":"summary"}\n' >"$T/bad.jsonl"
+mkdir "$T/empty"
+expect_error "a line that is not JSON" "$T/bad.jsonl:3: not a JSON line" -- "$REPORT" --csv "$T/o.csv" "$T/bad.jsonl"
+expect_error "missing log" "$T/none.jsonl: cannot read" -- "$REPORT" --md "$T/o.md" "$T/none.jsonl"
+expect_error "empty folder" "$T/empty: a folder without log.jsonl" -- "$REPORT" "$T/empty"
+expect_error "--tune without --select" "--select and --tune go together" -- "$REPORT" --tune lr "$T/sweep"
+expect_error "--tune unknown key" "--tune lrr: no run has a setting 'lrr'" -- "$REPORT" --select val_acc --tune lrr "$T/sweep"
+expect_error "--fig not an image" "--fig $T/heat.txt: expected a file name ending in .pdf, .png or .svg" -- \
+    "$REPORT" --area --fig "$T/heat.txt" "$T/area"
+expect_error "unwritable CSV" "t.csv: cannot write" -- "$REPORT" --csv "$T/no/dir/t.csv" "$T/sweep"
+
+finish
