@@ -58,7 +58,22 @@ compare "... and each epoch trained" "$(log_query "$T/ae.jsonl" 'int(all(e["imag
 check "an unreachable target still ends normally" $? ""
 compare "... time_to_target_s is null" "$(log_query "$T/u.jsonl" 'int(one("summary")["time_to_target_s"] is None)')" == 1
 
+# 4b. --target-on val: the held-out set's accuracy decides (a search never looks at the test set)
+"$DTRAIN" train "${C[@]}" --epochs 3 --val 1000 --eval-every-steps 20 --target-acc 0.85 --target-on val --no-save --log "$T/v.jsonl"
+check "--target-on val runs" $? ""
+compare "... the last evaluation's val_acc reaches the target, no earlier one's did" \
+    "$(log_query "$T/v.jsonl" 'int(of("eval")[-1]["val_acc"] >= 0.85 and all(e["val_acc"] < 0.85 for e in of("eval")[:-1]))')" == 1 \
+    "val $(log_query "$T/v.jsonl" '[e["val_acc"] for e in of("eval")]')"
+compare "... stopped at that evaluation" "$(summary_field "$T/v.jsonl" steps_to_target)" == "$(log_query "$T/v.jsonl" 'of("eval")[-1]["step"]')"
+compare "... and the log says which accuracy" "$(log_query "$T/v.jsonl" 'int(of("config")[0]["target_on"] == one("summary")["target_on"] == "val")')" == 1
+# the same run stopped by the test set's accuracy stops elsewhere (here the two differ by ~3 points)
+"$DTRAIN" train "${C[@]}" --epochs 3 --val 1000 --eval-every-steps 20 --target-acc 0.85 --no-save --log "$T/vt.jsonl"
+compare "... where --target-on test stops at another step" "$(summary_field "$T/vt.jsonl" steps_to_target)" '!=' "$(summary_field "$T/v.jsonl" steps_to_target)"
+
 # 5. bad values
+expect_error "--target-on val without --val" "--target-on val: needs --val N" -- "$DTRAIN" train "${C[@]}" --target-acc 0.9 --target-on val
+expect_error "--target-on val without --target-acc" "--target-on val: needs --val N" -- "$DTRAIN" run -n 2 --algo allreduce "${C[@]}" --val 100 --target-on val
+expect_error "--target-on other" "--target-on other: expected test or val" -- "$DTRAIN" train "${C[@]}" --target-on other
 expect_error "--target-acc 0" "--target-acc 0: expected a number > 0" -- "$DTRAIN" train "${C[@]}" --target-acc 0
 expect_error "--target-acc 1.5" "--target-acc 1.5" -- "$DTRAIN" train "${C[@]}" --target-acc 1.5
 expect_error "downpour --servers 2 --target-acc" "--target-acc: not with --algo downpour --servers 2" -- "$DTRAIN" run -n 4 --algo downpour --servers 2 "${C[@]}" --target-acc 0.9

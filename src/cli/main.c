@@ -71,7 +71,7 @@ static void ensure_fast_blas(char **argv) {
 
 typedef struct train_flags {
     dt_train_config c;
-    const char *out, *run_dir;
+    const char *out, *run_dir, *target_on;
     int no_augment, no_save, ranks, max_steps, redone_steps, images;
     float timeout;                   /* the watchdog's, seconds (0: none) */
     int max_restarts;                /* run: restarts after a lost rank */
@@ -158,6 +158,7 @@ static int train_options(train_flags *f, dt_opt *opts) {
         {"eval-every", OPT_INT, &c->eval_every, "evaluate the averaged model every N epochs; 0: only at the end [1]", 0, 1e6, 0, 0, NULL},
         {"eval-every-steps", OPT_INT, &c->eval_every_steps, "... and every N steps in between (not counted as training time) [0: never]", 1, 1e9, 0, 0, NULL},
         {"target-acc", OPT_FLOAT, &c->target_acc, "stop at the first evaluation with this test accuracy, in (0, 1]; the summary gives the time to it [none]", 0, 1, 1, 0, NULL},
+        {"target-on", OPT_STR, &f->target_on, "test | val: the accuracy --target-acc is about; val (with --val N) for a search that must not look at the test set [test]", 0, 0, 0, 0, NULL},
         {"train-limit", OPT_INT, &c->train_limit, "use only the first N training examples [all]", 1, 1e9, 0, 0, NULL},
         {"test-limit", OPT_INT, &c->test_limit, "use only the first N test examples [all]", 1, 1e9, 0, 0, NULL},
         {"val", OPT_INT, &c->val, "hold out the last N training examples (after --train-limit) as a validation set, evaluated with the test set [0: none]", 1, 1e9, 0, 0, NULL},
@@ -186,10 +187,16 @@ static int train_options(train_flags *f, dt_opt *opts) {
     return n;
 }
 
-/* After parsing: the schemes' flags that were given go into the configuration, which is
- * then checked against the chosen scheme's declarations (one line naming the flag). */
+/* After parsing: --target-on's word, and the schemes' flags that were given go into the
+ * configuration, which is then checked against the chosen scheme's declarations (one line
+ * naming the flag). */
 static dt_status scheme_values(train_flags *f) {
     dt_status st = DT_OK;
+    if (f->target_on && strcmp(f->target_on, "test") && strcmp(f->target_on, "val"))
+        return dt_fail(DT_ERR_ARG, "--target-on %s: expected test or val", f->target_on);
+    f->c.target_on_val = f->target_on && !strcmp(f->target_on, "val");
+    if (f->c.target_on_val && (f->c.val <= 0 || !(f->c.target_acc > 0)))
+        return dt_fail(DT_ERR_ARG, "--target-on val: needs --val N (the held-out set) and --target-acc A");
     for (int q = 0; q < f->nscheme && st == DT_OK; q++) {
         if (f->scheme[q].flag->type == DT_FLAG_SWITCH) {
             if (f->scheme[q].on) st = dt_algo_config_set(&f->c.algo, f->scheme[q].flag->name, "1");

@@ -100,6 +100,7 @@ dt_status dt_trainer_log_config(dt_trainer *t) {
     dt_json_int(&j, "eval_every", c->eval_every);
     dt_json_int(&j, "eval_every_steps", c->eval_every_steps);
     num6(&j, "target_acc", c->target_acc);
+    dt_json_str(&j, "target_on", c->target_on_val ? "val" : "test");
     dt_json_int(&j, "train_limit", c->train_limit);
     dt_json_int(&j, "test_limit", c->test_limit);
     dt_json_int(&j, "val", c->val);       /* held out of the training set's end (after train_limit) */
@@ -171,29 +172,36 @@ static dt_status log_epoch(dt_trainer *t, const dt_epoch_stats *e) {
 /* Training time so far on this rank: since the start, less the time spent evaluating. */
 static double train_seconds(const dt_trainer *t) { return dt_now() - t->t_start - t->eval_s; }
 
-/* Whether test_acc reaches --target-acc for the first time; then where the run stood is kept
- * for the summary and said on rank 0. Not collective: check_target is, a server alone is not. */
-static int target_reached(dt_trainer *t, double test_acc, double train_s, long steps, double msgs, double mb) {
-    if (!(t->cfg->target_acc > 0) || t->reached || !(test_acc >= t->cfg->target_acc)) return 0;
+/* The accuracy --target-acc is about: the test set's, or with --target-on val the held-out
+ * validation set's (a hyper-parameter search must not choose by the test set). */
+static double target_figure(const dt_trainer *t, double test_acc, double val_acc) {
+    return t->cfg->target_on_val ? val_acc : test_acc;
+}
+
+/* Whether acc (target_figure's) reaches --target-acc for the first time; then where the run
+ * stood is kept for the summary and said on rank 0. Not collective: check_target is, a server
+ * alone is not. */
+static int target_reached(dt_trainer *t, double acc, double train_s, long steps, double msgs, double mb) {
+    if (!(t->cfg->target_acc > 0) || t->reached || !(acc >= t->cfg->target_acc)) return 0;
     t->reached = 1;
     t->target_train_s = train_s;
     t->target_steps = steps;
     t->target_msgs = msgs;
     t->target_mb = mb;
     if (!t->cfg->quiet && t->comm.rank == 0) {
-        printf("reached %.2f%% test accuracy (--target-acc %.4g) after %.2f s of training, %ld steps, %.0f messages, "
+        printf("reached %.2f%% %s accuracy (--target-acc %.4g) after %.2f s of training, %ld steps, %.0f messages, "
                "%.2f MB (evaluation, %.2f s so far, not counted)\n",
-               100 * test_acc, (double)t->cfg->target_acc, train_s, steps, msgs, mb, t->eval_s);
+               100 * acc, t->cfg->target_on_val ? "validation" : "test", (double)t->cfg->target_acc, train_s, steps, msgs, mb, t->eval_s);
         fflush(stdout);
     }
     return 1;
 }
 
-/* Collective, after rank 0 evaluated (test_acc there): every rank learns whether the
- * --target-acc was reached now for the first time, and the run stops there. */
-static dt_status check_target(dt_trainer *t, double test_acc, long steps, double msgs, double mb) {
+/* Collective, after rank 0 evaluated (acc there: target_figure's): every rank learns whether
+ * the --target-acc was reached now for the first time, and the run stops there. */
+static dt_status check_target(dt_trainer *t, double acc, long steps, double msgs, double mb) {
     if (!(t->cfg->target_acc > 0) || t->reached) return DT_OK;
-    double v[2] = {test_acc, train_seconds(t)};
+    double v[2] = {acc, train_seconds(t)};
     int err = MPI_Bcast(v, 2, MPI_DOUBLE, 0, t->comm.comm);
     if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Bcast (target accuracy)");
     target_reached(t, v[0], v[1], steps, msgs, mb);
@@ -267,7 +275,7 @@ dt_status dt_trainer_report_server_epoch(void *host, int epoch, double train_los
     if (st != DT_OK) return st;
     print_epoch(t, e);
     if ((st = log_epoch(t, e)) != DT_OK) return st;
-    ev->reached = target_reached(t, e->test_acc, train_s, ev->step, ev->msgs, ev->bytes / 1e6);
+    ev->reached = target_reached(t, target_figure(t, e->test_acc, e->val_acc), train_s, ev->step, ev->msgs, ev->bytes / 1e6);
     return DT_OK;
 }
 
@@ -280,7 +288,7 @@ dt_status dt_trainer_report_server_step(void *host, dt_server_eval *ev) {
     e.eval_s = dt_now() - t0;
     if (st == DT_OK) st = print_step_eval(t, &e);
     if (st != DT_OK) return st;
-    ev->reached = target_reached(t, e.acc, e.train_s, ev->step, ev->msgs, ev->bytes / 1e6);
+    ev->reached = target_reached(t, target_figure(t, e.acc, e.val[0]), e.train_s, ev->step, ev->msgs, ev->bytes / 1e6);
     return DT_OK;
 }
 
@@ -306,7 +314,7 @@ dt_status dt_trainer_step_report(dt_trainer *t) {
     st = print_step_eval(t, &e);
     t->eval_s += dt_now() - t0;
     /* the step just taken counts (the loop advances ctx.step after this report) */
-    return st == DT_OK ? check_target(t, e.acc, t->ctx.step + 1, e.msgs, e.bytes / 1e6) : st;
+    return st == DT_OK ? check_target(t, target_figure(t, e.acc, e.val[0]), t->ctx.step + 1, e.msgs, e.bytes / 1e6) : st;
 }
 
 dt_status dt_trainer_epoch_report(dt_trainer *t, double loss_sum, long seen, long correct, double seconds, float lr) {
@@ -339,7 +347,7 @@ dt_status dt_trainer_epoch_report(dt_trainer *t, double loss_sum, long seen, lon
     print_epoch(t, e);
     st = log_epoch(t, e);
     t->eval_s += dt_now() - t0;
-    return st == DT_OK ? check_target(t, e->test_acc, t->ctx.step, e->msgs_sent, e->mb_sent) : st;
+    return st == DT_OK ? check_target(t, target_figure(t, e->test_acc, e->val_acc), t->ctx.step, e->msgs_sent, e->mb_sent) : st;
 }
 
 /* ------------------------------------------------------------------ summary */
@@ -411,6 +419,7 @@ static void summary_line(dt_trainer *t, dt_json *j, const double *rows, const do
     dt_json_int(j, "redone_steps", c->redone_steps);
     if (c->target_acc > 0) {
         num6(j, "target_acc", c->target_acc);
+        dt_json_str(j, "target_on", c->target_on_val ? "val" : "test");
         if (t->reached) {
             dt_json_fixed(j, "time_to_target_s", t->target_train_s, 3);
             dt_json_int(j, "steps_to_target", t->target_steps);

@@ -36,6 +36,8 @@ dt_status dt_model_open(const char *name_or_path, dt_model **out) {
  * MNIST's, Fashion-MNIST's and CIFAR-10's training files are not ordered by class. */
 static dt_status hold_out(dt_trainer *t) {
     const int n = t->cfg->val;
+    if (t->cfg->target_on_val && (n <= 0 || !(t->cfg->target_acc > 0)))
+        return dt_fail(DT_ERR_ARG, "--target-on val: needs --val N (the held-out set) and --target-acc A");
     if (n <= 0) return DT_OK;
     if (n >= t->train.n)
         return dt_fail(DT_ERR_ARG, "--val %d: must be smaller than the training set (%d examples%s)", n, t->train.n,
