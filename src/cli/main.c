@@ -14,6 +14,7 @@
 #include "cli/args.h"
 #include "cli/guard.h"
 #include "cli/supervise.h"
+#include "cli/sweep.h"
 #include "comm/watch.h"
 #include "comm/comm.h"
 #include "core/paths.h"
@@ -376,6 +377,8 @@ static int cmd_run(int argc, char **argv) {
         st = dt_train_check_paths(&f.c, 0);
     }
     if (st != DT_OK) { free(args); return fail(); }
+    /* dtrain sweep checks every run's flags before it starts any (src/cli/sweep.c) */
+    if (!help && getenv("DTRAIN_CHECK_ONLY")) { free(args); return 0; }
     if (help) {
         char usage[1400];
         usage_with_schemes(usage, sizeof usage, "-n N [--hostfile FILE | --hosts LIST] [--max-restarts N] [train flags]\n\n"
@@ -649,7 +652,8 @@ static void usage(FILE *f) {
             "  eval    test accuracy of saved weights\n"
             "  info    layers, shapes, parameter count and FLOPs of a model\n"
             "  bench   time training steps on random data\n"
-            "  diff    largest difference between two weights files\n");
+            "  diff    largest difference between two weights files\n"
+            "  sweep   the runs of an experiment file, many at once (docs/sweep.md)\n");
 }
 
 int main(int argc, char **argv) {
@@ -666,7 +670,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "info")) return cmd_info(argc, argv);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc, argv);
     if (!strcmp(cmd, "diff")) return cmd_diff(argc, argv);
+    if (!strcmp(cmd, "sweep")) return dt_cmd_sweep(argc, argv);
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) { usage(stdout); return 0; }
-    fprintf(stderr, "dtrain: error: unknown command '%s' (expected train, run, eval, info, bench or diff)\n", cmd);
+    fprintf(stderr, "dtrain: error: unknown command '%s' (expected train, run, eval, info, bench, diff or sweep)\n", cmd);
     return 2;
 }
