@@ -3,6 +3,8 @@
 #ifndef DT_SWEEP_H
 #define DT_SWEEP_H
 
+#include <stdio.h>
+
 #include "dtrain.h"
 
 typedef struct dt_sweep_flag {
@@ -34,6 +36,33 @@ typedef struct dt_sweep {
 /* Reads and expands PATH. Errors: one line "PATH:LINE: ..." in dt_last_error(). */
 dt_status dt_sweep_read(const char *path, dt_sweep *s);
 void dt_sweep_free(dt_sweep *s);
+
+/* A run as the sweep keeps it (sweep.c), and its folder's files (sweep_dir.c). */
+enum { DT_SWEEP_PENDING, DT_SWEEP_RUNNING, DT_SWEEP_DONE, DT_SWEEP_FAILED };
+
+typedef struct dt_sweep_slot {
+    int state;              /* DT_SWEEP_* */
+    int pid;
+    int killed;             /* stopped by the sweep's interruption: no status */
+    double t0, seconds;
+    int exit;
+    char error[400];        /* its last "dtrain: error:" line */
+    char dir[1300];         /* OUT/NAME */
+} dt_sweep_slot;
+
+extern char dt_sweep_self[4096]; /* the program the runs start: this one */
+
+/* The run's argv (NULL-terminated, every string its own); check: as dtrain run's flag check. */
+char **dt_sweep_command(const dt_sweep_run *r, const char *dir, int check);
+void dt_sweep_free_command(char **av);
+void dt_sweep_quoted(FILE *f, char **av);       /* one shell-quoted line */
+int dt_sweep_mkdir_p(const char *path);         /* 0, or -1 with errno */
+int dt_sweep_rm_rf(const char *path);
+int dt_sweep_write_json(const dt_sweep *s);     /* OUT/sweep.json */
+void dt_sweep_read_status(dt_sweep_slot *sl);   /* state DONE/FAILED from status.json, else PENDING */
+void dt_sweep_write_status(const dt_sweep_slot *sl);
+void dt_sweep_last_error(dt_sweep_slot *sl);
+void dt_sweep_same_command(const dt_sweep_run *r, const dt_sweep_slot *sl); /* warns when command.txt differs */
 
 /* The `dtrain sweep` command (sweep.c). */
 int dt_cmd_sweep(int argc, char **argv);

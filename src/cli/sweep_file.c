@@ -198,7 +198,9 @@ static int handler(void *user, const char *section_name, const char *name, const
         s->flags[s->nflags++] = (dt_sweep_flag){dup(k), dup(value), p->line};
         return 1;
     }
-    axis *a = &s->axes[s->naxes];
+    axis *a = &s->axes[s->naxes++]; /* counted at once: its values are freed with it, even on an error */
+    a->key = dup(k);
+    a->line = p->line;
     char list[512];
     snprintf(list, sizeof list, "%s", value);
     if (!*trim(list)) return err(p, p->line, "axis '%s': expected values separated by commas, got nothing", k), 1;
@@ -214,9 +216,6 @@ static int handler(void *user, const char *section_name, const char *name, const
         if (!strcmp(k, "n") && !check_ranks(p, p->line, v)) return 1;
         a->vals[a->nvals++] = dup(v);
     }
-    a->key = dup(k);
-    a->line = p->line;
-    s->naxes++;
     return 1;
 }
 
