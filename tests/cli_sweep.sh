@@ -207,8 +207,9 @@ err=$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(s["stat
 want="failed 2 $(grep '^dtrain: error:' runs/fail/nodata/console.txt | tail -1)"
 [ "$err" = "$want" ] && echo "$err" | grep -q "no-such-folder"
 check "a failed run: status failed with its error line" $? "$err"
-grep -q "^sweep: failed: nodata (exit 2): dtrain: error: .*no-such-folder" fail.err
-check "a failed run: reported at the end" $? "$(tail -2 fail.err | head -1)"
+grep -q "^sweep: FAILED nodata (exit 2, [0-9]*s): dtrain: error: .*no-such-folder" fail.err &&
+    grep -q "^sweep: failed: nodata (exit 2): dtrain: error: .*no-such-folder" fail.err
+check "a failed run: reported when it ends and at the end" $? "$(tail -2 fail.err | head -1)"
 stamp=$(stat -c %y runs/fail/nodata/status.json)
 sweep fail.ini >fail2.out 2>fail2.err
 rc=$?

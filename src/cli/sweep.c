@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,13 +168,28 @@ typedef struct tally {
     double secs_here;
 } tally;
 
+/* On a terminal the summary line is rewritten in place ('\r'), and cleared before any other
+ * line; into a file or a pipe it is a line of its own each time. */
+static int status_shown;
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...) {
+    if (status_shown) { fputs("\r\033[K", stderr); status_shown = 0; }
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+}
+
 static void progress(const dt_sweep *s, const tally *t) {
     char eta[32] = "?";
     if (t->finished_here > 0) {
         const double mean = t->secs_here / t->finished_here;
         fmt_secs(mean * (t->pending + t->running) / (t->running > 0 ? t->running : 1), eta, sizeof eta);
     }
-    fprintf(stderr, "sweep: %d/%d done, %d running, %d failed, ETA %s\n", t->done, s->nruns, t->running, t->failed, eta);
+    const int tty = isatty(2);
+    say("sweep: %d/%d done, %d running, %d failed, ETA %s%s", t->done, s->nruns, t->running, t->failed, eta, tty ? "" : "\n");
+    status_shown = tty;
 }
 
 static void ended(const dt_sweep *s, dt_sweep_slot *sl, const dt_sweep_run *r, int status, tally *t) {
@@ -188,10 +204,10 @@ static void ended(const dt_sweep *s, dt_sweep_slot *sl, const dt_sweep_run *r, i
     t->secs_here += sl->seconds;
     char secs[32];
     fmt_secs(sl->seconds, secs, sizeof secs);
-    if (sl->state == DT_SWEEP_DONE) { t->done++; fprintf(stderr, "sweep: done %s (%s)\n", r->name, secs); }
+    if (sl->state == DT_SWEEP_DONE) { t->done++; say("sweep: done %s (%s)\n", r->name, secs); }
     else {
         t->failed++;
-        fprintf(stderr, "sweep: DT_SWEEP_FAILED %s (exit %d, %s): %s\n", r->name, sl->exit, secs, sl->error[0] ? sl->error : "no error line; see its console.txt");
+        say("sweep: FAILED %s (exit %d, %s): %s\n", r->name, sl->exit, secs, sl->error[0] ? sl->error : "no error line; see its console.txt");
     }
     progress(s, t);
 }
@@ -220,7 +236,7 @@ static int run_all(const dt_sweep *s, dt_sweep_slot *sl, tally *t) {
             sl[i].state = DT_SWEEP_RUNNING;
             t->running++;
             used += cost;
-            fprintf(stderr, "sweep: start %s\n", r->name);
+            say("sweep: start %s\n", r->name);
         }
         int status;
         pid_t pid;
@@ -312,6 +328,8 @@ int dt_cmd_sweep(int argc, char **argv) {
     fprintf(stderr, "sweep: %s: %d runs, %d done and %d failed before, %d to run, into %s\n", s.name, s.nruns, t.done, t.failed, t.pending, s.out);
     const double t0 = dt_now();
     const int sig = run_all(&s, sl, &t);
+    if (status_shown) fputc('\n', stderr);
+    status_shown = 0;
     char secs[32];
     fmt_secs(dt_now() - t0, secs, sizeof secs);
     if (sig) {

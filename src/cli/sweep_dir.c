@@ -155,7 +155,7 @@ int dt_sweep_write_json(const dt_sweep *s) {
     return rc;
 }
 
-/* status.json of a finished run: state DT_SWEEP_DONE / DT_SWEEP_FAILED (with exit and error), else DT_SWEEP_PENDING */
+/* status.json of a finished run: state done / failed (with exit and error), else pending */
 void dt_sweep_read_status(dt_sweep_slot *sl) {
     char path[1400], buf[2048];
     snprintf(path, sizeof path, "%s/status.json", sl->dir);
