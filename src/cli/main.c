@@ -16,6 +16,7 @@
 #include "cli/guard.h"
 #include "cli/rundir.h"
 #include "cli/supervise.h"
+#include "cli/sweep.h"
 #include "cli/tee.h"
 #include "comm/watch.h"
 #include "comm/comm.h"
@@ -464,10 +465,13 @@ static int cmd_run(int argc, char **argv) {
         st = dt_fail(DT_ERR_ARG, "-n %d: more than 16 ranks per core on this machine (%ld cores, so at most %ld); "
                      "use --hosts or --hostfile to run more", f.ranks, cores, 16 * cores);
     /* as rank 0 would, before any rank starts: one line, not one per rank */
+    /* dtrain sweep checks every run's flags before it starts any (src/cli/sweep.c): nothing made */
+    const int check_only = getenv("DTRAIN_CHECK_ONLY") != NULL;
     if (st == DT_OK && !help) st = resolve_outputs(&f, 0);
-    if (st == DT_OK && !help && f.run_dir) st = start_run_dir(&f, argv, argc);
+    if (st == DT_OK && !help && f.run_dir && !check_only) st = start_run_dir(&f, argv, argc);
     if (st == DT_OK && !help) st = dt_train_check_paths(&f.c, 0);
     if (st != DT_OK) { free(args); return fail(); }
+    if (!help && check_only) { free(args); return 0; }
     if (help) {
         char usage[1400];
         usage_with_schemes(usage, sizeof usage, "-n N [--hostfile FILE | --hosts LIST] [--max-restarts N] [train flags]\n\n"
@@ -772,7 +776,8 @@ static void usage(FILE *f) {
             "  eval    test accuracy of saved weights\n"
             "  info    layers, shapes, parameter count and FLOPs of a model\n"
             "  bench   time training steps on random data\n"
-            "  diff    largest difference between two weights files\n");
+            "  diff    largest difference between two weights files\n"
+            "  sweep   the runs of an experiment file, many at once (docs/sweep.md)\n");
 }
 
 int main(int argc, char **argv) {
@@ -790,7 +795,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "info")) return cmd_info(argc, argv);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc, argv);
     if (!strcmp(cmd, "diff")) return cmd_diff(argc, argv);
+    if (!strcmp(cmd, "sweep")) return dt_cmd_sweep(argc, argv);
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) { usage(stdout); return 0; }
-    fprintf(stderr, "dtrain: error: unknown command '%s' (expected train, run, eval, info, bench or diff)\n", cmd);
+    fprintf(stderr, "dtrain: error: unknown command '%s' (expected train, run, eval, info, bench, diff or sweep)\n", cmd);
     return 2;
 }

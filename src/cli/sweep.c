@@ -1,0 +1,351 @@
+/* `dtrain sweep FILE`: the runs of an experiment file (sweep_file.c), each in its own folder
+ * OUT/NAME (command.txt, console.txt, log.jsonl, model.weights, status.json when it ends),
+ * as many at once as the cores hold. Every run's flags are checked by `dtrain run` itself
+ * (DTRAIN_CHECK_ONLY) before any starts, so a typo in the 20th run stops the sweep before the
+ * first. A restart skips what is done (and what failed, unless --retry-failed) and redoes
+ * what has no status.json (a run killed with the sweep). */
+#include "cli/sweep.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/args.h"
+
+#define STOP_GRACE_S 20 /* after SIGTERM, what has not ended is killed */
+
+static volatile sig_atomic_t stop_signal = 0;
+static void on_stop(int sig) { stop_signal = sig; }
+
+/* ------------------------------------------------------------------ checking the flags */
+
+/* "dtrain run: --lr abc: expected a number > 0" -> "FILE:LINE: key 'lr': expected ..., got 'abc'" */
+static void report_check(const dt_sweep *s, const dt_sweep_run *r, const char *msg) {
+    if (!strncmp(msg, "dtrain run: ", 12)) msg += 12;
+    const dt_sweep_flag *best = NULL;
+    const char *best_at = NULL;
+    for (int i = 0; i < r->nflags; i++) {
+        const size_t n = strlen(r->flags[i].key);
+        for (const char *at = strstr(msg, "--"); at; at = strstr(at + 2, "--"))
+            if (!strncmp(at + 2, r->flags[i].key, n) && !(at[2 + n] == '-' || (at[2 + n] >= 'a' && at[2 + n] <= 'z'))) {
+                if (!best_at || at < best_at) { best = &r->flags[i]; best_at = at; }
+                break;
+            }
+    }
+    if (!best && !strncmp(msg, "-n ", 3)) {
+        fprintf(stderr, "dtrain: error: %s:%d: key 'n': %s\n", s->path, r->ranks_line ? r->ranks_line : r->line, msg);
+        return;
+    }
+    if (!best) { fprintf(stderr, "dtrain: error: %s:%d: run '%s': %s\n", s->path, r->line, r->name, msg); return; }
+    const int line = best->line ? best->line : r->line;
+    const size_t n = strlen(best->key);
+    if (best_at == msg && best->value && msg[2 + n] == ' ' && !strncmp(msg + 3 + n, best->value, strlen(best->value)) &&
+        !strncmp(msg + 3 + n + strlen(best->value), ": ", 2)) {
+        fprintf(stderr, "dtrain: error: %s:%d: key '%s': %s, got '%s'\n", s->path, line, best->key,
+                msg + 5 + n + strlen(best->value), best->value);
+        return;
+    }
+    if (strstr(msg, "unknown flag"))
+        fprintf(stderr, "dtrain: error: %s:%d: key '%s': not a flag of dtrain train or run (see dtrain run --help)\n", s->path, line, best->key);
+    else fprintf(stderr, "dtrain: error: %s:%d: key '%s': %s\n", s->path, line, best->key, msg);
+}
+
+/* 0: the flags pass; else the error is printed. */
+static int check_run(const dt_sweep *s, const dt_sweep_run *r) {
+    char **av = dt_sweep_command(r, NULL, 1);
+    int fd[2];
+    if (pipe(fd) != 0) { perror("dtrain: error: sweep: pipe"); dt_sweep_free_command(av); return 1; }
+    const pid_t pid = fork();
+    if (pid == 0) {
+        close(fd[0]);
+        dup2(fd[1], 2);
+        int nul = open("/dev/null", O_RDWR);
+        if (nul >= 0) { dup2(nul, 0); dup2(nul, 1); }
+        setenv("DTRAIN_CHECK_ONLY", "1", 1);
+        execv(dt_sweep_self, av);
+        _exit(127);
+    }
+    close(fd[1]);
+    char out[4096];
+    size_t len = 0;
+    ssize_t got;
+    char rest[512]; /* past 4 kB (it is one line) read on and dropped, so that the child never blocks */
+    while ((got = len + 1 < sizeof out ? read(fd[0], out + len, sizeof out - 1 - len) : read(fd[0], rest, sizeof rest)) > 0 ||
+           (got < 0 && errno == EINTR))
+        if (got > 0 && len + 1 < sizeof out) len += (size_t)got;
+    close(fd[0]);
+    out[len] = 0;
+    int status = 0;
+    while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    dt_sweep_free_command(av);
+    if (pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) return 0;
+    /* the last "dtrain: error:" line */
+    char *msg = NULL;
+    for (char *l = strtok(out, "\n"); l; l = strtok(NULL, "\n"))
+        if (!strncmp(l, "dtrain: error: ", 15)) msg = l + 15;
+    if (!msg) fprintf(stderr, "dtrain: error: %s:%d: run '%s': checking its flags failed (%s)\n", s->path, r->line, r->name,
+                      pid < 0 ? strerror(errno) : "no message");
+    else report_check(s, r, msg);
+    return 1;
+}
+
+/* every run's flags, each distinct set once (the seed aside) */
+static int check_all(const dt_sweep *s) {
+    char **seen = calloc((size_t)s->nruns, sizeof *seen);
+    int nseen = 0, bad = 0;
+    for (int i = 0; i < s->nruns && !bad; i++) {
+        size_t len = 16;
+        const dt_sweep_run *r = &s->runs[i];
+        for (int j = 0; j < r->nflags; j++) len += strlen(r->flags[j].key) + (r->flags[j].value ? strlen(r->flags[j].value) : 0) + 4;
+        char *key = malloc(len);
+        if (!seen || !key) { fputs("dtrain: error: out of memory\n", stderr); exit(2); }
+        size_t o = (size_t)sprintf(key, "%d", r->ranks);
+        for (int j = 0; j < r->nflags; j++)
+            if (strcmp(r->flags[j].key, "seed"))
+                o += (size_t)sprintf(key + o, "\n%s\t%s", r->flags[j].key, r->flags[j].value ? r->flags[j].value : "");
+        int dup = 0;
+        for (int j = 0; j < nseen && !dup; j++) dup = !strcmp(seen[j], key);
+        if (dup) { free(key); continue; }
+        seen[nseen++] = key;
+        bad = check_run(s, r);
+    }
+    for (int j = 0; j < nseen; j++) free(seen[j]);
+    free(seen);
+    return bad;
+}
+
+/* ------------------------------------------------------------------ running */
+
+static pid_t start(const dt_sweep_run *r, dt_sweep_slot *sl) {
+    if (dt_sweep_rm_rf(sl->dir) != 0 || dt_sweep_mkdir_p(sl->dir) != 0) {
+        fprintf(stderr, "sweep: %s: cannot make the folder %s: %s\n", r->name, sl->dir, strerror(errno));
+        return -1;
+    }
+    char path[1400];
+    char **av = dt_sweep_command(r, sl->dir, 0);
+    snprintf(path, sizeof path, "%s/command.txt", sl->dir);
+    FILE *f = fopen(path, "w");
+    if (f) { dt_sweep_quoted(f, av); fclose(f); }
+    snprintf(path, sizeof path, "%s/console.txt", sl->dir);
+    fflush(NULL);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        setpgid(0, 0); /* its own group: stopped as one, and not by the terminal's Ctrl-C */
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        unsetenv("DTRAIN_CHECK_ONLY"); /* from the user's environment: the run would only check */
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644), nul = open("/dev/null", O_RDONLY);
+        if (fd < 0) { fprintf(stderr, "sweep: %s: %s\n", path, strerror(errno)); _exit(127); }
+        if (nul >= 0) dup2(nul, 0);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execv(dt_sweep_self, av);
+        fprintf(stderr, "dtrain: error: sweep: cannot start %s: %s\n", dt_sweep_self, strerror(errno));
+        _exit(127);
+    }
+    if (pid > 0) setpgid(pid, pid);
+    dt_sweep_free_command(av);
+    return pid;
+}
+
+static void fmt_secs(double s, char *out, size_t len) {
+    const long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(out, len, "%ldh%02ldm", t / 3600, t / 60 % 60);
+    else if (t >= 60) snprintf(out, len, "%ldm%02lds", t / 60, t % 60);
+    else snprintf(out, len, "%lds", t);
+}
+
+typedef struct tally {
+    int done, failed, running, pending, finished_here;
+    double secs_here;
+} tally;
+
+/* On a terminal the summary line is rewritten in place ('\r'), and cleared before any other
+ * line; into a file or a pipe it is a line of its own each time. */
+static int status_shown;
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...) {
+    if (status_shown) { fputs("\r\033[K", stderr); status_shown = 0; }
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+}
+
+static void progress(const dt_sweep *s, const tally *t) {
+    char eta[32] = "?";
+    if (t->finished_here > 0) {
+        const double mean = t->secs_here / t->finished_here;
+        fmt_secs(mean * (t->pending + t->running) / (t->running > 0 ? t->running : 1), eta, sizeof eta);
+    }
+    const int tty = isatty(2);
+    say("sweep: %d/%d done, %d running, %d failed, ETA %s%s", t->done, s->nruns, t->running, t->failed, eta, tty ? "" : "\n");
+    status_shown = tty;
+}
+
+static void ended(const dt_sweep *s, dt_sweep_slot *sl, const dt_sweep_run *r, int status, tally *t) {
+    sl->seconds = dt_now() - sl->t0;
+    sl->exit = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    t->running--;
+    if (sl->killed) { sl->state = DT_SWEEP_PENDING; return; } /* no status: the next start redoes it */
+    sl->state = sl->exit == 0 ? DT_SWEEP_DONE : DT_SWEEP_FAILED;
+    dt_sweep_last_error(sl);
+    dt_sweep_write_status(sl);
+    t->finished_here++;
+    t->secs_here += sl->seconds;
+    char secs[32];
+    fmt_secs(sl->seconds, secs, sizeof secs);
+    if (sl->state == DT_SWEEP_DONE) { t->done++; say("sweep: done %s (%s)\n", r->name, secs); }
+    else {
+        t->failed++;
+        say("sweep: FAILED %s (exit %d, %s): %s\n", r->name, sl->exit, secs, sl->error[0] ? sl->error : "no error line; see its console.txt");
+    }
+    progress(s, t);
+}
+
+static int run_all(const dt_sweep *s, dt_sweep_slot *sl, tally *t) {
+    long cores = s->parallel ? s->parallel : sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 1) cores = 1;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop; /* no SA_RESTART: the sleep below ends at once */
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    double stop_at = 0;
+    long used = 0;
+    while (t->running > 0 || (t->pending > 0 && !stop_signal)) {
+        /* start what fits: first fit in file order; a run bigger than the machine runs alone */
+        for (int i = 0; i < s->nruns && !stop_signal; i++) {
+            if (sl[i].state != DT_SWEEP_PENDING) continue;
+            const dt_sweep_run *r = &s->runs[i];
+            const long cost = r->exclusive || r->ranks > cores ? cores : r->ranks;
+            if (t->running > 0 && used + cost > cores) continue;
+            sl[i].t0 = dt_now();
+            sl[i].pid = start(r, &sl[i]);
+            t->pending--;
+            if (sl[i].pid < 0) { sl[i].state = DT_SWEEP_FAILED; sl[i].exit = 127; t->failed++; continue; }
+            sl[i].state = DT_SWEEP_RUNNING;
+            t->running++;
+            used += cost;
+            say("sweep: start %s\n", r->name);
+        }
+        int status;
+        pid_t pid;
+        while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+            for (int i = 0; i < s->nruns; i++)
+                if (sl[i].state == DT_SWEEP_RUNNING && sl[i].pid == pid) {
+                    const dt_sweep_run *r = &s->runs[i];
+                    used -= r->exclusive || r->ranks > cores ? cores : r->ranks;
+                    ended(s, &sl[i], r, status, t);
+                }
+        if (stop_signal && !stop_at) {
+            stop_at = dt_now();
+            for (int i = 0; i < s->nruns; i++)
+                if (sl[i].state == DT_SWEEP_RUNNING) { sl[i].killed = 1; kill(-sl[i].pid, SIGTERM); }
+        }
+        if (stop_at && dt_now() - stop_at > STOP_GRACE_S)
+            for (int i = 0; i < s->nruns; i++)
+                if (sl[i].state == DT_SWEEP_RUNNING) kill(-sl[i].pid, SIGKILL);
+        if (t->running > 0 || t->pending > 0) nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+    }
+    return (int)stop_signal;
+}
+
+int dt_cmd_sweep(int argc, char **argv) {
+    int dry = 0, retry = 0, help = 0;
+    dt_opt opts[] = {
+        {"dry-run", OPT_FLAG, &dry, "list the runs (name: command) and start nothing", 0, 0, 0, 0, NULL},
+        {"retry-failed", OPT_FLAG, &retry, "run again the runs that failed before (else they are kept as failed)", 0, 0, 0, 0, NULL},
+    };
+    const int nopts = (int)(sizeof opts / sizeof *opts);
+    const char *file = NULL;
+    char **flags = calloc((size_t)argc + 1, sizeof *flags);
+    if (!flags) return 2;
+    int nf = 0, extra = 0;
+    for (int i = 2; i < argc; i++) {
+        if (!strncmp(argv[i], "-", 1)) flags[nf++] = argv[i];
+        else if (!file) file = argv[i];
+        else extra = 1;
+    }
+    char **pv = calloc((size_t)nf + 3, sizeof *pv);
+    if (!pv) { free(flags); return 2; }
+    pv[0] = argv[0];
+    pv[1] = argv[1];
+    memcpy(pv + 2, flags, (size_t)nf * sizeof *flags);
+    dt_status st = dt_parse_args("sweep", nf + 2, pv, 2, opts, nopts, &help);
+    free(pv);
+    free(flags);
+    if (st == DT_OK && help) {
+        dt_print_help("sweep", "FILE [--dry-run] [--retry-failed]\n\nRuns every run of an experiment file (docs/sweep.md), "
+                      "each in its own folder, as many at once as the cores allow.\n"
+                      "Exit status: 0 every run done, 1 some failed, 2 bad input, 130/143 interrupted.", opts, nopts);
+        return 0;
+    }
+    if (st == DT_OK && (!file || extra)) st = dt_fail(DT_ERR_ARG, "dtrain sweep: expected one experiment file (dtrain sweep FILE)");
+    if (st != DT_OK) { fprintf(stderr, "dtrain: error: %s\n", dt_last_error()); return 2; }
+    const ssize_t len = readlink("/proc/self/exe", dt_sweep_self, sizeof dt_sweep_self - 1);
+    if (len <= 0) { fprintf(stderr, "dtrain: error: sweep: cannot find my own executable\n"); return 2; }
+    dt_sweep_self[len] = 0;
+    dt_sweep s;
+    if (dt_sweep_read(file, &s) != DT_OK) { fprintf(stderr, "dtrain: error: %s\n", dt_last_error()); return 2; }
+    int rc = 2;
+    dt_sweep_slot *sl = calloc((size_t)s.nruns, sizeof *sl);
+    if (!sl || check_all(&s)) goto out;
+    tally t = {0};
+    for (int i = 0; i < s.nruns; i++) {
+        snprintf(sl[i].dir, sizeof sl[i].dir, "%s/%s", s.out, s.runs[i].name);
+        dt_sweep_read_status(&sl[i]);
+        if (sl[i].state == DT_SWEEP_FAILED && retry) sl[i].state = DT_SWEEP_PENDING;
+        if (sl[i].state != DT_SWEEP_PENDING) dt_sweep_same_command(&s.runs[i], &sl[i]);
+        t.done += sl[i].state == DT_SWEEP_DONE;
+        t.failed += sl[i].state == DT_SWEEP_FAILED;
+        t.pending += sl[i].state == DT_SWEEP_PENDING;
+    }
+    if (dry) {
+        for (int i = 0; i < s.nruns; i++) {
+            char **av = dt_sweep_command(&s.runs[i], sl[i].dir, 0);
+            printf("%s: ", s.runs[i].name);
+            dt_sweep_quoted(stdout, av);
+            dt_sweep_free_command(av);
+        }
+        fprintf(stderr, "sweep: %d runs (%d done, %d failed before); --dry-run: nothing started\n", s.nruns, t.done, t.failed);
+        rc = 0;
+        goto out;
+    }
+    if (dt_sweep_mkdir_p(s.out) != 0 || dt_sweep_write_json(&s) != 0) {
+        fprintf(stderr, "dtrain: error: %s: out '%s': cannot make the folder or write sweep.json in it: %s\n", file, s.out, strerror(errno));
+        goto out;
+    }
+    fprintf(stderr, "sweep: %s: %d runs, %d done and %d failed before, %d to run, into %s\n", s.name, s.nruns, t.done, t.failed, t.pending, s.out);
+    const double t0 = dt_now();
+    const int sig = run_all(&s, sl, &t);
+    if (status_shown) fputc('\n', stderr);
+    status_shown = 0;
+    char secs[32];
+    fmt_secs(dt_now() - t0, secs, sizeof secs);
+    if (sig) {
+        fprintf(stderr, "sweep: interrupted (%s) after %s: the runs it stopped have no status.json and run again on the next start; %d/%d done\n",
+                strsignal(sig), secs, t.done, s.nruns);
+        rc = 128 + sig;
+        goto out;
+    }
+    for (int i = 0; i < s.nruns; i++)
+        if (sl[i].state == DT_SWEEP_FAILED)
+            fprintf(stderr, "sweep: failed: %s (exit %d): %s\n", s.runs[i].name, sl[i].exit, sl[i].error[0] ? sl[i].error : "no error line; see its console.txt");
+    fprintf(stderr, "sweep: %s: %d/%d done, %d failed, in %s%s\n", s.name, t.done, s.nruns, t.failed, secs,
+            t.failed && !retry ? " (dtrain sweep --retry-failed runs the failed ones again)" : "");
+    rc = t.failed ? 1 : 0;
+out:
+    free(sl);
+    dt_sweep_free(&s);
+    return rc;
+}

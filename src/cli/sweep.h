@@ -1,0 +1,70 @@
+/* dtrain sweep: many runs from one experiment file (docs/sweep.md). sweep_file.c reads the
+ * INI file and expands it into runs; sweep.c checks, starts and records them. */
+#ifndef DT_SWEEP_H
+#define DT_SWEEP_H
+
+#include <stdio.h>
+
+#include "dtrain.h"
+
+typedef struct dt_sweep_flag {
+    char *key;          /* a dtrain train/run flag without "--" */
+    char *value;        /* NULL: a switch (key = true) */
+    int line;           /* where the file gave it (0: added by the sweep) */
+} dt_sweep_flag;
+
+typedef struct dt_sweep_run {
+    char name[256];     /* its folder under the sweep's out */
+    int ranks;          /* n (1: dtrain train, else dtrain run -n N) */
+    int use_run;        /* dtrain run even for n = 1 (a flag only run has: hosts, max-restarts...) */
+    int exclusive;      /* across hosts: runs alone */
+    int line;           /* its variant's [section] line, else [base]'s, else 1 */
+    int ranks_line;     /* where n was set (0: not set) */
+    dt_sweep_flag *flags;
+    int nflags;
+} dt_sweep_run;
+
+typedef struct dt_sweep {
+    char path[1024];
+    char name[128];
+    char out[1024];
+    int parallel;       /* runs' ranks at once; 0: the cores */
+    dt_sweep_run *runs;
+    int nruns;
+} dt_sweep;
+
+/* Reads and expands PATH. Errors: one line "PATH:LINE: ..." in dt_last_error(). */
+dt_status dt_sweep_read(const char *path, dt_sweep *s);
+void dt_sweep_free(dt_sweep *s);
+
+/* A run as the sweep keeps it (sweep.c), and its folder's files (sweep_dir.c). */
+enum { DT_SWEEP_PENDING, DT_SWEEP_RUNNING, DT_SWEEP_DONE, DT_SWEEP_FAILED };
+
+typedef struct dt_sweep_slot {
+    int state;              /* DT_SWEEP_* */
+    int pid;
+    int killed;             /* stopped by the sweep's interruption: no status */
+    double t0, seconds;
+    int exit;
+    char error[400];        /* its last "dtrain: error:" line */
+    char dir[1300];         /* OUT/NAME */
+} dt_sweep_slot;
+
+extern char dt_sweep_self[4096]; /* the program the runs start: this one */
+
+/* The run's argv (NULL-terminated, every string its own); check: as dtrain run's flag check. */
+char **dt_sweep_command(const dt_sweep_run *r, const char *dir, int check);
+void dt_sweep_free_command(char **av);
+void dt_sweep_quoted(FILE *f, char **av);       /* one shell-quoted line */
+int dt_sweep_mkdir_p(const char *path);         /* 0, or -1 with errno */
+int dt_sweep_rm_rf(const char *path);
+int dt_sweep_write_json(const dt_sweep *s);     /* OUT/sweep.json */
+void dt_sweep_read_status(dt_sweep_slot *sl);   /* state DONE/FAILED from status.json, else PENDING */
+void dt_sweep_write_status(const dt_sweep_slot *sl);
+void dt_sweep_last_error(dt_sweep_slot *sl);
+void dt_sweep_same_command(const dt_sweep_run *r, const dt_sweep_slot *sl); /* warns when command.txt differs */
+
+/* The `dtrain sweep` command (sweep.c). */
+int dt_cmd_sweep(int argc, char **argv);
+
+#endif

@@ -1,0 +1,239 @@
+/* dtrain sweep: a run's command and the files of its folder (command.txt, status.json, the
+ * error line of console.txt) and of the sweep's (sweep.json). sweep.c checks and runs. */
+#include "cli/sweep.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "core/json.h"
+
+char dt_sweep_self[4096];
+
+/* ------------------------------------------------------------------ commands */
+
+static int has_flag(const dt_sweep_run *r, const char *key) {
+    for (int i = 0; i < r->nflags; i++)
+        if (!strcmp(r->flags[i].key, key)) return 1;
+    return 0;
+}
+
+static char *xdup(const char *a, const char *b) {
+    char *d = malloc(strlen(a) + strlen(b) + 1);
+    if (!d) { fputs("dtrain: error: out of memory\n", stderr); exit(2); }
+    return strcat(strcpy(d, a), b);
+}
+
+/* The run's command: dtrain train (n = 1) or dtrain run -n N, its flags, and (outputs set)
+ * --log and --out into its folder unless the file sets them. check: as `dtrain run` always
+ * (its flags include train's), without the outputs and the seed. Every string its own. */
+char **dt_sweep_command(const dt_sweep_run *r, const char *dir, int check) {
+    char **av = calloc((size_t)(2 * r->nflags + 12), sizeof *av);
+    if (!av) { fputs("dtrain: error: out of memory\n", stderr); exit(2); }
+    int k = 0;
+    char nbuf[16];
+    snprintf(nbuf, sizeof nbuf, "%d", r->ranks);
+    av[k++] = xdup(dt_sweep_self, "");
+    if (check || r->use_run) { av[k++] = xdup("run", ""); av[k++] = xdup("-n", ""); av[k++] = xdup(nbuf, ""); }
+    else av[k++] = xdup("train", "");
+    for (int i = 0; i < r->nflags; i++) {
+        if (check && !strcmp(r->flags[i].key, "seed")) continue;
+        av[k++] = xdup("--", r->flags[i].key);
+        if (r->flags[i].value) av[k++] = xdup(r->flags[i].value, "");
+    }
+    if (!check && !has_flag(r, "log")) { av[k++] = xdup("--log", ""); av[k++] = xdup(dir, "/log.jsonl"); }
+    if (!check && !has_flag(r, "out") && !has_flag(r, "no-save")) { av[k++] = xdup("--out", ""); av[k++] = xdup(dir, "/model.weights"); }
+    av[k] = NULL;
+    return av;
+}
+
+void dt_sweep_free_command(char **av) {
+    for (int i = 0; av[i]; i++) free(av[i]);
+    free(av);
+}
+
+/* shell-quoted, one line (command.txt, --dry-run) */
+void dt_sweep_quoted(FILE *f, char **av) {
+    for (int i = 0; av[i]; i++) {
+        const char *a = av[i];
+        int plain = *a != 0;
+        for (const char *c = a; *c; c++)
+            if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./=:,+-@%", *c)) plain = 0;
+        if (i) fputc(' ', f);
+        if (plain) { fputs(a, f); continue; }
+        fputc('\'', f);
+        for (const char *c = a; *c; c++) *c == '\'' ? fputs("'\\''", f) : fputc(*c, f);
+        fputc('\'', f);
+    }
+    fputc('\n', f);
+}
+
+/* ------------------------------------------------------------------ folders and files */
+
+int dt_sweep_mkdir_p(const char *path) {
+    char buf[1100];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') { *p = 0; if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1; *p = '/'; }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
+    struct stat st;
+    if (stat(buf, &st) != 0) return -1;
+    if (!S_ISDIR(st.st_mode)) { errno = ENOTDIR; return -1; }
+    return 0;
+}
+
+int dt_sweep_rm_rf(const char *path) {
+    struct stat st;
+    if (lstat(path, &st) != 0) return errno == ENOENT ? 0 : -1;
+    if (S_ISDIR(st.st_mode)) {
+        DIR *d = opendir(path);
+        if (!d) return -1;
+        struct dirent *e;
+        char sub[1600];
+        while ((e = readdir(d)))
+            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+                snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+                dt_sweep_rm_rf(sub);
+            }
+        closedir(d);
+        return rmdir(path);
+    }
+    return unlink(path);
+}
+
+/* TEXT into PATH whole or not at all */
+static int write_atomic(const char *path, const char *text) {
+    char tmp[1400];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) return -1;
+    const int ok = fputs(text, f) >= 0 && fputc('\n', f) != EOF;
+    if (fclose(f) != 0 || !ok || rename(tmp, path) != 0) { unlink(tmp); return -1; }
+    return 0;
+}
+
+int dt_sweep_write_json(const dt_sweep *s) {
+    dt_json j;
+    dt_json_init(&j);
+    dt_json_begin(&j, NULL);
+    dt_json_str(&j, "name", s->name);
+    dt_json_str(&j, "file", s->path);
+    dt_json_str(&j, "out", s->out);
+    dt_json_begin_array(&j, "runs");
+    for (int i = 0; i < s->nruns; i++) {
+        const dt_sweep_run *r = &s->runs[i];
+        char dir[1300];
+        snprintf(dir, sizeof dir, "%s/%s", s->out, r->name);
+        dt_json_begin(&j, NULL);
+        dt_json_str(&j, "name", r->name);
+        dt_json_str(&j, "folder", dir);
+        dt_json_int(&j, "ranks", r->ranks);
+        dt_json_begin(&j, "flags");
+        for (int k = 0; k < r->nflags; k++)
+            if (r->flags[k].value) dt_json_str(&j, r->flags[k].key, r->flags[k].value);
+            else dt_json_bool(&j, r->flags[k].key, 1);
+        dt_json_end(&j);
+        char **av = dt_sweep_command(r, dir, 0);
+        dt_json_begin_array(&j, "command");
+        for (int k = 0; av[k]; k++) dt_json_str(&j, NULL, av[k]);
+        dt_json_end_array(&j);
+        dt_sweep_free_command(av);
+        dt_json_end(&j);
+    }
+    dt_json_end_array(&j);
+    dt_json_end(&j);
+    char path[1100];
+    snprintf(path, sizeof path, "%s/sweep.json", s->out);
+    const char *text = dt_json_text(&j);
+    const int rc = text ? write_atomic(path, text) : -1;
+    dt_json_free(&j);
+    return rc;
+}
+
+/* status.json of a finished run: state done / failed (with exit and error), else pending */
+void dt_sweep_read_status(dt_sweep_slot *sl) {
+    char path[1400], buf[2048];
+    snprintf(path, sizeof path, "%s/status.json", sl->dir);
+    FILE *f = fopen(path, "r");
+    sl->state = DT_SWEEP_PENDING;
+    if (!f) return;
+    const size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    if (strstr(buf, "\"status\":\"done\"")) sl->state = DT_SWEEP_DONE;
+    else if (strstr(buf, "\"status\":\"failed\"")) sl->state = DT_SWEEP_FAILED;
+    const char *e = strstr(buf, "\"exit\":");
+    sl->exit = e ? atoi(e + 7) : 0;
+    sl->error[0] = 0;
+    if ((e = strstr(buf, "\"error\":\""))) {
+        size_t o = 0;
+        for (e += 9; *e && *e != '"' && o + 1 < sizeof sl->error; e++) {
+            if (*e == '\\' && e[1]) e++;
+            sl->error[o++] = *e;
+        }
+        sl->error[o] = 0;
+    }
+}
+
+void dt_sweep_write_status(const dt_sweep_slot *sl) {
+    char path[1400];
+    snprintf(path, sizeof path, "%s/status.json", sl->dir);
+    dt_json j;
+    dt_json_init(&j);
+    dt_json_begin(&j, NULL);
+    dt_json_str(&j, "status", sl->state == DT_SWEEP_DONE ? "done" : "failed");
+    dt_json_int(&j, "exit", sl->exit);
+    dt_json_str(&j, "error", sl->error[0] ? sl->error : NULL);
+    dt_json_fixed(&j, "seconds", sl->seconds, 1);
+    dt_json_end(&j);
+    const char *text = dt_json_text(&j);
+    if (!text || write_atomic(path, text) != 0) fprintf(stderr, "sweep: warning: cannot write %s: %s\n", path, strerror(errno));
+    dt_json_free(&j);
+}
+
+/* the last "dtrain: error:" line of the run's console.txt */
+void dt_sweep_last_error(dt_sweep_slot *sl) {
+    char path[1400];
+    snprintf(path, sizeof path, "%s/console.txt", sl->dir);
+    sl->error[0] = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    while ((n = getline(&line, &cap, f)) > 0)
+        if (!strncmp(line, "dtrain: error:", 14)) {
+            while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
+            snprintf(sl->error, sizeof sl->error, "%s", line);
+        }
+    free(line);
+    fclose(f);
+}
+
+/* A run kept (done or failed) whose command.txt is not what the file says now (edited since):
+ * kept all the same, never deleted, but said. The program's path aside (a moved build). */
+void dt_sweep_same_command(const dt_sweep_run *r, const dt_sweep_slot *sl) {
+    char path[1400], *old = NULL, *now = NULL;
+    size_t olen = 0, nlen = 0;
+    snprintf(path, sizeof path, "%s/command.txt", sl->dir);
+    FILE *f = fopen(path, "r"), *m = open_memstream(&now, &nlen);
+    if (!f || !m) { if (f) fclose(f); if (m) fclose(m); free(now); return; }
+    char **av = dt_sweep_command(r, sl->dir, 0);
+    dt_sweep_quoted(m, av);
+    fclose(m);
+    dt_sweep_free_command(av);
+    if (getline(&old, &olen, f) < 0) { free(old); old = NULL; }
+    fclose(f);
+    const char *a = old ? strchr(old, ' ') : NULL, *b = strchr(now, ' ');
+    if (!a || !b || strcmp(a, b))
+        fprintf(stderr, "sweep: warning: %s: kept as %s, but its command.txt differs from the file's command now; "
+                "remove the folder to run it again\n", r->name, sl->state == DT_SWEEP_DONE ? "done" : "failed");
+    free(old);
+    free(now);
+}
+

@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# dtrain sweep (docs/sweep.md): bad experiment files (one line naming file:line, exit 2,
+# nothing made), --dry-run's cross product, a 4-run sweep end to end, a sweep interrupted
+# and restarted (only the missing runs run again), a failing run kept as failed.
+source "$(dirname "$0")/lib.sh"
+require_mnist
+DTRAIN_DATA=$(cd "${DTRAIN_DATA:-data}" && pwd)
+export DTRAIN_DATA
+DTRAIN=$(cd "$(dirname "$DTRAIN")" && pwd)/$(basename "$DTRAIN")
+cd "$T" || exit 1
+shopt -s nullglob
+
+# tiny runs: the mlp on 1000 MNIST images, one epoch
+TINY='model = mlp
+train-limit = 1000
+test-limit = 200
+epochs = 1
+quiet = true'
+
+# ------------------------------------------------------------------ bad files
+# a file good but for one line; its errors name that line
+good() {
+    printf '[sweep]\nname = bad\nseeds = 1 2\n\n[base]\n%s\n\n[axes]\nlr = 0.05, 0.1\n\n[variant one]\n\n[variant two]\nn = 2\nalgo = allreduce\n' "$TINY"
+}
+# bad NAME LINE-TEXT-TO-REPLACE NEW-TEXT: NAME.ini is good() with that line replaced
+bad() { good | sed "s|^$2\$|$3|" >"$1.ini"; }
+line_of() { grep -n "^$2\$" "$1.ini" | head -1 | cut -d: -f1; }
+sweep() { "$DTRAIN" sweep "$@"; }
+
+good >ok.ini
+sweep ok.ini --dry-run >/dev/null 2>&1
+check "the good file is good" $? "dry-run exits 0"
+rm -rf runs
+
+bad unknown-section '\[axes\]' '[axis]'
+expect_error "unknown section" "unknown-section.ini:$(line_of unknown-section '\[axis\]'): unknown section [axis]" -- sweep unknown-section.ini
+bad sweep-key 'name = bad' 'colour = red'
+expect_error "unknown [sweep] key" "sweep-key.ini:2: unknown key 'colour' in [sweep]" -- sweep sweep-key.ini
+bad key-name 'epochs = 1' 'learning rate = 1'
+expect_error "a key that is no flag name" "key-name.ini:$(line_of key-name 'learning rate = 1'): key 'learning rate'" -- sweep key-name.ini
+# in the last variant: its runs' flags are checked before the first run starts
+bad bad-value 'algo = allreduce' 'algo = allreduce\nbatch = abc'
+expect_error "a bad value" "bad-value.ini:$(line_of bad-value 'batch = abc'): key 'batch': expected an integer >= 1" -- sweep bad-value.ini
+bad bad-base 'epochs = 1' 'epochs = 0'
+expect_error "a bad value in [base]" "bad-base.ini:$(line_of bad-base 'epochs = 0'): key 'epochs': expected an integer >= 1" -- sweep bad-base.ini
+bad duplicate 'epochs = 1' 'epochs = 1\nepochs = 2'
+expect_error "a duplicate key" "duplicate.ini:$(line_of duplicate 'epochs = 2'): key 'epochs' given twice in this section (first on line $(line_of duplicate 'epochs = 1'))" -- sweep duplicate.ini
+bad empty-axis 'lr = 0.05, 0.1' 'lr ='
+expect_error "an empty axis" "empty-axis.ini:$(line_of empty-axis 'lr ='): axis 'lr': expected values" -- sweep empty-axis.ini
+bad empty-value 'lr = 0.05, 0.1' 'lr = 0.05,,0.1'
+expect_error "an empty value in an axis" "empty-value.ini:$(line_of empty-value 'lr = 0.05,,0.1'): axis 'lr': an empty value" -- sweep empty-value.ini
+bad unknown-flag 'algo = allreduce' 'algo = allreduce\nmodle = mlp'
+expect_error "an unknown flag of dtrain" "unknown-flag.ini:$(line_of unknown-flag 'modle = mlp'): key 'modle': not a flag of dtrain" -- sweep unknown-flag.ini
+bad bad-seeds 'seeds = 1 2' 'seeds = 1 two'
+expect_error "bad seeds" "bad-seeds.ini:3: key 'seeds': expected seeds" -- sweep bad-seeds.ini
+bad local-ranks 'algo = allreduce' 'algo = local'
+expect_error "ranks without a scheme" "local-ranks.ini:$(line_of local-ranks 'n = 2'): key 'n': 2 ranks need an algo" -- sweep local-ranks.ini
+bad indented 'epochs = 1' '  epochs = 1'
+expect_error "an indented line" "indented.ini:$(line_of indented '  epochs = 1'): indented line" -- sweep indented.ini
+expect_error "a missing file" "missing.ini: cannot read the experiment file" -- sweep missing.ini
+expect_error "no file" "expected one experiment file" -- sweep
+
+# ------------------------------------------------------------------ --dry-run
+cat >cross.ini <<EOF
+[sweep]
+name = cross
+seeds = 1 2 3            ; each run per seed
+[base]
+$TINY
+[axes]
+lr = 0.05, 0.1
+[variant fed]
+algo = fedavg
+n = 2
+axis split = random, class
+[variant solo]
+EOF
+sweep cross.ini --dry-run >dry.out 2>dry.err
+rc=$?
+# fed: 2 splits x 2 lr x 3 seeds = 12; solo: 2 lr x 3 seeds = 6
+{
+    for s in random class; do for lr in 0.05 0.1; do for sd in 1 2 3; do echo "fed-split=$s-lr=$lr-seed$sd"; done; done; done
+    for lr in 0.05 0.1; do for sd in 1 2 3; do echo "solo-lr=$lr-seed$sd"; done; done
+} | sort >want.names
+cut -d: -f1 dry.out | sort >got.names
+compare "dry-run: 18 runs" "$(wc -l <dry.out)" == 18
+cmp -s want.names got.names
+check "dry-run: the names of the cross product" $? "$(comm -3 want.names got.names | head -3 | tr '\n' ' ')"
+grep -q "^fed-split=class-lr=0.1-seed2: .*dtrain run -n 2 .*--algo fedavg .*--split class .*--lr 0.1 .*--seed 2 --log runs/cross/fed-split=class-lr=0.1-seed2/log.jsonl --out runs/cross/fed-split=class-lr=0.1-seed2/model.weights$" dry.out
+check "dry-run: an MPI run's command" $? "$(grep '^fed-split=class-lr=0.1-seed2:' dry.out)"
+grep -q "^solo-lr=0.05-seed3: .*dtrain train --model mlp .*--lr 0.05 --seed 3 --log " dry.out
+check "dry-run: a one-process run's command" $? "$(grep '^solo-lr=0.05-seed3:' dry.out)"
+[ "$rc" -eq 0 ] && [ ! -e runs ]
+check "dry-run: exit 0, nothing made" $? "exit $rc, $(ls -d runs 2>/dev/null)"
+
+# ------------------------------------------------------------------ a 4-run sweep
+cat >four.ini <<EOF
+[sweep]
+name = four
+seeds = 1 2
+[base]
+$TINY
+[variant one]
+[variant two]
+n = 2
+algo = allreduce
+EOF
+sweep four.ini >four.out 2>four.err
+rc=$?
+check "4 runs: exit 0" "$rc" "$(tail -1 four.err)"
+n=0
+for r in one-seed1 one-seed2 two-seed1 two-seed2; do
+    d=runs/four/$r
+    st=$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(s["status"], s["exit"])' "$d/status.json" 2>/dev/null)
+    [ "$st" = "done 0" ] && n=$((n + 1))
+    compare "$r: one summary" "$(line_count "$d/log.jsonl" summary)" == 1
+    compare "$r: the seed" "$(log_query "$d/log.jsonl" 'of("config")[-1]["seed"]')" == "${r##*seed}"
+    compare "$r: ranks" "$(log_query "$d/log.jsonl" 'of("config")[-1]["ranks"]')" == "$([ "${r%%-*}" = two ] && echo 2 || echo 1)"
+    [ -s "$d/model.weights" ] && [ -f "$d/console.txt" ] && grep -q " --log $d/log.jsonl --out $d/model.weights\$" "$d/command.txt"
+    check "$r: weights, console.txt, command.txt" $? "$(cat "$d/command.txt" 2>/dev/null)"
+done
+compare "4 runs: status done" "$n" == 4
+differ "seeds 1 and 2 differ" runs/four/one-seed1/model.weights runs/four/one-seed2/model.weights 0
+compare "sweep.json lists the 4 runs" "$(python3 -c 'import json; j=json.load(open("runs/four/sweep.json")); print(len(j["runs"]) if sorted(r["name"] for r in j["runs"]) == ["one-seed1","one-seed2","two-seed1","two-seed2"] else -1)')" == 4
+sums=$(md5sum runs/four/*/log.jsonl)
+sweep four.ini >again.out 2>again.err
+rc=$?
+[ "$rc" -eq 0 ] && ! grep -q "^sweep: start" again.err && ! grep -q "^sweep: warning" again.err && [ "$(md5sum runs/four/*/log.jsonl)" = "$sums" ]
+check "done runs are not run again" $? "exit $rc, $(grep -c '^sweep: start' again.err) started"
+# the file edited since: the done runs are kept, each with a warning
+sed 's/^epochs = 1$/epochs = 2/' four.ini >four-edited.ini
+sed -i 's/^name = four$/name = four\nout = runs\/four/' four-edited.ini
+sweep four-edited.ini >edited.out 2>edited.err
+rc=$?
+[ "$rc" -eq 0 ] && ! grep -q "^sweep: start" edited.err && [ "$(md5sum runs/four/*/log.jsonl)" = "$sums" ]
+check "edited file: nothing run again" $? "exit $rc"
+compare "edited file: a warning per run kept" "$(grep -c "^sweep: warning: .*: kept as done, but its command.txt differs" edited.err)" == 4
+
+# ------------------------------------------------------------------ interrupted and restarted
+# one at a time, a few seconds each: when one is done and the next running, three more are to
+# come, so the interruption cannot miss them however slow the machine
+cat >stop.ini <<EOF
+[sweep]
+name = stop
+parallel = 1
+[base]
+model = mlp
+train-limit = 30000
+test-limit = 200
+epochs = 6
+quiet = true
+[axes]
+lr = 0.01, 0.02, 0.03, 0.04, 0.05
+EOF
+"$DTRAIN" sweep stop.ini >stop.out 2>stop.err &  # not the function: $! must be dtrain
+pid=$!
+ok=0
+for _ in $(seq 600); do # until a run is done and another one running
+    done_n=$(find runs/stop -name status.json 2>/dev/null | wc -l)
+    running=0
+    for d in runs/stop/*/; do [ -d "$d" ] && [ ! -e "$d/status.json" ] && running=1; done
+    if [ "$done_n" -ge 1 ] && [ "$running" -eq 1 ]; then ok=1; break; fi
+    sleep 0.1
+done
+kill -INT "$pid"
+wait "$pid"
+rc=$?
+check "caught the sweep with a run done and one running" $((1 - ok)) "$done_n done"
+compare "interrupted: exit 130" "$rc" == 130
+compare "interrupted: one line about it" "$(grep -c '^sweep: interrupted' stop.err)" == 1
+sleep 1
+compare "interrupted: no run left running" "$(ps -eo args | grep -F -- "--log runs/stop/" | grep -vc grep)" == 0
+declare -A before
+kept=0 cut_short=0
+for d in runs/stop/*/; do
+    if [ -e "$d/status.json" ]; then before[$d]=$(md5sum <"$d/log.jsonl")@$(stat -c %Y.%y "$d/log.jsonl"); kept=$((kept + 1))
+    else cut_short=$((cut_short + 1)); fi
+done
+compare "interrupted: runs without status.json" "$cut_short" ">=" 1 "$cut_short >= 1 ($kept kept; $(tail -2 stop.err | tr "\n" " "))"
+sweep stop.ini >restart.out 2>restart.err
+rc=$?
+compare "restarted: exit 0" "$rc" == 0
+compare "restarted: started only the missing runs" "$(grep -c '^sweep: start' restart.err)" == $((5 - kept))
+same_logs=0
+for d in "${!before[@]}"; do [ "$(md5sum <"$d/log.jsonl")@$(stat -c %Y.%y "$d/log.jsonl")" = "${before[$d]}" ] && same_logs=$((same_logs + 1)); done
+compare "restarted: the done runs' logs untouched" "$same_logs" == "$kept"
+n=0
+for d in runs/stop/*/; do grep -q '"status":"done"' "$d/status.json" && [ "$(line_count "$d/log.jsonl" summary)" = 1 ] && n=$((n + 1)); done
+compare "restarted: all 5 done, each log with one summary" "$n" == 5
+
+# ------------------------------------------------------------------ a failing run
+cat >fail.ini <<EOF
+[sweep]
+name = fail
+[base]
+$TINY
+[variant good]
+[variant nodata]
+data-dir = $T/no-such-folder
+EOF
+sweep fail.ini >fail.out 2>fail.err
+rc=$?
+compare "a failed run: exit 1" "$rc" == 1
+grep -q '"status":"done"' runs/fail/good/status.json
+check "a failed run: the other one done" $? "$(cat runs/fail/good/status.json)"
+err=$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(s["status"], s["exit"], s["error"])' runs/fail/nodata/status.json)
+want="failed 2 $(grep '^dtrain: error:' runs/fail/nodata/console.txt | tail -1)"
+[ "$err" = "$want" ] && echo "$err" | grep -q "no-such-folder"
+check "a failed run: status failed with its error line" $? "$err"
+grep -q "^sweep: FAILED nodata (exit 2, [0-9]*s): dtrain: error: .*no-such-folder" fail.err &&
+    grep -q "^sweep: failed: nodata (exit 2): dtrain: error: .*no-such-folder" fail.err
+check "a failed run: reported when it ends and at the end" $? "$(tail -2 fail.err | head -1)"
+stamp=$(stat -c %y runs/fail/nodata/status.json)
+sweep fail.ini >fail2.out 2>fail2.err
+rc=$?
+[ "$rc" -eq 1 ] && ! grep -q '^sweep: start' fail2.err && [ "$(stat -c %y runs/fail/nodata/status.json)" = "$stamp" ]
+check "a failed run: not run again on the next start" $? "exit $rc, $(grep -c '^sweep: start' fail2.err) started"
+sweep fail.ini --retry-failed >fail3.out 2>fail3.err
+rc=$?
+[ "$rc" -eq 1 ] && [ "$(grep -c '^sweep: start' fail3.err)" -eq 1 ] && grep -q '^sweep: start nodata$' fail3.err
+check "--retry-failed runs it (alone) again" $? "exit $rc, $(grep '^sweep: start' fail3.err | tr '\n' ' ')"
+
+finish
