@@ -125,6 +125,10 @@ def parse_args(argv):
     p.add_argument("--max-seconds", type=positive_float, default=None,
                    help="stop at the first evaluation or epoch end after this many seconds since start (wall)")
     p.add_argument("--train-limit", type=positive_int, default=None, help="use only the first N training examples")
+    p.add_argument("--val", type=nonneg_int, default=0,
+                   help="hold out the last N training examples (after --train-limit) as a validation set, as dtrain's --val [0]")
+    p.add_argument("--target-on", choices=("test", "val"), default="test",
+                   help="the accuracy --target-acc is about: val (with --val) for a search that must not see the test set [test]")
     p.add_argument("--test-limit", type=positive_int, default=None, help="use only the first N test examples")
     p.add_argument("--data-dir", default=None, help="folder with the MNIST IDX files [$DTRAIN_DATA/mnist or data/mnist]")
     p.add_argument("--log", default=None, help="JSON-lines log in dtrain's format (written by rank 0)")
@@ -268,6 +272,11 @@ class Log:
             OPEN_LOGS.remove(self.tmp)
 
 
+def rnd(x):
+    """An accuracy or loss to 6 places; None (no --val) stays None (null in the log)."""
+    return None if x is None else round(x, 6)
+
+
 def r3(x):
     return None if x is None else round(x, 3)
 
@@ -315,6 +324,13 @@ def main(argv=None):
 
     xtr, ytr = load_mnist(folder, True, a.train_limit)
     xte, yte = load_mnist(folder, False, a.test_limit)
+    if a.target_on == "val" and (not a.val or a.target_acc is None):
+        die("error: --target-on val: needs --val N (the held-out set) and --target-acc A")
+    if a.val >= xtr.shape[0]:
+        die(f"error: --val {a.val}: must be smaller than the training set ({xtr.shape[0]} examples)")
+    # the last N examples (after --train-limit), as dtrain's --val: the same for every seed
+    xva, yva = xtr[xtr.shape[0] - a.val:], ytr[xtr.shape[0] - a.val:]
+    xtr, ytr = xtr[:xtr.shape[0] - a.val], ytr[:ytr.shape[0] - a.val]
     shard = xtr.shape[0] // world
     steps_per_epoch = shard // a.batch
     if steps_per_epoch < 1:
@@ -385,21 +401,24 @@ def main(argv=None):
               "seed": a.seed, "epochs": a.epochs, "batch": a.batch, "lr": a.lr, "schedule": "const",
               "momentum": a.momentum, "nesterov": False, "weight_decay": a.weight_decay, "max_steps": 0,
               "eval_every": 1, "eval_every_steps": a.eval_every_steps, "target_acc": a.target_acc,
-              "train_limit": a.train_limit or 0, "test_limit": a.test_limit or 0, "augment": False,
+              "target_on": a.target_on, "val": a.val, "train_limit": a.train_limit or 0, "test_limit": a.test_limit or 0, "augment": False,
               "resume": None, "restarts": 0, "steps_per_epoch": steps_per_epoch, "max_seconds": a.max_seconds,
               "scheme": scheme})
 
-    def evaluate():
+    def evaluate(xs, ys):
+        """Accuracy and mean loss on (xs, ys); (None, None) for an empty set (no --val)."""
+        if xs.shape[0] == 0:
+            return None, None
         m = ddp.module
         m.eval()
         correct, loss = 0, 0.0
         with torch.no_grad():
-            for i in range(0, xte.shape[0], 1000):
-                out = m(xte[i:i + 1000])
-                loss += float(F.cross_entropy(out, yte[i:i + 1000], reduction="sum"))
-                correct += int((out.argmax(1) == yte[i:i + 1000]).sum())
+            for i in range(0, xs.shape[0], 1000):
+                out = m(xs[i:i + 1000])
+                loss += float(F.cross_entropy(out, ys[i:i + 1000], reduction="sum"))
+                correct += int((out.argmax(1) == ys[i:i + 1000]).sum())
         m.train()
-        return correct / xte.shape[0], loss / xte.shape[0]
+        return correct / xs.shape[0], loss / xs.shape[0]
 
     train_s = exposed_s = 0.0
     step = 0
@@ -408,7 +427,7 @@ def main(argv=None):
     eval_s = 0.0
     reached = None  # (train_s, step, msgs all ranks, mb all ranks)
     stop_reason = None
-    last_acc = last_loss = None
+    last_acc = last_loss = last_val = last_val_loss = None
     epochs_done = 0
 
     def sent():
@@ -418,21 +437,24 @@ def main(argv=None):
 
     def checkpoint_eval(at_epoch_end):
         """Rank 0 evaluates; every rank learns whether to stop. Not training time."""
-        nonlocal eval_s, reached, last_acc, last_loss
+        nonlocal eval_s, reached, last_acc, last_loss, last_val, last_val_loss
         t0 = time.perf_counter()
         flag = torch.zeros(1)
         if rank == 0:
-            acc, tl = evaluate()
+            acc, tl = evaluate(xte, yte)
             last_acc, last_loss = acc, tl
+            last_val, last_val_loss = evaluate(xva, yva)
             b, m = sent()
-            if a.target_acc is not None and acc >= a.target_acc and reached is None:
+            judged = last_val if a.target_on == "val" else acc
+            if a.target_acc is not None and judged >= a.target_acc and reached is None:
                 reached = (train_s, step, m * world, b * world / 1e6)
                 flag[0] = 1
             elif a.max_seconds is not None and time.perf_counter() - t_start >= a.max_seconds:
                 flag[0] = 2
             if not at_epoch_end:
                 log.line({"type": "eval", "step": step, "epoch": round(step / steps_per_epoch, 4),
-                          "test_acc": round(acc, 6), "test_loss": round(tl, 6), "train_s": r3(train_s),
+                          "test_acc": round(acc, 6), "test_loss": round(tl, 6), "val_acc": rnd(last_val),
+                          "val_loss": rnd(last_val_loss), "train_s": r3(train_s),
                           "eval_s": r3(time.perf_counter() - t0), "msgs_sent": m * world,
                           "mb_sent": round(b * world / 1e6, 4)})
         dist.broadcast(flag, 0)  # also the barrier: the others wait here while rank 0 evaluates
@@ -489,7 +511,8 @@ def main(argv=None):
         b, m = sent()
         log.line({"type": "epoch", "epoch": epoch, "loss": round(float(stats[0] / stats[2]), 6),
                   "train_acc": round(float(stats[1] / stats[2]), 6), "test_acc": round(last_acc or 0.0, 6),
-                  "test_loss": round(last_loss or 0.0, 6), "lr": a.lr, "seconds": r3(ep_s),
+                  "test_loss": round(last_loss or 0.0, 6), "val_acc": rnd(last_val), "val_loss": rnd(last_val_loss),
+                  "lr": a.lr, "seconds": r3(ep_s),
                   "images_per_s": round(world * a.batch * ep_steps / ep_s, 1) if ep_s > 0 else 0.0,
                   "msgs_pct": 100.0, "msgs_sent": m * world, "mb_sent": round(b * world / 1e6, 4), "spread": 0})
         if not a.quiet and rank == 0:
@@ -514,10 +537,12 @@ def main(argv=None):
         tot_m = sum(r["msgs_sent"] for r in per_rank)
         log.line({"type": "summary", "model": "cnn1", "data": "mnist", "algo": "ddp", "ranks": world,
                   "epochs": epochs_done, "batch": a.batch, "lr": a.lr, "steps": step,
-                  "test_acc": round(last_acc or 0.0, 6), "params": params, "msgs_sent": tot_m,
+                  "test_acc": round(last_acc or 0.0, 6), "val_acc": rnd(last_val), "val_loss": rnd(last_val_loss),
+                  "params": params, "msgs_sent": tot_m,
                   "baseline_msgs": tot_m, "msgs_pct": 100.0, "mb_sent": round(tot_b / 1e6, 4),
                   "spread_before_avg": 0, "wall_s": r3(time.perf_counter() - t_start), "eval_s": r3(eval_s),
                   "train_s": r3(train_s), "restarts": 0, "redone_steps": 0, "target_acc": a.target_acc,
+                  "target_on": a.target_on,
                   "time_to_target_s": r3(reached[0]) if reached else None,
                   "steps_to_target": reached[1] if reached else None,
                   "msgs_to_target": reached[2] if reached else None,

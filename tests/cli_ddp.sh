@@ -42,6 +42,17 @@ holds "$(summary_field "$T/target.jsonl" time_to_target_s)" '>' 0
 check "time to the target" $? "$(summary_field "$T/target.jsonl" time_to_target_s)"
 compare "the stopped epoch's line" "$(line_count "$T/target.jsonl" epoch)" == 1
 
+# --val N holds out the last N training examples, as dtrain's; --target-on val stops by them
+ddp --epochs 2 --val 140 --eval-every-steps 2 --target-acc 0.3 --target-on val --log "$T/val.jsonl" >"$T/out" 2>&1
+check "DDP with --val and --target-on val runs" $? "$(tail -2 "$T/out")"
+compare "... 500 examples left to train on: 7 steps an epoch" "$(log_query "$T/val.jsonl" 'of("config")[0]["steps_per_epoch"]')" == 7
+compare "... the last evaluation's val_acc reaches the target, no earlier one's did" \
+    "$(log_query "$T/val.jsonl" 'int(of("eval")[-1]["val_acc"] >= 0.3 and all(e["val_acc"] < 0.3 for e in of("eval")[:-1]))')" == 1 \
+    "val $(log_query "$T/val.jsonl" '[e["val_acc"] for e in of("eval")]')"
+compare "... stopped there" "$(summary_field "$T/val.jsonl" steps_to_target)" == "$(log_query "$T/val.jsonl" 'of("eval")[-1]["step"]')"
+expect_error "--target-on val without --val" "--target-on val: needs --val N" -- ddp --target-acc 0.5 --target-on val --log "$T/bad.jsonl"
+expect_error "--val too large" "--val 640: must be smaller than the training set" -- ddp --val 640 --log "$T/bad.jsonl"
+
 # read by scripts/table and scripts/plot, beside a dtrain log
 "$DTRAIN" train --model cnn1 --data mnist --train-limit 640 --test-limit 200 --epochs 2 --eval-every-steps 4 \
     --no-save --quiet --log "$T/dtrain.jsonl"
