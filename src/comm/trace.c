@@ -63,6 +63,12 @@ void dt_trace_step(long step) {
 
 void dt_trace_stop(void) { recording = 0; }
 
+void dt_trace_close(void) {
+    recording = 0;
+    free(evs);
+    evs = NULL;
+}
+
 double dt_trace_t0(void) { return recording ? dt_now() : 0; }
 
 void dt_trace_event(int lane, const char *name, double t0, int64_t bytes, int peer, int tensor) {

@@ -25,6 +25,8 @@ dt_status dt_trace_open(long from, long to);
 void dt_trace_step(long step);
 /* After training: nothing more is recorded. */
 void dt_trace_stop(void);
+/* The events dropped unwritten (a run that failed): a later run of the process records none. */
+void dt_trace_close(void);
 
 /* The start time of an event (seconds, dt_now's clock), 0 when not recording. */
 double dt_trace_t0(void);

@@ -272,6 +272,7 @@ dt_status dt_trainer_init(dt_trainer *t, const dt_train_config *cfg) {
 
 void dt_trainer_free(dt_trainer *t) {
     dt_tfile_free(&t->resume_file);
+    dt_trace_close();
     dt_strategy_free(t->strategy);
     dt_model_free(t->model);
     dt_sgd_free(&t->opt);
