@@ -287,6 +287,8 @@ typedef struct dt_train_config {
     const char *log_path;    /* JSON lines, NULL: none */
     const char *checkpoint;  /* written after every epoch, NULL: none (".rankR" added for N > 1) */
     const char *resume;      /* checkpoint to continue from, NULL: none */
+    const char *trace;       /* timeline of every rank (Chrome trace-event JSON), NULL: none */
+    const char *trace_steps; /* "A:B": steps A..B-1 of each rank traced (NULL: 10:60) */
     int quiet;               /* no progress output */
     /* set by a supervisor that restarted the job (dtrain run --max-restarts): reported in the
      * summary, not used for training */

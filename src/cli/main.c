@@ -176,6 +176,9 @@ static int train_options(train_flags *f, dt_opt *opts) {
                                        "appended to (a resumed run adds its config line and epochs)", 0, 0, 0, 0, NULL},
         {"checkpoint", OPT_STR, &c->checkpoint, "checkpoint after every epoch (several ranks: parts FILE.eE.rankR, committed by the manifest FILE)", 0, 0, 0, 0, NULL},
         {"resume", OPT_STR, &c->resume, "continue from a checkpoint", 0, 0, 0, 0, NULL},
+        {"trace", OPT_STR, &c->trace, "a timeline of every rank (Chrome trace-event JSON, for ui.perfetto.dev or chrome://tracing), "
+                                      "of the steps --trace-steps A:B [10:60]", 0, 0, 0, 0, "FILE"},
+        {"trace-steps", OPT_STR, &c->trace_steps, "the steps A..B-1 of each rank that --trace records [10:60]", 0, 0, 0, 0, "A:B"},
         {"quiet", OPT_FLAG, &c->quiet, "no progress output", 0, 0, 0, 0, NULL},
         {"timeout", OPT_FLOAT, &f->timeout, "end the job when an MPI wait makes no progress for this long, seconds; 0: never [300]", 0, 1e7, 0, 0, NULL},
         /* a supervisor's restart says so (dtrain run --max-restarts): reported in the summary */

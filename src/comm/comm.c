@@ -1,4 +1,5 @@
 #include "comm/comm.h"
+#include "comm/trace.h"
 
 #include <assert.h>
 #include <limits.h>
@@ -81,7 +82,7 @@ static void count_allreduce(dt_comm *c, size_t n) {
 }
 
 dt_status dt_allreduce_sum(dt_comm *c, float *buf, size_t n) {
-    double t0 = dt_now();
+    double t0 = dt_now(), tt = dt_trace_t0();
     for (size_t off = 0; off < n; off += CHUNK) {
         int cnt = (int)(n - off < CHUNK ? n - off : CHUNK);
         int err = MPI_Allreduce(MPI_IN_PLACE, buf + off, cnt, MPI_FLOAT, MPI_SUM, c->comm);
@@ -89,16 +90,18 @@ dt_status dt_allreduce_sum(dt_comm *c, float *buf, size_t n) {
     }
     count_allreduce(c, n);
     c->c.t_comm += dt_now() - t0;
+    dt_trace_event(DT_TRACE_COMM, "allreduce", tt, (int64_t)(n * sizeof(float)), -1, -1);
     return DT_OK;
 }
 
 dt_status dt_iallreduce_sum(dt_comm *c, float *buf, size_t n, MPI_Request *req) {
     assert(n <= (size_t)INT_MAX);
-    double t0 = dt_now();
+    double t0 = dt_now(), tt = dt_trace_t0();
     int err = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->comm, req);
     c->c.t_comm += dt_now() - t0;
     if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Iallreduce");
     count_allreduce(c, n);
+    dt_trace_event(DT_TRACE_COMM, "iallreduce (start)", tt, (int64_t)(n * sizeof(float)), -1, -1);
     return DT_OK;
 }
 
@@ -111,13 +114,14 @@ dt_status dt_allreduce_mean(dt_comm *c, float *buf, size_t n) {
 }
 
 dt_status dt_reduce_sum(dt_comm *c, const float *buf, float *sum, size_t n) {
-    double t0 = dt_now();
+    double t0 = dt_now(), tt = dt_trace_t0();
     int err = MPI_Reduce(buf, sum, (int)n, MPI_FLOAT, MPI_SUM, 0, c->comm);
     c->c.t_comm += dt_now() - t0;
     if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Reduce");
     uint64_t bytes = (uint64_t)n * sizeof(float);
     if (c->rank == 0) dt_count_recv(c, (uint64_t)(c->size - 1), (uint64_t)(c->size - 1) * bytes);
     else dt_count_send(c, 1, bytes);
+    dt_trace_event(DT_TRACE_COMM, "reduce", tt, (int64_t)bytes, 0, -1);
     return DT_OK;
 }
 
@@ -131,7 +135,7 @@ dt_status dt_bcast_setup(dt_comm *c, float *buf, size_t n, int root, const char 
 }
 
 dt_status dt_bcast(dt_comm *c, float *buf, size_t n, int root) {
-    double t0 = dt_now();
+    double t0 = dt_now(), tt = dt_trace_t0();
     dt_status st = dt_bcast_setup(c, buf, n, root, "MPI_Bcast");
     if (st != DT_OK) return st;
     if (c->size > 1) {
@@ -140,6 +144,7 @@ dt_status dt_bcast(dt_comm *c, float *buf, size_t n, int root) {
         else dt_count_recv(c, 1, bytes);
     }
     c->c.t_comm += dt_now() - t0;
+    dt_trace_event(DT_TRACE_COMM, "bcast", tt, (int64_t)(n * sizeof(float)), root, -1);
     return DT_OK;
 }
 
@@ -154,7 +159,7 @@ static dt_status fits_int(size_t bytes, const char *what) {
 dt_status dt_allgather_bytes(dt_comm *c, const void *send, void *recv, size_t bytes) {
     dt_status st = fits_int(bytes, "MPI_Allgather");
     if (st != DT_OK) return st;
-    double t0 = dt_now();
+    double t0 = dt_now(), tt = dt_trace_t0();
     int err = MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, c->comm);
     c->c.t_comm += dt_now() - t0;
     if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Allgather");
@@ -163,13 +168,14 @@ dt_status dt_allgather_bytes(dt_comm *c, const void *send, void *recv, size_t by
         dt_count_send(c, m, m * bytes);
         dt_count_recv(c, m, m * bytes);
     }
+    dt_trace_event(DT_TRACE_COMM, "allgather", tt, (int64_t)bytes, -1, -1);
     return DT_OK;
 }
 
 dt_status dt_gather_bytes(dt_comm *c, const void *send, void *recv, size_t bytes) {
     dt_status st = fits_int(bytes, "MPI_Gather");
     if (st != DT_OK) return st;
-    double t0 = dt_now();
+    double t0 = dt_now(), tt = dt_trace_t0();
     int err = MPI_Gather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, 0, c->comm);
     c->c.t_comm += dt_now() - t0;
     if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Gather");
@@ -177,13 +183,14 @@ dt_status dt_gather_bytes(dt_comm *c, const void *send, void *recv, size_t bytes
         if (c->rank == 0) dt_count_recv(c, (uint64_t)(c->size - 1), (uint64_t)(c->size - 1) * bytes);
         else dt_count_send(c, 1, bytes);
     }
+    dt_trace_event(DT_TRACE_COMM, "gather", tt, (int64_t)bytes, 0, -1);
     return DT_OK;
 }
 
 dt_status dt_bcast_bytes(dt_comm *c, void *buf, size_t bytes, int root) {
     dt_status st = fits_int(bytes, "MPI_Bcast");
     if (st != DT_OK) return st;
-    double t0 = dt_now();
+    double t0 = dt_now(), tt = dt_trace_t0();
     int err = MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, c->comm);
     c->c.t_comm += dt_now() - t0;
     if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Bcast");
@@ -191,5 +198,6 @@ dt_status dt_bcast_bytes(dt_comm *c, void *buf, size_t bytes, int root) {
         if (c->rank == root) dt_count_send(c, (uint64_t)(c->size - 1), (uint64_t)(c->size - 1) * bytes);
         else dt_count_recv(c, 1, bytes);
     }
+    dt_trace_event(DT_TRACE_COMM, "bcast", tt, (int64_t)bytes, root, -1);
     return DT_OK;
 }

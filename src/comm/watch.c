@@ -1,6 +1,7 @@
 /* Watching a rank (watch.h): the board, the watchdog thread, and the profiling-interface
  * wrappers that time every blocking MPI call. */
 #include "comm/watch.h"
+#include "comm/trace.h"
 
 #include <fcntl.h>
 #include <mpi.h>
@@ -21,6 +22,8 @@ static _Atomic(const char *) cur_wait = NULL;
 static _Atomic(const char *) cur_phase = NULL;
 static const char *scheme_name = "";
 static int wait_depth = 0; /* the rank's thread only */
+static const char *wait_name = NULL; /* the outermost wait, and its start on the timeline (--trace) */
+static double wait_t0 = 0;
 static double timeout_s = 0;
 
 static int64_t now_ns(void) {
@@ -68,6 +71,8 @@ void dt_watch_phase(const char *phase) { atomic_store_explicit(&cur_phase, phase
 
 void dt_watch_wait_begin(const char *what) {
     if (wait_depth++ > 0) return;
+    wait_name = what;
+    wait_t0 = dt_trace_t0();
     atomic_store_explicit(&cur_wait, what, memory_order_relaxed);
     atomic_store_explicit(&board->wait_since_ns, now_ns(), memory_order_release);
 }
@@ -75,6 +80,7 @@ void dt_watch_wait_begin(const char *what) {
 void dt_watch_wait_end(void) {
     if (--wait_depth > 0) return;
     atomic_store_explicit(&board->wait_since_ns, 0, memory_order_release);
+    dt_trace_event(DT_TRACE_MPI, wait_name, wait_t0, -1, -1, -1);
 }
 
 void dt_watch_end(int state, int exit_code) {

@@ -2,6 +2,7 @@
  * run, a {sequence, check} header per (slot, tensor); a read is accepted only when the copied
  * data hashes to the header's check. See window.h and docs/transport.md. */
 #include "comm/window.h"
+#include "comm/trace.h"
 
 #include "comm/watch.h"
 #include "core/hash.h"
@@ -290,7 +291,7 @@ static void count_puts(dt_win *w, int n, size_t bytes) {
 dt_status dt_win_put_bytes(dt_win *w, int k, int t, const void *src, size_t bytes) {
     assert(w && k >= 0 && k < w->nnbrs && t >= 0 && t < w->T && bytes <= w->cap[t] && (src || bytes == 0));
     assert(!w->overlap); /* one neighbour's put would share tensor t's copies with the others' */
-    double t0 = dt_now();
+    double t0 = dt_now(), tt = dt_trace_t0();
     const int target = w->nbrs[k], slot = w->peer_slot[k];
     const size_t idx = (size_t)k * (size_t)w->T + (size_t)t;
     uint64_t *hdr = w->hdr_out + 2 * idx;
@@ -310,6 +311,7 @@ dt_status dt_win_put_bytes(dt_win *w, int k, int t, const void *src, size_t byte
 
     count_puts(w, 1, bytes);
     w->st.flushes++;
+    dt_trace_event(DT_TRACE_COMM, "put", tt, (int64_t)bytes, target, t);
     return DT_OK;
 }
 
@@ -501,8 +503,8 @@ dt_status dt_win_complete(dt_win *w) {
 
 /* Tensors ts[0..nt) to every neighbour, one flush for all: from src[i] (bytes[i] bytes), or,
  * when x is given (float layout), from x's own bytes at each tensor's place. */
-static dt_status put_batch(dt_win *w, const int *ts, int nt, const void *const *src,
-                           const size_t *nbytes, const unsigned char *x) {
+static dt_status put_batch_now(dt_win *w, const int *ts, int nt, const void *const *src,
+                               const size_t *nbytes, const unsigned char *x) {
     assert(w && nt >= 0 && (ts || nt == 0));
     for (int i = 0; i < nt; i++) {
         assert(ts[i] >= 0 && ts[i] < w->T);
@@ -551,6 +553,20 @@ static dt_status put_batch(dt_win *w, const int *ts, int nt, const void *const *
     return DT_OK;
 }
 
+/* put_batch_now on the timeline (--trace): the tensors' bytes to each neighbour, the
+ * neighbour when there is one, the tensor when there is one */
+static dt_status put_batch(dt_win *w, const int *ts, int nt, const void *const *src,
+                           const size_t *nbytes, const unsigned char *x) {
+    const double tt = dt_trace_t0();
+    const dt_status st = put_batch_now(w, ts, nt, src, nbytes, x);
+    if (tt == 0 || st != DT_OK || nt == 0 || w->nnbrs == 0) return st;
+    int64_t bytes = 0;
+    for (int i = 0; i < nt; i++) bytes += (int64_t)(x ? w->cap[ts[i]] : nbytes[i]);
+    dt_trace_event(DT_TRACE_COMM, w->overlap ? "put (queued, overlapped)" : "put", tt, bytes * w->nnbrs,
+                   w->nnbrs == 1 ? w->nbrs[0] : -1, nt == 1 ? ts[0] : -1);
+    return st;
+}
+
 dt_status dt_win_put_tensors(dt_win *w, const int *ts, int nt, const float *x) {
     assert(w && w->float_layout && (x || nt == 0));
     return put_batch(w, ts, nt, NULL, NULL, (const unsigned char *)x);
@@ -570,7 +586,7 @@ dt_status dt_win_put_tensors_bytes(dt_win *w, const int *ts, int nt, const void 
 dt_status dt_win_read_bytes(dt_win *w, int k, int t, void *dst, size_t bytes, uint64_t *seq, int *fresh) {
     assert(w && k >= 0 && k < w->nnbrs && t >= 0 && t < w->T && fresh && bytes <= w->cap[t] &&
            (dst || bytes == 0));
-    double t0 = dt_now();
+    double t0 = dt_now(), tt = dt_trace_t0();
     const size_t idx = (size_t)k * (size_t)w->T + (size_t)t;
     const uint64_t last = w->last[idx];
     uint64_t *h = hdr_ptr(w, k, t);
@@ -614,6 +630,8 @@ dt_status dt_win_read_bytes(dt_win *w, int k, int t, void *dst, size_t bytes, ui
 done:
     if (seq) *seq = w->last[idx];
     w->c->c.t_comm += dt_now() - t0;
+    /* a fresh copy is a message received; a read that found none is a poll */
+    dt_trace_event(DT_TRACE_COMM, *fresh ? "receive" : "poll", tt, *fresh ? (int64_t)bytes : 0, w->nbrs[k], t);
     return st;
 }
 

@@ -7,12 +7,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
+#include "comm/trace.h"
 #include "comm/watch.h"
 #include "trainer/trainer.h"
 
 /* the watchdog's line names the hook a rank was in when a wait made no progress */
-#define HOOK(t, name) \
-    ((t)->strategy->ops->name ? (dt_watch_phase(#name), (t)->strategy->ops->name((t)->strategy, &(t)->ctx)) : DT_OK)
+#define HOOK(t, name) ((t)->strategy->ops->name ? hook(t, #name, (t)->strategy->ops->name) : DT_OK)
+
+/* a scheme's hook, named to the watchdog and on the timeline (--trace) */
+static dt_status hook(dt_trainer *t, const char *name, dt_status (*fn)(dt_strategy *, dt_step_ctx *)) {
+    dt_watch_phase(name);
+    const double t0 = dt_trace_t0();
+    const dt_status st = fn(t->strategy, &t->ctx);
+    dt_trace_event(DT_TRACE_MAIN, name, t0, -1, -1, -1);
+    return st;
+}
 
 /* Batch s of this epoch: a slice of the rank's shuffled shard, or with --split stripe this
  * rank's slice of global batch s of the shared shuffled order (the data-parallel twin of one
@@ -51,28 +62,51 @@ static int step_eval_due(const dt_trainer *t) {
 /* the model's call during backward, to the scheme's grads_ready (the first error is kept) */
 static void grads_ready(void *arg, size_t from) {
     dt_trainer *t = arg;
-    if (t->grads_st == DT_OK) t->grads_st = t->strategy->ops->grads_ready(t->strategy, &t->ctx, from);
+    if (t->grads_st != DT_OK) return;
+    const double t0 = dt_trace_t0();
+    t->grads_st = t->strategy->ops->grads_ready(t->strategy, &t->ctx, from);
+    dt_trace_event(DT_TRACE_MAIN, "grads_ready", t0, -1, -1, -1);
 }
 
+static dt_status step_body(dt_trainer *t, const int *bi, int cnt, int augment, dt_rng *rng);
+
 static dt_status train_step(dt_trainer *t, const int *bi, int cnt, int augment, dt_rng *rng) {
+    dt_trace_step(t->ctx.step);
+    const double t0 = dt_trace_t0();
+    const dt_status st = step_body(t, bi, cnt, augment, rng);
+    dt_trace_event(DT_TRACE_MAIN, "step", t0, -1, -1, -1);
+    return st;
+}
+
+static dt_status step_body(dt_trainer *t, const int *bi, int cnt, int augment, dt_rng *rng) {
     dt_step_ctx *c = &t->ctx;
     dt_status st;
     dt_watch_progress(c->epoch + 1, c->step);
     /* a scheme that stops this rank in begin_step: the step is not taken */
     if ((st = HOOK(t, begin_step)) != DT_OK || c->stop) return st;
+    double t0 = dt_trace_t0();
     dt_batch_fill(&t->train, bi, cnt, t->x, t->y, augment, rng);
+    dt_trace_event(DT_TRACE_MAIN, "batch", t0, -1, -1, -1);
+    t0 = dt_trace_t0();
     dt_model_forward(t->model, t->x, cnt, 1);
+    dt_trace_event(DT_TRACE_MAIN, "forward", t0, -1, -1, -1);
+    t0 = dt_trace_t0();
     int ok = 0;
     t->grads_st = DT_OK;
     dt_model_set_grads_ready(t->model, t->strategy->ops->grads_ready ? grads_ready : NULL, t);
     c->loss = dt_model_backward(t->model, t->y, &ok);
     dt_model_set_grads_ready(t->model, NULL, NULL);
+    dt_trace_event(DT_TRACE_MAIN, "backward", t0, -1, -1, -1);
     if (t->grads_st != DT_OK) return t->grads_st;
     c->correct = ok;
     c->count = cnt;
     if ((st = HOOK(t, after_backward)) != DT_OK) return st;
-    if (t->strategy->ops->optimizer_step) st = (dt_watch_phase("optimizer_step"), t->strategy->ops->optimizer_step(t->strategy, c));
-    else dt_sgd_step(&t->opt, dt_model_params(t->model), dt_model_grads(t->model), c->lr);
+    if (t->strategy->ops->optimizer_step) st = HOOK(t, optimizer_step);
+    else {
+        t0 = dt_trace_t0();
+        dt_sgd_step(&t->opt, dt_model_params(t->model), dt_model_grads(t->model), c->lr);
+        dt_trace_event(DT_TRACE_MAIN, "optimizer_step", t0, -1, -1, -1);
+    }
     if (st != DT_OK) return st;
     if ((st = HOOK(t, end_step)) != DT_OK) return st;
     /* the board counts steps done: a rank lost during the save that follows this step has
@@ -158,8 +192,13 @@ static dt_status train_epochs(dt_trainer *t) {
             loss_sum += (double)c->loss * cnt;
             seen += cnt;
             correct += c->correct;
-            if (sync_eval && step_eval_due(t) && (dt_watch_phase("an evaluation between steps"), st = dt_trainer_step_report(t)) != DT_OK)
-                goto done;
+            if (sync_eval && step_eval_due(t)) {
+                dt_watch_phase("an evaluation between steps");
+                const double t0e = dt_trace_t0();
+                st = dt_trainer_step_report(t);
+                dt_trace_event(DT_TRACE_MAIN, "evaluation", t0e, -1, -1, -1);
+                if (st != DT_OK) goto done;
+            }
             c->step++;
             if ((st = dt_progress_step(t)) != DT_OK) goto done;
         }
@@ -172,10 +211,14 @@ static dt_status train_epochs(dt_trainer *t) {
         dt_watch_phase("the divergence check");
         if (sync_eval && (st = check_divergence(t, bad_step)) != DT_OK) goto done;
         dt_watch_phase("the epoch's evaluation");
+        double t0e = dt_trace_t0();
         if (sync_eval && c->eval_due && (st = dt_trainer_epoch_report(t, loss_sum, seen, correct, secs, c->lr)) != DT_OK)
             goto done;
+        if (sync_eval && c->eval_due) dt_trace_event(DT_TRACE_MAIN, "evaluation", t0e, -1, -1, -1);
         dt_watch_phase("saving the checkpoint");
+        t0e = dt_trace_t0();
         if (cfg->checkpoint && (st = dt_trainer_save_checkpoint(t)) != DT_OK) goto done;
+        if (cfg->checkpoint) dt_trace_event(DT_TRACE_MAIN, "checkpoint", t0e, -1, -1, -1);
         /* the epoch's own evaluation may have reached --target-acc: this epoch was the last
          * (another would train no step, yet be reported and checkpointed as done) */
         if (last || stop_training(t)) break;
@@ -218,6 +261,7 @@ dt_status dt_trainer_run(dt_trainer *t) {
     t->t_start = dt_now();
     dt_progress_begin(t);
     st = t->ctx.run.worker < 0 ? HOOK(t, serve) : train_epochs(t);
+    dt_trace_stop(); /* the run's end is not traced: only training steps */
     dt_progress_clear(t); /* before the summary, and before an error's line */
     /* divergence is found by every rank together: what start made with every rank (one-sided
      * windows, which MPI_Finalize must not find alive) is freed with every rank */
@@ -263,6 +307,12 @@ dt_status dt_trainer_run(dt_trainer *t) {
     }
     const double wall = dt_now() - t->t_start;
     if ((st = dt_trainer_summary(t, spread, wall)) != DT_OK) return st;
+    /* after the run's time was taken: the trace's messages are neither training nor counted */
+    if (cfg->trace) {
+        char host[256] = "?";
+        gethostname(host, sizeof host - 1);
+        if ((st = dt_trace_write(t->comm.comm, cfg->trace, host, t->strategy->scheme->name)) != DT_OK) return st;
+    }
     if (cfg->weights_out && t->comm.rank == 0 && 
         (st = dt_model_save_meta(t->model, cfg->weights_out, cfg->model, cfg->data, t->strategy->scheme->name)) != DT_OK)
         return st;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "core/paths.h"
+#include "comm/trace.h"
 #include "core/tensorfile.h"
 #include "trainer/ckset.h"
 #include "trainer/trainer.h"
@@ -180,6 +181,10 @@ dt_status dt_train_check_paths(const dt_train_config *cfg, int rank) {
     /* one process writes this file; several ranks their parts beside it and rank 0 it */
     if (st == DT_OK && cfg->checkpoint) st = dt_check_output("--checkpoint", cfg->checkpoint, 0);
     if (st == DT_OK && cfg->resume) st = dt_check_input("--resume", cfg->resume);
+    long from, to;
+    if (st == DT_OK && (cfg->trace || cfg->trace_steps)) st = dt_trace_parse_steps(cfg->trace_steps, &from, &to);
+    if (st == DT_OK && cfg->trace_steps && !cfg->trace) st = dt_fail(DT_ERR_ARG, "--trace-steps %s: needs --trace FILE", cfg->trace_steps);
+    if (st == DT_OK && rank == 0 && cfg->trace) st = dt_check_output("--trace", cfg->trace, 0);
     return st;
 }
 
@@ -241,6 +246,11 @@ static dt_status init_run(dt_trainer *t, const dt_train_config *cfg) {
     dt_model_init(t->model, cfg->seed); /* the same seed on every rank: identical start */
     if ((st = dt_model_reserve(t->model, cfg->batch)) != DT_OK) return st;
     if ((st = steps_per_epoch(t)) != DT_OK) return st;
+    if (cfg->trace) {
+        long from, to;
+        if ((st = dt_trace_parse_steps(cfg->trace_steps, &from, &to)) != DT_OK) return st;
+        if ((st = dt_trace_open(from, to)) != DT_OK) return st;
+    }
     return derive_length(t);
 }
 
@@ -262,6 +272,7 @@ dt_status dt_trainer_init(dt_trainer *t, const dt_train_config *cfg) {
 
 void dt_trainer_free(dt_trainer *t) {
     dt_tfile_free(&t->resume_file);
+    dt_trace_close();
     dt_strategy_free(t->strategy);
     dt_model_free(t->model);
     dt_sgd_free(&t->opt);
