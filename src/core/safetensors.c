@@ -1,4 +1,8 @@
-/* The safetensors layout (safetensors.h): written with core/json.c, read with jansson. */
+/* The safetensors layout (safetensors.h): written with core/json.c (one writer for every JSON
+ * dtrain emits), read with jansson (Debian's libjansson-dev) rather than cJSON: it parses a
+ * buffer of given length (no NUL needed), refuses duplicate keys (JSON_REJECT_DUPLICATES: two
+ * entries for one tensor are a corrupt file, not a choice), keeps integers as 64-bit integers
+ * (offsets past 2^53 are not rounded through a double) and says where the JSON is wrong. */
 #include "core/safetensors.h"
 
 #include <errno.h>
