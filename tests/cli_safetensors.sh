@@ -37,6 +37,13 @@ p=$($ST eval "$T/m.safetensors" cnn1 "$DATA/mnist" $N 2>&1)
 agree "PyTorch's cnn1 (strict=True) gives dtrain eval's accuracy" "$d" "$p"
 $ST keys "$T/m.safetensors" cnn1 >"$T/out" 2>&1; check "names and shapes are cnn1's state_dict's" $? "$(tail -1 "$T/out")"
 
+# run -n 2 writes it the same way (rank 0)
+"$DTRAIN" run -n 2 --algo allreduce --model cnn1 --data mnist --train-limit 1000 --test-limit $N --epochs 1 \
+    --out "$T/run.safetensors" --quiet >"$T/out" 2>&1
+check "run -n 2 --out run.safetensors" $? "$(tail -1 "$T/out")"
+agree "... PyTorch reads it and agrees with dtrain eval" "$(eval_acc "$T/run.safetensors")" \
+    "$($ST eval "$T/run.safetensors" cnn1 "$DATA/mnist" $N 2>&1)"
+
 # 2. PyTorch writes another cnn1 (its own values, its own tensor order); dtrain eval reads it
 $ST write "$T/py.safetensors" cnn1 11 mnist >"$T/out" 2>&1; check "PyTorch writes a state_dict" $? "$(tail -1 "$T/out")"
 d2=$(eval_acc "$T/py.safetensors")
