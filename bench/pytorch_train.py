@@ -15,6 +15,7 @@ import ctypes
 import resource
 import sys
 import time
+from collections import OrderedDict
 
 import torch
 import torch.nn as nn
@@ -23,13 +24,29 @@ import torch.nn.functional as F
 
 # ---------------------------------------------------------------- models
 
+# dtrain's automatic layer names (src/models/spec.c): the kind's prefix and a running count per
+# prefix. Naming the Sequential's modules so makes the state_dict keys dtrain's tensor names
+# ("conv1.weight", "fc2.bias"): a safetensors file written by dtrain loads with strict=True.
+_PREFIX = {nn.Conv2d: "conv", nn.Linear: "fc", nn.ReLU: "relu", nn.MaxPool2d: "maxpool",
+           nn.Dropout: "dropout", nn.Dropout2d: "dropout", nn.Flatten: "flatten"}
+
+
+def _seq(*mods):
+    count, named = {}, []
+    for m in mods:
+        p = _PREFIX[type(m)]
+        count[p] = count.get(p, 0) + 1
+        named.append((f"{p}{count[p]}", m))
+    return nn.Sequential(OrderedDict(named))
+
+
 def mlp():
-    return nn.Sequential(nn.Flatten(), nn.Linear(784, 100), nn.ReLU(),
-                         nn.Linear(100, 10))
+    return _seq(nn.Flatten(), nn.Linear(784, 100), nn.ReLU(),
+                nn.Linear(100, 10))
 
 
 def _lenet(k, flat):
-    return nn.Sequential(
+    return _seq(
         nn.Conv2d(1, 10, k), nn.MaxPool2d(2), nn.ReLU(),
         nn.Conv2d(10, 20, k), nn.Dropout2d(0.5), nn.MaxPool2d(2), nn.ReLU(),
         nn.Flatten(),
@@ -46,7 +63,7 @@ def cnn2():
 
 
 def downpour_cnn():
-    return nn.Sequential(
+    return _seq(
         nn.Conv2d(1, 32, 3), nn.ReLU(),
         nn.Conv2d(32, 64, 3), nn.ReLU(),
         nn.MaxPool2d(2), nn.Dropout(0.25), nn.Flatten(),   # 64 * 12 * 12 = 9216
@@ -78,18 +95,18 @@ class ResNet18Cifar(nn.Module):
         super().__init__()
         self.conv1 = nn.Conv2d(3, 64, 3, 1, 1, bias=False)
         self.bn1 = nn.BatchNorm2d(64)
-        layers, cin = [], 64
-        for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
-            layers += [BasicBlock(cin, cout, stride), BasicBlock(cout, cout, 1)]
+        # named as dtrain's resnet18-cifar (layer1.0.conv1, ..., linear): the same state_dict keys
+        cin = 64
+        for i, (cout, stride) in enumerate(((64, 1), (128, 2), (256, 2), (512, 2))):
+            setattr(self, f"layer{i + 1}", nn.Sequential(BasicBlock(cin, cout, stride), BasicBlock(cout, cout, 1)))
             cin = cout
-        self.layers = nn.Sequential(*layers)
-        self.fc = nn.Linear(512, num_classes)
+        self.linear = nn.Linear(512, num_classes)
 
     def forward(self, x):
         out = F.relu(self.bn1(self.conv1(x)))
-        out = self.layers(out)
+        out = self.layer4(self.layer3(self.layer2(self.layer1(out))))
         out = F.adaptive_avg_pool2d(out, 1).flatten(1)
-        return self.fc(out)
+        return self.linear(out)
 
 
 def resnet18_cifar():
@@ -100,7 +117,7 @@ def resnet18_cifar():
 
 
 def alexnet_cifar():
-    return nn.Sequential(
+    return _seq(
         nn.Conv2d(3, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
         nn.Conv2d(64, 192, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
         nn.Conv2d(192, 384, 3, padding=1), nn.ReLU(),

@@ -46,6 +46,9 @@ dt_status dt_weights_meta_put(struct dt_records *l, const char *model, const cha
 dt_status dt_weights_meta_get(const struct dt_tfile *f, dt_weights_meta *out);
 /* The spec text of a model name or spec file (malloc'd), NULL when it cannot be had. */
 char *dt_model_spec_of(const char *model);
+/* A weights file read by its name: *.safetensors as safetensors (core/safetensors.h), any
+ * other as DTRTNS01 (core/tensorfile.h). */
+dt_status dt_weights_read(const char *path, struct dt_tfile *out);
 /* dt_model_load from a file already read (a checkpoint read once for model and the rest);
  * path is for messages */
 dt_status dt_model_load_records(dt_model *m, const struct dt_tfile *f, const char *path);

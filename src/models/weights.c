@@ -1,4 +1,5 @@
 /* Saving and loading a model's parameters and state by tensor name. */
+#include "core/safetensors.h"
 #include "core/tensorfile.h"
 #include "models/model.h"
 
@@ -69,7 +70,7 @@ void dt_weights_meta_free(dt_weights_meta *w) {
 dt_status dt_weights_meta_read(const char *path, dt_weights_meta *out) {
     memset(out, 0, sizeof *out);
     dt_tfile f;
-    dt_status st = dt_tfile_read(path, &f);
+    dt_status st = dt_weights_read(path, &f);
     if (st == DT_OK) st = dt_weights_meta_get(&f, out);
     dt_tfile_free(&f);
     return st;
@@ -85,6 +86,31 @@ int dt_weights_meta_same_model(const dt_weights_meta *w, const char *model) {
     return same;
 }
 
+dt_status dt_weights_read(const char *path, dt_tfile *out) {
+    return dt_is_safetensors(path) ? dt_safetensors_read(path, out) : dt_tfile_read(path, out);
+}
+
+/* PyTorch's BatchNorm2d has a third buffer, num_batches_tracked (int64), that
+ * load_state_dict(strict=True) requires: one per batch norm (a state tensor NAME.running_mean),
+ * written as 0 since dtrain keeps no such count (PyTorch reads it only with momentum=None). */
+static dt_status save_safetensors(const dt_model *m, const char *path, const dt_records *l) {
+    dt_st_i64 *nbt = calloc((size_t)m->nsviews + 1, sizeof *nbt);
+    if (!nbt) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    int k = 0;
+    const char *suffix = ".running_mean";
+    for (int i = 0; i < m->nsviews; i++) {
+        const char *name = m->sviews[i].name;
+        const size_t nl = strlen(name), sl = strlen(suffix);
+        if (nl <= sl || strcmp(name + nl - sl, suffix) != 0) continue;
+        if (nl - sl + strlen(".num_batches_tracked") >= sizeof nbt[k].name) continue; /* cannot be named */
+        snprintf(nbt[k].name, sizeof nbt[k].name, "%.*s.num_batches_tracked", (int)(nl - sl), name);
+        nbt[k++].value = 0;
+    }
+    dt_status st = dt_safetensors_write(path, l->r, l->n, nbt, k);
+    free(nbt);
+    return st;
+}
+
 dt_status dt_model_save_meta(const dt_model *m, const char *path, const char *model, const char *data, const char *algo) {
     int n = m->nviews + m->nsviews;
     dt_record *recs = calloc((size_t)n + 1, sizeof *recs);
@@ -94,7 +120,8 @@ dt_status dt_model_save_meta(const dt_model *m, const char *path, const char *mo
     dt_status st = DT_OK;
     for (int i = 0; i < n && st == DT_OK; i++) st = dt_records_put(&l, &recs[i]);
     if (st == DT_OK && model) st = dt_weights_meta_put(&l, model, data, algo);
-    if (st == DT_OK) st = dt_tfile_write(path, l.r, l.n);
+    if (st == DT_OK && dt_is_safetensors(path)) st = save_safetensors(m, path, &l);
+    else if (st == DT_OK) st = dt_tfile_write(path, l.r, l.n);
     dt_records_free(&l);
     free(recs);
     return st;
@@ -151,7 +178,7 @@ dt_status dt_model_load_records(dt_model *m, const dt_tfile *f, const char *path
 
 dt_status dt_model_load(dt_model *m, const char *path) {
     dt_tfile f;
-    dt_status st = dt_tfile_read(path, &f);
+    dt_status st = dt_weights_read(path, &f);
     if (st != DT_OK) return st;
     st = dt_model_load_records(m, &f, path);
     dt_tfile_free(&f);
