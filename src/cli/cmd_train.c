@@ -111,6 +111,12 @@ int dt_cmd_train(int argc, char **argv) {
         dt_comm_finalize();
         return 2;
     }
+    /* a scheme of several ranks started alone trains as local would: said, not refused (a
+     * single-process run of a scheme is a valid check of it). mpiexec's launchers name the
+     * job in the environment: MPICH's PMI_SIZE, Open MPI's OMPI_COMM_WORLD_SIZE, PMIx's PMIX_RANK */
+    if (comm.size == 1 && strcmp(c->algo.algo, "local") != 0 && !env && !getenv("PMI_SIZE") &&
+        !getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMIX_RANK") && !getenv("DTRAIN_NO_SETUP_WARNINGS"))
+        fprintf(stderr, "dtrain train: --algo %s on one process (not under mpiexec): use dtrain run -n N\n", c->algo.algo);
     if (f.no_augment) c->augment = 0;
     dt_runtime_init();
     dt_trainer t;

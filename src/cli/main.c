@@ -9,6 +9,7 @@
 #include "cli/sweep.h"
 #include "cli/tee.h"
 #include "comm/watch.h"
+#include "core/suggest.h"
 #include "dtrain.h"
 
 int dt_cli_fail(void) {
@@ -24,6 +25,12 @@ static int train(int argc, char **argv) {
     return rc;
 }
 
+static int version(int argc, char **argv) {
+    (void)argc, (void)argv;
+    printf("dtrain %s\n", dt_version());
+    return 0;
+}
+
 static const struct {
     const char *name;
     int (*run)(int argc, char **argv);
@@ -36,6 +43,7 @@ static const struct {
     {"bench", dt_cmd_bench, "time training steps on random data"},
     {"diff", dt_cmd_diff, "largest difference between two weights files"},
     {"sweep", dt_cmd_sweep, "the runs of an experiment file, many at once (docs/sweep.md)"},
+    {"version", version, "the version and commit of this build (also dtrain --version)"},
 };
 
 static void usage(FILE *f) {
@@ -50,6 +58,11 @@ int main(int argc, char **argv) {
     for (int i = 0; i < NOPTS(commands); i++)
         if (!strcmp(cmd, commands[i].name)) return commands[i].run(argc, argv);
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) { usage(stdout); return 0; }
-    fprintf(stderr, "dtrain: error: unknown command '%s' (expected train, run, eval, info, bench, diff or sweep)\n", cmd);
+    if (!strcmp(cmd, "--version")) return version(argc, argv);
+    const char *names[NOPTS(commands)];
+    for (int i = 0; i < NOPTS(commands); i++) names[i] = commands[i].name;
+    const char *near = dt_suggest(cmd, names, NOPTS(commands));
+    if (near) fprintf(stderr, "dtrain: error: unknown command '%s' (did you mean %s?)\n", cmd, near);
+    else fprintf(stderr, "dtrain: error: unknown command '%s' (expected train, run, eval, info, bench, diff, sweep or version)\n", cmd);
     return 2;
 }
