@@ -1,12 +1,14 @@
 /* libFuzzer target: the command-line flag parser (dt_parse_args) with the real option tables
  * of `dtrain train` and `dtrain run` (every scheme's flags from the registry), then the
- * schemes' own value checks (dt_algo_config_set, dt_algo_check), as main.c does before any
+ * schemes' own value checks (dt_algo_config_set, dt_algo_check), as the CLI does before any
  * MPI call. The input is split on NUL bytes into arguments; the first is the command ("run"
- * selects run's table, anything else train's). main.c is compiled in with its main renamed,
- * so the tables are the very ones the CLI uses. */
-#define main dt_cli_main
-#include "../src/cli/main.c"
-#undef main
+ * selects run's table, anything else train's). src/cli/train_flags.c is linked in, so the
+ * tables are the very ones the CLI uses. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/train_flags.h"
 
 #include "fuzz_util.h"
 
@@ -22,13 +24,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (!z || z == text + size) break;
         p = z + 1;
     }
-    static train_flags f;
+    static dt_train_flags f;
     dt_opt opts[MAX_OPTS + RUN_OPTS];
     const int run = argc > 1 && !strcmp(argv[1], "run");
-    const int nopts = run ? run_options(&f, opts) : train_options(&f, opts);
+    const int nopts = run ? dt_run_options(&f, opts) : dt_train_options(&f, opts);
     int help;
     if (dt_parse_args(run ? "run" : "train", argc, argv, 2, opts, nopts, &help) == DT_OK && !help)
-        (void)scheme_values(&f);
+        (void)dt_scheme_values(&f);
     free(text);
     return 0;
 }

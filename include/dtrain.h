@@ -55,6 +55,9 @@ typedef enum dt_status {
 } dt_status;
 
 const char *dt_status_str(dt_status s);
+/* This build's version and commit: "0.9.0 (commit 130fc8bb2f18)" (the commit as git describes
+ * it, "-dirty" when built from changed files; "unknown" outside a git tree). */
+const char *dt_version(void);
 /* The message of the most recent error in this thread ("file X: expected Y, found Z"). */
 const char *dt_last_error(void);
 /* Records an error message and returns s (so: return dt_fail(DT_ERR_IO, "...")). */

@@ -48,7 +48,13 @@ expect_error "lr negative"        "--lr -0.1: expected a number > 0" -- train --
 expect_error "lr not a number"    "--lr abc"                        -- train --data-dir "$T/good" --lr abc
 expect_error "batch 0"            "--batch 0: expected an integer >= 1" -- train --data-dir "$T/good" --batch 0
 expect_error "epochs 0"           "--epochs 0: expected an integer >= 1" -- train --data-dir "$T/good" --epochs 0
-expect_error "unknown flag"       "unknown flag '--learning-rate'"  -- train --data-dir "$T/good" --learning-rate 0.1
+expect_error "unknown flag"       "unknown flag '--learning-rate' (see dtrain train --help)" -- train --data-dir "$T/good" --learning-rate 0.1
+expect_error "misspelt flag: the nearest" "dtrain train: unknown flag '--epoch' (did you mean --epochs?)" -- train --data-dir "$T/good" --epoch 2
+expect_error "misspelt run flag" "dtrain run: unknown flag '--max-restart' (did you mean --max-restarts?)" -- "$DTRAIN" run -n 2 --algo allreduce --max-restart 1
+expect_error "misspelt --algo"    "--algo alreduce: unknown algorithm (did you mean allreduce?)" -- train --data-dir "$T/good" --algo alreduce
+expect_error "another scheme's flag" "--local-steps: a flag of fedavg, not of --algo allreduce" -- train --data-dir "$T/good" --algo allreduce --local-steps 5
+expect_error "a shared flag, not of this scheme" "--topology: a flag of dpsgd, eventgrad, not of --algo ps" -- train --data-dir "$T/good" --algo ps --topology ring
+expect_error "a scheme's flag, no --algo" "--servers: a flag of downpour, not of --algo local" -- train --data-dir "$T/good" --servers 1
 expect_error "flag without value" "--seed needs a value"            -- train --data-dir "$T/good" --seed
 expect_error "bad schedule"       "--schedule 'warm'"               -- train --data-dir "$T/good" --schedule warm
 expect_error "unknown dataset"    "unknown dataset 'imagenet'"      -- train --data-dir "$T/good" --data imagenet
@@ -59,7 +65,8 @@ expect_error "eval: wrong model"  "eval: --model mlp: $T/good.weights holds weig
 head -c 100 "$T/good.weights" >"$T/cut.weights"
 expect_error "eval: truncated weights" "cut.weights: truncated"     -- "$DTRAIN" eval --model cnn1 --weights "$T/cut.weights" --data-dir "$T/good"
 expect_error "resume: weights not checkpoint" "not a checkpoint"    -- train --data-dir "$T/good" --resume "$T/good.weights"
-expect_error "unknown command"    "unknown command 'fit'"           -- "$DTRAIN" fit
+expect_error "unknown command"    "unknown command 'fit' (expected train, run," -- "$DTRAIN" fit
+expect_error "misspelt command"   "unknown command 'trian' (did you mean train?)" -- "$DTRAIN" trian
 # outputs are checked before training, not after it (a directory, a folder that is not there)
 mkdir -p "$T/adir"
 expect_error "--log is a directory" "--log $T/adir: is a directory" -- train --data-dir "$T/good" --log "$T/adir"
@@ -76,5 +83,48 @@ for bad in "eventgrad --history 0|--history 0: expected an integer >= 1" "eventg
     # shellcheck disable=SC2086
     expect_error "run --algo $args" "$want" -- "$DTRAIN" run -n 2 --data-dir "$T/none" --algo $args
 done
+
+# run refuses what its ranks would refuse before starting any: a launcher that starts nothing
+# but leaves a marker shows whether it was called (expect_error also sees no file made)
+printf '#!/bin/sh\ncase "$1" in --version) echo "HYDRA build details: fake"; exit 0;; esac\ntouch "%s"\n' "$T/launched" >"$T/fake-mpiexec"
+chmod +x "$T/fake-mpiexec"
+mkdir -p "$T/tmp" # the supervisor's folders of the launched runs
+launch() { TMPDIR="$T/tmp" DTRAIN_MPIEXEC="$T/fake-mpiexec" "$DTRAIN" run "$@"; }
+expect_error "run, bad --algo: not launched" "--algo gossip: unknown algorithm" -- launch -n 2 --algo gossip --data-dir "$T/good" --no-save
+expect_error "run, misspelt --algo: not launched" "(did you mean eventgrad?)" -- launch -n 2 --algo eventgrd --data-dir "$T/good" --no-save
+expect_error "run -n 2 without --algo: not launched" "dtrain run: -n 2 needs --algo" -- launch -n 2 --data-dir "$T/good" --no-save
+expect_error "run -n 2 --algo local: not launched" "dtrain run: --algo local trains on one process, but -n 2" -- launch -n 2 --algo local --data-dir "$T/good" --no-save
+expect_error "run, another scheme's flag: not launched" "--history: a flag of eventgrad, not of --algo allreduce" -- launch -n 2 --algo allreduce --history 3 --data-dir "$T/good" --no-save
+[ ! -e "$T/launched" ]; check "none of the refused runs called the launcher" $? "$T/launched exists"
+# the launcher is called when the flags are good (so the marker above can fail)
+launch -n 1 --algo allreduce --data-dir "$T/good" --no-save --start-timeout 1 >/dev/null 2>&1
+[ -e "$T/launched" ]; check "a good run calls the (fake) launcher" $? "no marker"
+rm -f "$T/launched"
+
+# the setup warnings (lib.sh silences them for the other tests): one line each
+warned() { (unset DTRAIN_NO_SETUP_WARNINGS; "$@"); }
+cores=$(getconf _NPROCESSORS_ONLN)
+over=$(warned launch -n $((cores + 1)) --algo allreduce --data-dir "$T/good" --no-save 2>&1 >/dev/null | grep -c "warning")
+want="dtrain run: warning: $((cores + 1)) ranks on $cores cores: they will share them (slower than $cores ranks)"
+n=$(warned launch -n $((cores + 1)) --algo allreduce --data-dir "$T/good" --no-save 2>&1 >/dev/null | grep -cxF "$want")
+holds "$over" == 1 && holds "$n" == 1; check "-n cores+1: one warning line" $? "$over warning lines, $n exactly '$want'"
+n=$(warned launch -n "$cores" --algo allreduce --data-dir "$T/good" --no-save 2>&1 >/dev/null | grep -c "warning")
+holds "$n" == 0; check "-n cores: no warning" $? "$n warning lines"
+n=$(warned launch -n $((cores + 1)) --hosts a,b --algo allreduce --data-dir "$T/good" --no-save 2>&1 >/dev/null | grep -c "warning")
+holds "$n" == 0; check "-n cores+1 --hosts: no warning (the hosts' cores)" $? "$n warning lines"
+rm -f "$T/launched"
+warned "$DTRAIN" train --model cnn1 --data-dir "$T/good" --epochs 1 --batch 2 --no-save --quiet --algo allreduce 2>"$T/warn"
+rc=$?; w="dtrain train: --algo allreduce on one process (not under mpiexec): use dtrain run -n N"
+holds "$rc" == 0 && holds "$(wc -l <"$T/warn")" == 1 && grep -qxF "$w" "$T/warn"
+check "train --algo allreduce alone: trains, one warning line" $? "rc=$rc: $(head -c 300 "$T/warn")"
+warned "$DTRAIN" train --model cnn1 --data-dir "$T/good" --epochs 1 --batch 2 --no-save --quiet 2>"$T/warn"
+holds "$(wc -c <"$T/warn")" == 0; check "train --algo local: no warning" $? "$(head -c 300 "$T/warn")"
+rm -f "$T/warn"
+
+# --version / version: "dtrain X.Y.Z (commit C)"
+v=$("$DTRAIN" --version); rc=$?
+echo "$v" | grep -qE '^dtrain [0-9]+\.[0-9]+\.[0-9]+ \(commit ([0-9a-f]{7,}(-dirty)?|unknown)\)$' && holds "$rc" == 0
+check "dtrain --version" $? "rc=$rc: $v"
+[ "$("$DTRAIN" version)" = "$v" ]; check "dtrain version says the same" $? "$("$DTRAIN" version)"
 
 finish

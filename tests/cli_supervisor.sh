@@ -19,7 +19,7 @@ printf 'nosuchhost-dt2\n' >"$T/hosts"
 for how in "--hosts nosuchhost-dt1" "--hostfile $T/hosts"; do
     host=${how##*/}; [ "$host" = hosts ] && host=nosuchhost-dt2 || host=${how#--hosts }
     t0=$SECONDS
-    timeout 120 "$DTRAIN" run -n 2 "${C[@]}" --epochs 1 --no-save $how >"$T/h.out" 2>"$T/h.err"
+    timeout 120 "$DTRAIN" run -n 2 --algo allreduce "${C[@]}" --epochs 1 --no-save $how >"$T/h.out" 2>"$T/h.err"
     rc=$? took=$((SECONDS - t0))
     compare "$how: a host that cannot be reached ends the job, non-zero" "$rc" == 2 "status $rc"
     compare "... within 30 s" "$took" '<=' 30 "$took s"
@@ -30,7 +30,7 @@ done
 : >"$T/empty"
 expect_error "an empty hostfile" "names no host" -- run -n 2 "${C[@]}" --epochs 1 --hostfile "$T/empty"
 expect_error "-n beyond 16 ranks a core on one machine" "more than 16 ranks per core" -- run -n 100000 "${C[@]}" --epochs 1
-DTRAIN_MPIEXEC=true "$DTRAIN" run -n 2 "${C[@]}" --epochs 1 --no-save >"$T/t.out" 2>"$T/t.err"
+DTRAIN_MPIEXEC=true "$DTRAIN" run -n 2 --algo allreduce "${C[@]}" --epochs 1 --no-save >"$T/t.out" 2>"$T/t.err"
 compare "a launcher that starts no rank: non-zero" $? == 2
 grep -q "^dtrain: error: the launcher (true) ended with status 0 but started 0 of 2 ranks" "$T/t.err"
 check "... saying nothing was trained" $? "$(head -c 300 "$T/t.err")"

@@ -98,6 +98,33 @@ static void test_registry_refusals(void) {
     char msg[512];
     snprintf(msg, sizeof msg, "%s", dt_last_error());
     CHECK(has_text(msg, "--algo sgd"));
+    /* a misspelt scheme: the nearest name; a far one: the list */
+    a = config("allreduse");
+    CHECK(dt_algo_check(&a) == DT_ERR_ARG && has_text(dt_last_error(), "--algo allreduse: unknown algorithm (did you mean allreduce?)"));
+    a = config("gossip");
+    CHECK(dt_algo_check(&a) == DT_ERR_ARG && has_text(dt_last_error(), "(expected one of: local, allreduce"));
+
+    /* a flag of another scheme is refused (it would be ignored), naming the schemes that take it */
+    a = config("allreduce");
+    CHECK(dt_algo_config_set(&a, "local-steps", "5") == DT_OK);
+    CHECK_MSG(dt_algo_check(&a) == DT_ERR_ARG && !strcmp(dt_last_error(), "--local-steps: a flag of fedavg, not of --algo allreduce"),
+              "%s", dt_last_error());
+    dt_strategy *none = NULL;
+    CHECK(dt_strategy_create(&a, &none) == DT_ERR_ARG && none == NULL);
+    a = config("fedavg");
+    dt_algo_config_set(&a, "topology", "ring");
+    CHECK_MSG(dt_algo_check(&a) == DT_ERR_ARG && !strcmp(dt_last_error(), "--topology: a flag of dpsgd, eventgrad, not of --algo fedavg"),
+              "%s", dt_last_error());
+    a = config(NULL); /* local takes no scheme flag */
+    dt_algo_config_set(&a, "servers", "1");
+    CHECK_MSG(dt_algo_check(&a) == DT_ERR_ARG && has_text(dt_last_error(), "not of --algo local"), "%s", dt_last_error());
+    /* a flag several schemes share passes for each of them */
+    a = config("dpsgd");
+    dt_algo_config_set(&a, "topology", "ring");
+    CHECK_MSG(dt_algo_check(&a) == DT_OK, "%s", dt_last_error());
+    a = config("eventgrad");
+    dt_algo_config_set(&a, "topology", "ring");
+    CHECK_MSG(dt_algo_check(&a) == DT_OK, "%s", dt_last_error());
     for (int i = 0; i < n; i++) CHECK_MSG(has_text(msg, all[i]->name), "%s missing from: %s", all[i]->name, msg);
 
     a = config("local");

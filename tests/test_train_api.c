@@ -74,6 +74,11 @@ int main(void) {
     c.algo.algo = "nosuch";
     CHECK(dt_train(&c, &r) == DT_ERR_ARG && strstr(dt_last_error(), "--algo nosuch: unknown algorithm"));
     small(&c);
+    c.algo.algo = "allreduce"; /* another scheme's flag: refused, not ignored */
+    CHECK(dt_algo_config_set(&c.algo, "local-steps", "5") == DT_OK);
+    CHECK(dt_train(&c, &r) == DT_ERR_ARG && strstr(dt_last_error(), "--local-steps: a flag of fedavg, not of --algo allreduce"));
+    CHECK(dt_version()[0] >= '0' && dt_version()[0] <= '9' && strstr(dt_version(), " (commit ")); /* "0.9.0 (commit X)" */
+    small(&c);
     c.algo.algo = "eventgrad";
     CHECK(dt_algo_config_set(&c.algo, "history", "0") == DT_OK);
     CHECK(dt_train(&c, &r) == DT_ERR_ARG && strstr(dt_last_error(), "--history 0: expected an integer >= 1"));

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "algorithms/strategy.h"
+#include "core/suggest.h"
 
 #define DT_SCHEME(x) extern const dt_scheme dt_scheme_##x;
 #include "algorithms/schemes.def"
@@ -101,7 +102,24 @@ static dt_status parse_number(const dt_flag *f, const char *v, double *x) {
 dt_status dt_algo_check(const dt_algo_config *a) {
     const char *name = a->algo ? a->algo : "local";
     const dt_scheme *sc = dt_scheme_find(name);
-    if (!sc) return dt_fail(DT_ERR_ARG, "--algo %s: unknown algorithm (expected one of: %s)", name, dt_strategy_names());
+    if (!sc) {
+        const char *names[sizeof schemes / sizeof schemes[0]];
+        for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; i++) names[i] = schemes[i]->name;
+        const char *near = dt_suggest(name, names, (int)(sizeof schemes / sizeof schemes[0]));
+        if (near) return dt_fail(DT_ERR_ARG, "--algo %s: unknown algorithm (did you mean %s?)", name, near);
+        return dt_fail(DT_ERR_ARG, "--algo %s: unknown algorithm (expected one of: %s)", name, dt_strategy_names());
+    }
+    /* a flag of another scheme would be silently ignored: refused, naming who takes it */
+    for (int i = 0; i < a->nset; i++) {
+        if (scheme_flag(sc, a->set[i].name)) continue;
+        char takes[200] = "";
+        size_t o = 0;
+        for (size_t k = 0; k < sizeof schemes / sizeof schemes[0] && o < sizeof takes; k++)
+            if (scheme_flag(schemes[k], a->set[i].name))
+                o += (size_t)snprintf(takes + o, sizeof takes - o, "%s%s", o ? ", " : "", schemes[k]->name);
+        if (!o) return dt_fail(DT_ERR_ARG, "--%s: no scheme takes this flag", a->set[i].name);
+        return dt_fail(DT_ERR_ARG, "--%s: a flag of %s, not of --algo %s", a->set[i].name, takes, name);
+    }
     dt_codec_spec spec;
     dt_status st = dt_codec_parse(a->compress, &spec);
     if (st != DT_OK) return st;

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/suggest.h"
+
 static dt_status bad(const char *cmd, const dt_opt *o, const char *v) {
     if (o->kind == OPT_INT || o->kind == OPT_SEED) {
         if (o->max > o->min)
@@ -15,6 +17,19 @@ static dt_status bad(const char *cmd, const dt_opt *o, const char *v) {
     }
     return dt_fail(DT_ERR_ARG, "dtrain %s: --%s %s: expected a number %s %g%s", cmd, o->name, v,
                    o->min_exclusive ? ">" : ">=", o->min, o->max < 1e15 ? " and within range" : "");
+}
+
+/* One line: the flag, and the closest of the command's (shown) flags when it is likely a typo. */
+static dt_status unknown(const char *cmd, const char *name, size_t nlen, const dt_opt *opts, int nopts) {
+    char word[64];
+    snprintf(word, sizeof word, "%.*s", (int)nlen, name);
+    const char *names[256];
+    int n = 0;
+    for (int k = 0; k < nopts && n < 256; k++)
+        if (!opts[k].hidden) names[n++] = opts[k].name;
+    const char *near = dt_suggest(word, names, n);
+    if (near) return dt_fail(DT_ERR_ARG, "dtrain %s: unknown flag '--%.*s' (did you mean --%s?)", cmd, (int)nlen, name, near);
+    return dt_fail(DT_ERR_ARG, "dtrain %s: unknown flag '--%.*s' (see dtrain %s --help)", cmd, (int)nlen, name, cmd);
 }
 
 static int in_range(const dt_opt *o, double x) {
@@ -36,7 +51,7 @@ dt_status dt_parse_args(const char *cmd, int argc, char **argv, int first, const
         const dt_opt *o = NULL;
         for (int k = 0; k < nopts; k++)
             if (strlen(opts[k].name) == nlen && !strncmp(opts[k].name, name, nlen)) o = &opts[k];
-        if (!o) return dt_fail(DT_ERR_ARG, "dtrain %s: unknown flag '--%.*s' (see dtrain %s --help)", cmd, (int)nlen, name, cmd);
+        if (!o) return unknown(cmd, name, nlen, opts, nopts);
         if (o->kind == OPT_FLAG) {
             if (eq) return dt_fail(DT_ERR_ARG, "dtrain %s: --%s takes no value", cmd, o->name);
             *(int *)o->dst = 1;

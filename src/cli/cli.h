@@ -1,0 +1,17 @@
+/* The subcommands of dtrain, one a file (cmd_*.c), and what they share. */
+#ifndef DT_CLI_H
+#define DT_CLI_H
+
+#define NOPTS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* "dtrain: error: " and the last error on stderr; returns exit status 2. */
+int dt_cli_fail(void);
+
+int dt_cmd_train(int argc, char **argv);
+int dt_cmd_run(int argc, char **argv);
+int dt_cmd_eval(int argc, char **argv);
+int dt_cmd_info(int argc, char **argv);
+int dt_cmd_bench(int argc, char **argv);
+int dt_cmd_diff(int argc, char **argv);
+
+#endif

@@ -1,0 +1,78 @@
+/* dtrain eval: test accuracy of saved weights. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/args.h"
+#include "dtrain.h"
+#include "core/paths.h"
+#include "trainer/trainer.h"
+#include "core/tensorfile.h"
+
+/* The model a weights file is evaluated with: --model, else the one the file names (its spec
+ * text), else cnn1 (files of older builds name none). A --model or --data that contradicts
+ * the file is refused: weights evaluated on the wrong data give a plausible, wrong figure. */
+static dt_status eval_model(const char *model, const char *data, const char *weights, const dt_weights_meta *w,
+                            dt_model **m) {
+    if (model && !dt_weights_meta_same_model(w, model))
+        return dt_fail(DT_ERR_ARG, "eval: --model %s: %s holds weights of %s", model, weights, w->model);
+    if (data && w->data && strcmp(data, w->data) != 0)
+        return dt_fail(DT_ERR_ARG, "eval: --data %s: %s was trained on %s", data, weights, w->data);
+    if (model) return dt_model_open(model, m);
+    if (!w->spec) return dt_model_open(w->model ? w->model : "cnn1", m);
+    char origin[1100];
+    snprintf(origin, sizeof origin, "%s (its model %s)", weights, w->model ? w->model : "");
+    return dt_model_from_spec(w->spec, origin, m);
+}
+
+int dt_cmd_eval(int argc, char **argv) {
+    const char *model = NULL, *data = NULL, *data_dir = NULL, *weights = NULL;
+    int batch = 256, limit = 0;
+    dt_opt opts[] = {
+        {"model", OPT_STR, &model, "model name or spec file [the one the weights file names, else cnn1]", 0, 0, 0, 0, NULL},
+        {"weights", OPT_STR, &weights, "weights file written by dtrain train (required)", 0, 0, 0, 0, NULL},
+        {"data", OPT_STR, &data, "mnist | fashion-mnist | cifar10 [the one the weights file names, else mnist]", 0, 0, 0, 0, NULL},
+        {"data-dir", OPT_STR, &data_dir, "folder with the dataset files", 0, 0, 0, 0, NULL},
+        {"batch", OPT_INT, &batch, "evaluation batch size [256]", 1, 1e6, 0, 0, NULL},
+        {"test-limit", OPT_INT, &limit, "use only the first N test examples [all]", 1, 1e9, 0, 0, NULL},
+    };
+    int help;
+    if (dt_parse_args("eval", argc, argv, 2, opts, NOPTS(opts), &help) != DT_OK) return dt_cli_fail();
+    if (help) {
+        dt_print_help("eval", "--weights FILE [flags]\n\nTest accuracy of saved weights. The file names its model and dataset "
+                              "(files of older\nbuilds do not: give --model and --data).", opts, NOPTS(opts));
+        return 0;
+    }
+    if (!weights) { dt_fail(DT_ERR_ARG, "dtrain eval: --weights FILE is required"); return dt_cli_fail(); }
+    if (dt_check_input("--weights", weights) != DT_OK) return dt_cli_fail();
+    dt_runtime_init();
+    dt_weights_meta w;
+    if (dt_weights_meta_read(weights, &w) != DT_OK) return dt_cli_fail();
+    dt_model *m = NULL;
+    dt_dataset test = {0};
+    double acc = 0, loss = 0;
+    dt_status st = eval_model(model, data, weights, &w, &m);
+    if (!data) data = w.data ? w.data : "mnist";
+    char dir[1024];
+    dt_data_dir(data, data_dir, dir, sizeof dir);
+    if (st == DT_OK && (st = dt_model_load(m, weights)) != DT_OK && !w.model) {
+        /* a file of an older build does not name its model: its shapes tell it is another */
+        char why[900];
+        snprintf(why, sizeof why, "%s", dt_last_error());
+        st = dt_fail(st, "eval: --model %s: %s (weights of another model?)", model ? model : "cnn1", why);
+    }
+    if (st == DT_OK) st = dt_dataset_load(data, dir, 0, &test);
+    if (st == DT_OK) st = dt_evaluate(m, &test, batch, limit, &acc, &loss);
+    int n = limit > 0 && limit < test.n ? limit : test.n;
+    dt_dataset_free(&test);
+    dt_model_free(m);
+    dt_weights_meta_free(&w);
+    if (st != DT_OK) return dt_cli_fail();
+    printf("test accuracy %.2f%% (%ld/%d), loss %.4f\n", 100 * acc, (long)(acc * n + 0.5), n, loss);
+    return 0;
+}

@@ -1,0 +1,161 @@
+/* dtrain train: one process, or every rank under mpiexec (dtrain run). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/args.h"
+#include "dtrain.h"
+#include <stdatomic.h>
+#include "cli/guard.h"
+#include "cli/rundir.h"
+#include "cli/tee.h"
+#include "cli/train_flags.h"
+#include "comm/comm.h"
+#include "comm/watch.h"
+#include "core/paths.h"
+#include "trainer/trainer.h"
+
+/* MPI is initialised (a singleton without mpiexec). Errors every rank meets alike are printed
+ * by rank 0 only; an error of some ranks by the lowest of them, prefixed with its rank. */
+static int report_agreed(const dt_comm *comm, dt_status st) {
+    int bad = st != DT_OK, first = bad ? comm->rank : comm->size, lowest = comm->size, any = 0, all = 0;
+    int err = MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, comm->comm);
+    if (err == MPI_SUCCESS && !any) return 0;
+    if (err == MPI_SUCCESS) err = MPI_Allreduce(&first, &lowest, 1, MPI_INT, MPI_MIN, comm->comm);
+    /* all failed: the same message everywhere, printed once */
+    if (err == MPI_SUCCESS) err = MPI_Allreduce(&bad, &all, 1, MPI_INT, MPI_MIN, comm->comm);
+    if (err != MPI_SUCCESS) { /* the agreement itself failed: every rank says what it knows */
+        fprintf(stderr, "dtrain: error: rank %d: %s\n", comm->rank, bad ? dt_last_error() : "MPI failed agreeing on an error");
+        return 1;
+    }
+    if (comm->rank == lowest) {
+        if (all || comm->size == 1) fprintf(stderr, "dtrain: error: %s\n", dt_last_error());
+        else fprintf(stderr, "dtrain: error: rank %d: %s\n", comm->rank, dt_last_error());
+    }
+    return 1;
+}
+
+/* Ranks a scheme dropped for good (stopped or hung: downpour's gone workers) would hold
+ * MPI_Finalize forever. The work is done and saved, so the others leave without it: rank 0
+ * last but one message, so that nothing it still had to say or write is cut short when the
+ * launcher sees the first rank leave. The board names world ranks, and a scheme that
+ * dropped ranks trains its last steps on a communicator of the survivors, whose numbering
+ * differs (survivor 2 of 0,1,3 is world rank 3): so MPI_COMM_WORLD's numbers, every one. */
+static void leave_without_finalize(void) {
+    const dt_board *b = dt_watch_board();
+    int rank = 0, size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    dt_console_close();
+    for (int r = 1; r < size; r++) {
+        int dropped = 0;
+        for (int i = 0; i < 8; i++) dropped |= atomic_load(&b->dropped[i]) == r;
+        if (dropped) continue;
+        if (rank == 0) MPI_Send(NULL, 0, MPI_BYTE, r, 7399, MPI_COMM_WORLD);
+        else if (rank == r) MPI_Recv(NULL, 0, MPI_BYTE, 0, 7399, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
+    dt_watch_left();
+    _exit(0);
+}
+
+int dt_cmd_train(int argc, char **argv) {
+    dt_guard_rank(argv); /* under dtrain run: a parent that sees how this rank ends */
+    /* the command as typed, for the log: under dtrain run the supervisor's (this rank's argv is
+     * mpiexec's), else this process's own */
+    static char **typed;
+    static int ntyped;
+    const char *env = getenv(DT_COMMAND_ENV);
+    if (env) typed = dt_shell_split(env, &ntyped);
+    if (!typed && (typed = malloc(((size_t)argc + 1) * sizeof *typed))) {
+        memcpy(typed, argv, ((size_t)argc + 1) * sizeof *typed);
+        ntyped = argc;
+    }
+    dt_comm comm;
+    if (dt_comm_init(&argc, &argv, &comm) != DT_OK) return dt_cli_fail();
+    char host[64] = "";
+    gethostname(host, sizeof host - 1);
+    dt_watch_identify(comm.rank, (int)getpid(), host);
+    static dt_train_flags f;
+    dt_opt opts[MAX_OPTS];
+    int nopts = dt_train_options(&f, opts), help;
+    dt_status st = dt_parse_args("train", argc, argv, 2, opts, nopts, &help);
+    if (st == DT_OK && !help) st = dt_scheme_values(&f);
+    if (st == DT_OK && !help) st = dt_run_length(&f);
+    if (st != DT_OK || help) {
+        if (comm.rank == 0) {
+            char usage[1400];
+            dt_usage_with_schemes(usage, sizeof usage, "[flags]\n\nTrains a model and writes its final weights. Under mpiexec (or dtrain run) the\n"
+                                                    "ranks train together with --algo; alone it trains on one process.");
+            if (st != DT_OK) fprintf(stderr, "dtrain: error: %s\n", dt_last_error());
+            else dt_print_help("train", usage, opts, nopts);
+        }
+        dt_comm_finalize();
+        return st != DT_OK ? 2 : 0;
+    }
+    dt_train_config *c = &f.c;
+    if (comm.size > 1 && dt_watch_start(f.timeout, c->algo.algo) != 0)
+        fprintf(stderr, "dtrain: warning: rank %d: cannot start the watchdog thread: --timeout is off\n", comm.rank);
+    c->max_steps = f.max_steps;
+    c->redone_steps = f.redone_steps;
+    c->command = typed;
+    c->ncommand = typed ? ntyped : 0;
+    st = dt_resolve_outputs(&f, comm.rank);
+    /* under dtrain run the supervisor keeps the run folder (and the console of every rank) */
+    if (st == DT_OK && f.run_dir && comm.rank == 0 && !env) st = dt_start_run_dir(&f, argv, argc);
+    if (report_agreed(&comm, st)) {
+        dt_comm_finalize();
+        return 2;
+    }
+    /* a scheme of several ranks started alone trains as local would: said, not refused (a
+     * single-process run of a scheme is a valid check of it). mpiexec's launchers name the
+     * job in the environment: MPICH's PMI_SIZE, Open MPI's OMPI_COMM_WORLD_SIZE, PMIx's PMIX_RANK */
+    if (comm.size == 1 && strcmp(c->algo.algo, "local") != 0 && !env && !getenv("PMI_SIZE") &&
+        !getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMIX_RANK") && !getenv("DTRAIN_NO_SETUP_WARNINGS"))
+        fprintf(stderr, "dtrain train: --algo %s on one process (not under mpiexec): use dtrain run -n N\n", c->algo.algo);
+    if (f.no_augment) c->augment = 0;
+    dt_runtime_init();
+    dt_trainer t;
+    st = dt_trainer_init(&t, c);
+    int failed = report_agreed(&comm, st);
+    if (!failed) failed = report_agreed(&comm, dt_trainer_start(&t)); /* collective set-up, --resume's state */
+    if (failed) {
+        dt_trainer_free(&t);
+        dt_comm_finalize();
+        return 2;
+    }
+    st = dt_trainer_run(&t);
+    double final_acc = t.last.test_acc;
+    int rank = t.comm.rank, size = t.comm.size;
+    dt_trainer_free(&t);
+    if (st == DT_ERR_DIVERGED) {
+        /* agreed by every rank: said once, and the run ends with its own status */
+        if (rank == 0) fprintf(stderr, "dtrain: error: %s\n", dt_last_error());
+        dt_comm_finalize();
+        return 3;
+    }
+    if (st != DT_OK) {
+        /* mid-run errors are this rank's own: say which, and stop the others */
+        if (size > 1) {
+            fprintf(stderr, "dtrain: error: rank %d: %s\n", rank, dt_last_error());
+            fflush(stderr);
+            /* said: the supervisor must not add a line of its own when MPI_Abort's kills
+             * reach this rank's guard as signals */
+            dt_watch_end(DT_RANK_FAILED, 2);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        dt_comm_finalize();
+        return dt_cli_fail();
+    }
+    if (!c->quiet && c->weights_out && rank == 0)
+        printf("final test accuracy %.2f%%, weights written to %s\n", 100 * final_acc, c->weights_out);
+    fflush(stdout);
+    dt_watch_end(DT_RANK_FINISHING, 0);
+    if (dt_watch_left_out()) leave_without_finalize();
+    dt_comm_finalize();
+    return 0;
+}
