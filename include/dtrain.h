@@ -1,7 +1,9 @@
 /*
  * dtrain.h - communication-efficient data-parallel training on CPUs.
  *
- * Worked example: train cnn1 on MNIST for one epoch, single process.
+ * Worked example (examples/train_one.c, shortened): train cnn1 on MNIST, single process;
+ * build it against the installed library with `cc train_one.c $(pkg-config --cflags --libs
+ * dtrain)` (README: Install).
  *
  *     dt_model *m = NULL;
  *     dt_dataset train = {0}, test = {0};
@@ -11,11 +13,12 @@
  *         fprintf(stderr, "dtrain: %s\n", dt_last_error());
  *         return 2;
  *     }
+ *     dt_dataset_truncate(&train, 4096);           // a short run
  *     dt_model_init(m, 1);                         // same seed -> same weights
  *     dt_model_reserve(m, 64);                     // all activations sized once
  *     dt_sgd sgd;
- *     dt_sgd_init(&sgd, dt_model_num_params(m), 0.0f, 0.0f, 0);
- *     float x[64 * 784]; uint8_t y[64]; int idx[64];
+ *     dt_sgd_init(&sgd, dt_model_num_params(m), 0.9f, 0.0f, 0);
+ *     static float x[64 * 784]; uint8_t y[64]; int idx[64];
  *     for (int b = 0; b + 64 <= train.n; b += 64) {
  *         for (int i = 0; i < 64; i++) idx[i] = b + i;
  *         dt_batch_fill(&train, idx, 64, x, y, 0, NULL);
@@ -23,6 +26,7 @@
  *         dt_model_backward(m, y, NULL);           // loss + all gradients
  *         dt_sgd_step(&sgd, dt_model_params(m), dt_model_grads(m), 0.05f);
  *     }
+ *     // ... accuracy: dt_model_forward(m, x, n, 0) and dt_model_loss(m, y, &correct)
  *     dt_sgd_free(&sgd); dt_dataset_free(&train); dt_dataset_free(&test);
  *     dt_model_free(m);                            // whoever creates frees
  *
@@ -242,7 +246,8 @@ float dt_schedule_lr(const dt_schedule *s, double epoch_pos, int epochs);
  *     if (dt_train(&c, &r) != DT_OK) fprintf(stderr, "%s\n", dt_last_error());
  *     else printf("test accuracy %.2f%%\n", 100 * r.test_acc);
  *
- * Every rank calls dt_train with the same configuration; `mpiexec -n 4 ./prog` runs it on 4. */
+ * Every rank calls dt_train with the same configuration; `mpiexec -n 4 ./prog` runs it on 4.
+ * A complete program: examples/train_mpi.c. */
 #define DT_ALGO_MAX_SET 64
 
 /* The scheme and the values of its flags as given (text, as on the command line; others take

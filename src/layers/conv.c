@@ -104,7 +104,7 @@ static void valid_cols(int w, int kj, int s, int p, int ow, int *lo, int *hi) {
  * 8x8) take 8-float stores: those rows start at multiples of 32 bytes (col is 64-byte
  * aligned, ld a multiple of 16), so no store crosses a cache line, where a 16-float store at
  * every other row did (measured: conv2's forward 14% faster on this machine). */
-static void im2col_s1(const float *restrict x, int c, int h, int w, int k, int p, int oh, int ow,
+DT_AVX512 static void im2col_s1(const float *restrict x, int c, int h, int w, int k, int p, int oh, int ow,
                       float *restrict col, size_t ld) {
     const int nv = (ow + 15) / 16, narrow = ow <= 8;
     for (int ci = 0; ci < c; ci++)
@@ -135,7 +135,7 @@ static void im2col_s1(const float *restrict x, int c, int h, int w, int k, int p
 static void im2col(const float *restrict x, int c, int h, int w, int k, int s, int p, int oh,
                    int ow, float *restrict col, size_t ld) {
 #ifdef DT_KERNELS_AVX512
-    if (s == 1 && ow <= 64) { im2col_s1(x, c, h, w, k, p, oh, ow, col, ld); return; }
+    if (s == 1 && ow <= 64 && dt_cpu_avx512()) { im2col_s1(x, c, h, w, k, p, oh, ow, col, ld); return; }
 #endif
     for (int ci = 0; ci < c; ci++)
         for (int ki = 0; ki < k; ki++)
@@ -157,40 +157,44 @@ static void im2col(const float *restrict x, int c, int h, int w, int k, int s, i
             }
 }
 
+#ifdef DT_KERNELS_AVX512
+/* col2im for stride 1, w <= 64, k <= 16, gathered: each 16-pixel piece of an input row sums its
+ * k*k shifted column pieces in a register and is stored once (no read-modify-write of
+ * overlapping pieces); the masks of every (kj, piece) are computed once. */
+DT_AVX512 static void col2im_s1(const float *restrict col, int c, int h, int w, int k, int p, int oh,
+                                int ow, size_t ld, float *restrict x, int acc) {
+    const int nv = (w + 15) / 16;
+    __mmask16 mw[4], mk[16][4];
+    for (int v = 0; v < nv; v++) {
+        mw[v] = dt_mask_range(0, w, 16 * v);
+        /* ox = ix + l + p - kj must lie in [0, ow) */
+        for (int kj = 0; kj < k; kj++) mk[kj][v] = mw[v] & dt_mask_range(kj - p, kj - p + ow, 16 * v);
+    }
+    for (int ci = 0; ci < c; ci++)
+        for (int iy = 0; iy < h; iy++) {
+            float *xr = x + ((size_t)ci * h + iy) * w;
+            for (int v = 0; v < nv; v++) {
+                const int ix = 16 * v;
+                __m512 sum = acc ? dt_maskz_loadu_ps(mw[v], xr + ix) : _mm512_setzero_ps();
+                for (int ki = 0; ki < k; ki++) {
+                    const int oy = iy + p - ki;
+                    if (oy < 0 || oy >= oh) continue;
+                    const float *r = col + (size_t)((ci * k + ki) * k) * ld + (ptrdiff_t)oy * ow + ix + p;
+                    for (int kj = 0; kj < k; kj++, r += ld - 1)
+                        sum = _mm512_add_ps(sum, dt_maskz_loadu_ps(mk[kj][v], r));
+                }
+                dt_mask_storeu_ps(xr + ix, mw[v], sum);
+            }
+        }
+}
+#endif
+
 /* The adjoint of im2col: x (+)= the columns (row stride ld) summed back into the image;
  * acc = 0 overwrites x. */
 static void col2im(const float *restrict col, int c, int h, int w, int k, int s, int p, int oh,
                    int ow, size_t ld, float *restrict x, int acc) {
 #ifdef DT_KERNELS_AVX512
-    /* stride 1, gathered: each 16-pixel piece of an input row sums its k*k shifted column
-     * pieces in a register and is stored once (no read-modify-write of overlapping pieces);
-     * the masks of every (kj, piece) are computed once */
-    if (s == 1 && w <= 64 && k <= 16) {
-        const int nv = (w + 15) / 16;
-        __mmask16 mw[4], mk[16][4];
-        for (int v = 0; v < nv; v++) {
-            mw[v] = dt_mask_range(0, w, 16 * v);
-            /* ox = ix + l + p - kj must lie in [0, ow) */
-            for (int kj = 0; kj < k; kj++) mk[kj][v] = mw[v] & dt_mask_range(kj - p, kj - p + ow, 16 * v);
-        }
-        for (int ci = 0; ci < c; ci++)
-            for (int iy = 0; iy < h; iy++) {
-                float *xr = x + ((size_t)ci * h + iy) * w;
-                for (int v = 0; v < nv; v++) {
-                    const int ix = 16 * v;
-                    __m512 sum = acc ? dt_maskz_loadu_ps(mw[v], xr + ix) : _mm512_setzero_ps();
-                    for (int ki = 0; ki < k; ki++) {
-                        const int oy = iy + p - ki;
-                        if (oy < 0 || oy >= oh) continue;
-                        const float *r = col + (size_t)((ci * k + ki) * k) * ld + (ptrdiff_t)oy * ow + ix + p;
-                        for (int kj = 0; kj < k; kj++, r += ld - 1)
-                            sum = _mm512_add_ps(sum, dt_maskz_loadu_ps(mk[kj][v], r));
-                    }
-                    dt_mask_storeu_ps(xr + ix, mw[v], sum);
-                }
-            }
-        return;
-    }
+    if (s == 1 && w <= 64 && k <= 16 && dt_cpu_avx512()) { col2im_s1(col, c, h, w, k, p, oh, ow, ld, x, acc); return; }
 #endif
     if (!acc) memset(x, 0, (size_t)c * h * w * sizeof *x);
     for (int ci = 0; ci < c; ci++)
@@ -218,33 +222,44 @@ static void group_im2col(const dt_node *n, const float *x, int b0, int g, float 
                col + i * ohw, col_ld(g, (int)ohw));
 }
 
-/* im2col transposed: rows[t][(c*k+ki)*k+kj] (row stride ld) = x[c][oy*s-p+ki][ox*s-p+kj] (0
- * outside), one row per output pixel t = oy*ow+ox. */
-static void im2row(const float *restrict x, int c, int h, int w, int k, int s, int p, int oh,
-                   int ow, float *restrict rows, size_t ld) {
+#ifdef DT_KERNELS_AVX512
+/* im2row for k <= 16 (the caller checks): a store per (c, ki): its k valid lanes, and zeros past
+ * them that the next piece (or the row's slack) takes; 8-wide when k <= 8 (half the bytes, and
+ * fewer stores across cache lines) */
+DT_AVX512 static void im2row_k16(const float *restrict x, int c, int h, int w, int k, int s, int p,
+                                 int oh, int ow, float *restrict rows, size_t ld) {
     for (int oy = 0; oy < oh; oy++)
         for (int ox = 0; ox < ow; ox++) {
             float *r = rows + (size_t)(oy * ow + ox) * ld;
             const int ix0 = ox * s - p;
             /* taps kj with 0 <= ix0 + kj < w */
             const int lo = ix0 < 0 ? -ix0 : 0, hi = w - ix0 < k ? w - ix0 : k;
-#ifdef DT_KERNELS_AVX512
-            if (k <= 16) {
-                /* a store per (c, ki): its k valid lanes, and zeros past them that the next
-                 * piece (or the row's slack) takes; 8-wide when k <= 8 (half the bytes, and
-                 * fewer stores across cache lines) */
-                const __mmask16 m = dt_mask_range(lo, hi, 0);
-                const int narrow = k <= 8;
-                for (int ci = 0; ci < c; ci++)
-                    for (int ki = 0; ki < k; ki++, r += k) {
-                        const int iy = oy * s - p + ki, in = iy >= 0 && iy < h;
-                        const float *src = in ? x + ((size_t)ci * h + iy) * w + ix0 : NULL;
-                        if (narrow) _mm256_storeu_ps(r, in ? (dt_lanes_check(src, m), _mm256_maskz_loadu_ps((__mmask8)m, src)) : _mm256_setzero_ps());
-                        else _mm512_storeu_ps(r, in ? dt_maskz_loadu_ps(m, src) : _mm512_setzero_ps());
-                    }
-                continue;
-            }
+            const __mmask16 m = dt_mask_range(lo, hi, 0);
+            const int narrow = k <= 8;
+            for (int ci = 0; ci < c; ci++)
+                for (int ki = 0; ki < k; ki++, r += k) {
+                    const int iy = oy * s - p + ki, in = iy >= 0 && iy < h;
+                    const float *src = in ? x + ((size_t)ci * h + iy) * w + ix0 : NULL;
+                    if (narrow) _mm256_storeu_ps(r, in ? (dt_lanes_check(src, m), _mm256_maskz_loadu_ps((__mmask8)m, src)) : _mm256_setzero_ps());
+                    else _mm512_storeu_ps(r, in ? dt_maskz_loadu_ps(m, src) : _mm512_setzero_ps());
+                }
+        }
+}
 #endif
+
+/* im2col transposed: rows[t][(c*k+ki)*k+kj] (row stride ld) = x[c][oy*s-p+ki][ox*s-p+kj] (0
+ * outside), one row per output pixel t = oy*ow+ox. */
+static void im2row(const float *restrict x, int c, int h, int w, int k, int s, int p, int oh,
+                   int ow, float *restrict rows, size_t ld) {
+#ifdef DT_KERNELS_AVX512
+    if (k <= 16 && dt_cpu_avx512()) { im2row_k16(x, c, h, w, k, s, p, oh, ow, rows, ld); return; }
+#endif
+    for (int oy = 0; oy < oh; oy++)
+        for (int ox = 0; ox < ow; ox++) {
+            float *r = rows + (size_t)(oy * ow + ox) * ld;
+            const int ix0 = ox * s - p;
+            /* taps kj with 0 <= ix0 + kj < w */
+            const int lo = ix0 < 0 ? -ix0 : 0, hi = w - ix0 < k ? w - ix0 : k;
             for (int ci = 0; ci < c; ci++)
                 for (int ki = 0; ki < k; ki++, r += k) {
                     const int iy = oy * s - p + ki;

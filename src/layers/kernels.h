@@ -1,14 +1,30 @@
 /* Small vector kernels shared by the layers (runs of a few dozen floats, where a libc call per
- * run costs more than the work). AVX-512 masked loads/stores when available; plain loops
- * otherwise. The sanitizer build compiles the AVX-512 code too: see dt_lanes_check. */
+ * run costs more than the work). AVX-512 masked loads/stores when the CPU has them; plain loops
+ * otherwise. The library is compiled for any x86-64: the AVX-512 functions carry
+ * DT_AVX512 (a function-level target attribute) and are called only when dt_cpu_avx512() says
+ * the CPU (and the OS) runs them, as OpenBLAS picks its kernels (src/layers/cpu.c;
+ * DTRAIN_NO_AVX512=1 forces the portable path, for tests). The sanitizer build compiles the
+ * AVX-512 code too: see dt_lanes_check. */
 #ifndef DT_KERNELS_H
 #define DT_KERNELS_H
 
 #include <stddef.h>
 
-#if defined(__AVX512F__)
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
+#include <stdatomic.h>
 #define DT_KERNELS_AVX512 1
+#define DT_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+
+/* 1: the AVX-512 kernels run here, 0: not (or DTRAIN_NO_AVX512 is set), -1: not asked yet. */
+extern _Atomic int dt_avx512_state;
+int dt_cpu_avx512_detect(void);
+/* Whether to take the AVX-512 kernels (one relaxed load once known; races only recompute the
+ * same answer). */
+static inline int dt_cpu_avx512(void) {
+    int v = atomic_load_explicit(&dt_avx512_state, memory_order_relaxed);
+    return v >= 0 ? v : dt_cpu_avx512_detect();
+}
 
 /* GCC's AddressSanitizer (checked with GCC 12) does not instrument the masked intrinsics at
  * all: _mm512_maskz_loadu_ps / _mm512_mask_storeu_ps with every lane past the end of a
@@ -28,15 +44,15 @@ static inline void dt_lanes_check(const void *p, __mmask16 m) {
 #endif
 
 /* The masked accesses the kernels use, checked under DTRAIN_SANITIZE. */
-static inline __m512 dt_maskz_loadu_ps(__mmask16 m, const float *p) {
+DT_AVX512 static inline __m512 dt_maskz_loadu_ps(__mmask16 m, const float *p) {
     dt_lanes_check(p, m);
     return _mm512_maskz_loadu_ps(m, p);
 }
-static inline void dt_mask_storeu_ps(float *p, __mmask16 m, __m512 v) {
+DT_AVX512 static inline void dt_mask_storeu_ps(float *p, __mmask16 m, __m512 v) {
     dt_lanes_check(p, m);
     _mm512_mask_storeu_ps(p, m, v);
 }
-static inline void dt_mask_storeu_epi32(void *p, __mmask16 m, __m512i v) {
+DT_AVX512 static inline void dt_mask_storeu_epi32(void *p, __mmask16 m, __m512i v) {
     dt_lanes_check(p, m);
     _mm512_mask_storeu_epi32(p, m, v);
 }
@@ -51,18 +67,23 @@ static inline __mmask16 dt_mask_range(int lo, int hi, int base) {
 }
 #endif
 
-/* d[0..n) = s[0..n) */
-static inline void dt_copy_run(float *restrict d, const float *restrict s, int n) {
 #ifdef DT_KERNELS_AVX512
+DT_AVX512 static inline void dt_copy_run_avx512(float *restrict d, const float *restrict s, int n) {
     int i = 0;
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(d + i, _mm512_loadu_ps(s + i));
     if (i < n) {
         __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
         dt_mask_storeu_ps(d + i, m, dt_maskz_loadu_ps(m, s + i));
     }
-#else
-    for (int i = 0; i < n; i++) d[i] = s[i];
+}
 #endif
+
+/* d[0..n) = s[0..n) */
+static inline void dt_copy_run(float *restrict d, const float *restrict s, int n) {
+#ifdef DT_KERNELS_AVX512
+    if (dt_cpu_avx512()) { dt_copy_run_avx512(d, s, n); return; }
+#endif
+    for (int i = 0; i < n; i++) d[i] = s[i];
 }
 
 /* Sum of a run in 16 independent lanes (fixed order: deterministic, and it vectorises). */

@@ -40,23 +40,20 @@ static size_t maxpool_aux(const dt_node *n, int batch) {
  * row-major window order wins; NaN never wins a compare). AVX-512: 16 outputs at a time, the
  * even/odd input columns split with permutes; compares select, data-dependent branches would
  * mispredict on every window. */
-static void maxpool2_forward(dt_node *n, const dt_pass *p) {
+#ifdef DT_KERNELS_AVX512
+DT_AVX512 static void maxpool2_forward_avx512(dt_node *n, const dt_pass *p) {
     int32_t *arg = n->aux;
     const int planes = p->batch * n->ic, ih = n->ih, iw = n->iw, oh = n->oh, ow = n->ow;
-#ifdef DT_KERNELS_AVX512
     const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
     const __m512i lane2 = _mm512_slli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 1);
-#endif
     for (int pl = 0; pl < planes; pl++) {
         const float *x = p->x[0] + (size_t)pl * ih * iw;
         float *y = n->y + (size_t)pl * oh * ow;
         int32_t *a = arg + (size_t)pl * oh * ow;
         for (int oy = 0; oy < oh; oy++) {
             const float *r0 = x + (size_t)(2 * oy) * iw, *r1 = r0 + iw;
-            int ox = 0;
-#ifdef DT_KERNELS_AVX512
-            for (; ox < ow; ox += 16) {
+            for (int ox = 0; ox < ow; ox += 16) {
                 const __mmask16 mo = dt_mask_range(0, ow, ox);
                 const __mmask16 m0 = dt_mask_range(0, 2 * ow, 2 * ox), m1 = dt_mask_range(0, 2 * ow, 2 * ox + 16);
                 __m512 a0 = dt_maskz_loadu_ps(m0, r0 + 2 * ox), a1 = dt_maskz_loadu_ps(m1, r0 + 2 * ox + 16);
@@ -79,8 +76,24 @@ static void maxpool2_forward(dt_node *n, const dt_pass *p) {
                 dt_mask_storeu_ps(y + oy * ow + ox, mo, best);
                 dt_mask_storeu_epi32(a + oy * ow + ox, mo, bi);
             }
+        }
+    }
+}
 #endif
-            for (; ox < ow; ox++) {
+
+static void maxpool2_forward(dt_node *n, const dt_pass *p) {
+#ifdef DT_KERNELS_AVX512
+    if (dt_cpu_avx512()) { maxpool2_forward_avx512(n, p); return; }
+#endif
+    int32_t *arg = n->aux;
+    const int planes = p->batch * n->ic, ih = n->ih, iw = n->iw, oh = n->oh, ow = n->ow;
+    for (int pl = 0; pl < planes; pl++) {
+        const float *x = p->x[0] + (size_t)pl * ih * iw;
+        float *y = n->y + (size_t)pl * oh * ow;
+        int32_t *a = arg + (size_t)pl * oh * ow;
+        for (int oy = 0; oy < oh; oy++) {
+            const float *r0 = x + (size_t)(2 * oy) * iw, *r1 = r0 + iw;
+            for (int ox = 0; ox < ow; ox++) {
                 const int i0 = 2 * oy * iw + 2 * ox;
                 float best = r0[2 * ox], v;
                 int bi = i0, c;
