@@ -564,8 +564,12 @@ def main(argv=None):
                   f"{exposed_s:.1f} s), {tot_b / world / 1e6:.1f} MB sent per rank"
                   + (f", {a.target_acc:g} reached after {reached[0]:.1f} s" if reached else ""), flush=True)
     dist.barrier()
-    dist.destroy_process_group()
-    return 0
+    # every line is written and every rank is past the barrier: leave without
+    # destroy_process_group, which waited forever on rank 0 once its peers had exited (gloo,
+    # 4 ranks on one machine: the run's log complete, the job never ending)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

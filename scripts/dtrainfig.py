@@ -5,7 +5,7 @@ styles that tell 360 lines apart, 1-2-5 ticks on log axes."""
 import math
 import os
 
-from dtrainout import temp_name
+from dtrainout import write_atomically
 
 FORMATS = ("pdf", "png", "svg")
 
@@ -47,19 +47,8 @@ def save(fig, path):
     """Writes FIG to PATH in the format of its extension through a temporary file renamed over
     PATH, so PATH is the old file or the whole new one; FigError (one line) on failure."""
     fmt = check_out(path)
-    tmp = temp_name(path)
     meta = {"pdf": {"CreationDate": None, "ModDate": None}, "svg": {"Date": None}, "png": {}}[fmt]
-    try:
-        fig.savefig(tmp, format=fmt, bbox_inches="tight", metadata=meta)
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise FigError(f"{path}: cannot write: {e.strerror}")
+    write_atomically(path, lambda tmp: fig.savefig(tmp, format=fmt, bbox_inches="tight", metadata=meta), FigError)
 
 
 # Okabe-Ito (colour-blind safe; the yellow darkened to show on white), 9 markers, 5 dash

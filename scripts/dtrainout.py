@@ -28,12 +28,13 @@ def temp_name(path):
     return os.path.join(os.path.dirname(path) or ".", f".{os.path.basename(path)}.tmp.{os.getpid()}")
 
 
-def write_text(path, text):
+def write_atomically(path, write, error=None):
+    """Calls write(tmp) to fill a temporary file beside PATH, syncs it and renames it over PATH;
+    on failure removes it and raises ERROR (OutError by default): "PATH: cannot write: why"."""
     tmp = temp_name(path)
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
+        write(tmp)
+        with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except OSError as e:
@@ -41,4 +42,11 @@ def write_text(path, text):
             os.unlink(tmp)
         except OSError:
             pass
-        raise OutError(f"{path}: cannot write: {e.strerror}")
+        raise (error or OutError)(f"{path}: cannot write: {e.strerror}")
+
+
+def write_text(path, text):
+    def write(tmp):
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+    write_atomically(path, write)
