@@ -70,10 +70,10 @@ a=$(summary_field "$T/ar.jsonl" msgs_sent); b=$(summary_field "$T/art.jsonl" msg
 compare "... the same messages counted" "$a" == "$b" "without $a, with $b"
 
 # bad values: one line, exit 2, no file
-expect_error "--trace-steps 5:2" "--trace-steps 5:2" -- "$DTRAIN" run -n 2 "${C[@]}" --no-save --trace "$T/bad.json" --trace-steps 5:2
+expect_error "--trace-steps 5:2" "--trace-steps 5:2" -- "$DTRAIN" run -n 2 --algo allreduce "${C[@]}" --no-save --trace "$T/bad.json" --trace-steps 5:2
 expect_error "--trace-steps x" "--trace-steps x" -- "$DTRAIN" train "${C[@]}" --no-save --trace "$T/bad.json" --trace-steps x
 expect_error "--trace-steps without --trace" "needs --trace" -- "$DTRAIN" train "${C[@]}" --no-save --trace-steps 1:3
-expect_error "--trace in a missing folder" "--trace" -- "$DTRAIN" run -n 2 "${C[@]}" --no-save --trace "$T/no/such/dir/t.json"
+expect_error "--trace in a missing folder" "--trace" -- "$DTRAIN" run -n 2 --algo allreduce "${C[@]}" --no-save --trace "$T/no/such/dir/t.json"
 mkdir "$T/adir"
 expect_error "--trace naming a folder" "--trace" -- "$DTRAIN" train "${C[@]}" --no-save --trace "$T/adir"
 finish
