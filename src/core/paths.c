@@ -58,7 +58,7 @@ dt_status dt_check_input(const char *flag, const char *path) {
     return DT_OK;
 }
 
-dt_status dt_open_regular(const char *path, FILE **out) {
+dt_status dt_open_regular(const char *path, FILE **out, unsigned long long *size) {
     *out = NULL;
     const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return dt_fail(DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
@@ -70,5 +70,6 @@ dt_status dt_open_regular(const char *path, FILE **out) {
     else if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0 || !(*out = fdopen(fd, "rb")))
         st = dt_fail(DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     if (st != DT_OK) close(fd);
+    else if (size) *size = (unsigned long long)sb.st_size;
     return st;
 }

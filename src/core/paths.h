@@ -29,7 +29,8 @@ dt_status dt_check_room(const char *flag, const char *path, size_t bytes);
 dt_status dt_check_input(const char *flag, const char *path);
 
 /* Opens path for reading without ever waiting on it (O_NONBLOCK until it is known to be a
- * regular file): anything else is refused in one line naming path. */
-dt_status dt_open_regular(const char *path, FILE **out);
+ * regular file): anything else is refused in one line naming path. Its size in *size unless
+ * size is NULL. */
+dt_status dt_open_regular(const char *path, FILE **out, unsigned long long *size);
 
 #endif

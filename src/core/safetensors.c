@@ -233,14 +233,9 @@ static dt_status check_header(const char *path, json_t *root, unsigned long long
 dt_status dt_safetensors_read(const char *path, dt_tfile *out) {
     memset(out, 0, sizeof *out);
     FILE *f;
-    dt_status st = dt_open_regular(path, &f);
+    unsigned long long size = 0;
+    dt_status st = dt_open_regular(path, &f, &size);
     if (st != DT_OK) return st;
-    struct stat sb;
-    if (fstat(fileno(f), &sb) != 0) {
-        fclose(f);
-        return dt_fail(DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    }
-    const unsigned long long size = (unsigned long long)sb.st_size;
     unsigned char lenb[8];
     char *h = NULL;
     json_t *root = NULL;

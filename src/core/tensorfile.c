@@ -148,16 +148,12 @@ static int get(reader *r, void *p, size_t len) {
 dt_status dt_tfile_read(const char *path, dt_tfile *out) {
     memset(out, 0, sizeof *out);
     FILE *f;
-    dt_status st = dt_open_regular(path, &f);
-    if (st != DT_OK) return st;
     /* what the header claims is checked against what the file holds before anything is
      * allocated: a 24-byte file must not ask for 16 GiB */
-    struct stat sb;
-    if (fstat(fileno(f), &sb) != 0) {
-        fclose(f);
-        return dt_fail(DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    }
-    reader r = {f, crc32(0L, Z_NULL, 0), (size_t)sb.st_size};
+    unsigned long long size = 0;
+    dt_status st = dt_open_regular(path, &f, &size);
+    if (st != DT_OK) return st;
+    reader r = {f, crc32(0L, Z_NULL, 0), (size_t)size};
     char magic[8];
     uint32_t count = 0;
     if (!get(&r, magic, 8) || memcmp(magic, MAGIC, 8) != 0) {

@@ -117,7 +117,7 @@ static dt_status single_file(dt_trainer *t, dt_ckset *set) {
     const char *path = t->cfg->resume;
     char head[sizeof DT_CKSET_MAGIC] = "";
     FILE *f;
-    dt_status st = dt_open_regular(path, &f); /* a FIFO must not make us wait */
+    dt_status st = dt_open_regular(path, &f, NULL); /* a FIFO must not make us wait */
     if (st != DT_OK) return st;
     const size_t got = fread(head, 1, sizeof head - 1, f);
     fclose(f);

@@ -26,7 +26,7 @@ dt_status dt_ckset_slurp(const char *path, char **text, size_t *len) {
     *text = NULL;
     *len = 0;
     FILE *f;
-    dt_status st = dt_open_regular(path, &f);
+    dt_status st = dt_open_regular(path, &f, NULL);
     if (st != DT_OK) return st;
     struct stat sb;
     if (fstat(fileno(f), &sb) != 0) st = dt_fail(DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
