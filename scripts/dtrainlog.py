@@ -34,6 +34,8 @@ SEED_KEY = "seed"
 # Settings that follow from others (the steps of an epoch from the batch, the ranks and the
 # data): they split groups like any setting, but tables and legends leave them out.
 DERIVED = ("steps_per_epoch",)
+# What --images N sets in the config line (and so follows from it, the batch and the ranks)
+IMAGES_SET = ("epochs", "max_steps")
 
 
 class LogError(Exception):
@@ -218,8 +220,12 @@ def read_runs(paths):
 def group_key(run, ignore=()):
     """What two repeats of one configuration share: the flat config without the seed, the
     RUN_KEYS and IGNORE (a key also drops its sub-keys: "scheme" drops "scheme.threshold")."""
-    drop = (SEED_KEY,) + RUN_KEYS + tuple(ignore)
-    return tuple(sorted((k, v) for k, v in run.flat_config().items()
+    flat = run.flat_config()
+    # with --images N the run's length is N images: the epochs and max_steps it logs follow
+    # from N, the batch and the ranks (dtrain train --images), so they split no group
+    follows = IMAGES_SET if (number(flat.get("images")) or 0) > 0 else ()
+    drop = (SEED_KEY,) + RUN_KEYS + tuple(ignore) + follows
+    return tuple(sorted((k, v) for k, v in flat.items()
                         if not any(k == d or k.startswith(d + ".") for d in drop)))
 
 

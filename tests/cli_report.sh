@@ -103,7 +103,10 @@ import json, os, sys
 def log(name, ranks, batch, lr, pts, diverged=False, acc=0.9):
     os.makedirs(f"{sys.argv[1]}/{name}")
     lines = [{"type": "config", "algo": "allreduce", "ranks": ranks, "training_ranks": ranks, "batch": batch, "lr": lr,
-              "seed": 1, "steps_per_epoch": 6000 // batch // ranks}]
+              "seed": 1, "steps_per_epoch": 6000 // batch // ranks,
+              # --images: the same images for every run; the epochs and steps it sets follow from
+              # the batch and the ranks, and must not split the batch x lr table
+              "images": 12000, "max_steps": 12000 // (batch * ranks), "epochs": 2 if batch == 32 else 3}]
     lines += [{"type": "step", "step": 10 * i, "epoch": 1, "images": x, "loss": y, "seconds": i} for i, (x, y) in enumerate(pts)]
     lines.append({"type": "diverged", "epoch": 1} if diverged else {"type": "summary", "test_acc": acc})
     with open(f"{sys.argv[1]}/{name}/log.jsonl", "w") as f:
