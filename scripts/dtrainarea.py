@@ -17,6 +17,11 @@ AXES = ("batch", "lr")
 NOT_SCHEME = AXES + ("ranks", "training_ranks", "steps_per_epoch", "hosts")
 
 
+
+def workers_text(w):
+    """'1 worker', '4 workers'."""
+    return f"{show(w)} worker{'' if w == 1 else 's'}"
+
 def area(run):
     """(area, min loss) of RUN's step lines, or (None, why) when it has no curve to measure."""
     pts = [(dtrainlog.number(s.get("images")), dtrainlog.number(s.get("loss"))) for s in run.step_lines()]
@@ -80,7 +85,7 @@ def report(runs, loss_below, group_ignore):
                 m = mean.get((b, lr))
                 row.append("" if m is None else f"{m[0]:.4f}" + ("" if m[1] == m[2] else f" ({m[1]} of {m[2]})"))
             rows.append(row)
-        md.append(f"## {show(w)} workers, {scheme}\n\n" + markdown(["batch \\ lr"] + [show(x) for x in lrs], rows))
+        md.append(f"## {workers_text(w)}, {scheme}\n\n" + markdown(["batch \\ lr"] + [show(x) for x in lrs], rows))
         grids.append((w, scheme, batches, lrs, mean))
         if mean:
             (b, lr), (m, _, _) = min(mean.items(), key=lambda kv: kv[1][0])
@@ -135,7 +140,7 @@ def heat_map(path, grids, loss_below):
         ax.set_yticks(range(len(batches)), [show(x) for x in batches])
         ax.set_xlabel("learning rate")
         ax.set_ylabel("batch")
-        ax.set_title(f"{show(w)} workers, {scheme}")
+        ax.set_title(f"{workers_text(w)}, {scheme}")
         fig.colorbar(im, ax=ax, label="mean training loss")
     dtrainfig.save(fig, path)
     plt.close(fig)
