@@ -107,5 +107,15 @@ compare "a rank failing on its own (--log /dev/full): status 2" $? == 2
 compare "... one line" "$(said full)" == 1 "$(head -c 400 "$T/full.err")"
 grep -q "^dtrain: error: .*/dev/full.*No space left on device" "$T/full.err"
 check "... naming the file and the cause" $? "$(head -c 400 "$T/full.err")"
+# ... also when the launcher loses the rank's own line on its way (MPI_Abort may end MPICH's
+# proxy before it passes the line on): the rank's board holds the line, and it is said once
+printf '#!/bin/sh\nexec mpiexec "$@" 2>/dev/null\n' >"$T/mute-mpiexec"
+chmod +x "$T/mute-mpiexec"
+DTRAIN_MPIEXEC="$T/mute-mpiexec" "$DTRAIN" run -n 2 --algo allreduce "${C[@]}" --epochs 1 --no-save --log /dev/full \
+    >"$T/lostline.out" 2>"$T/lostline.err"
+compare "a rank failing on its own, its line lost by the launcher: status 2" $? == 2
+compare "... one line" "$(said lostline)" == 1 "$(head -c 400 "$T/lostline.err")"
+grep -q "^dtrain: error: rank 0: .*/dev/full.*No space left on device" "$T/lostline.err"
+check "... the rank's own, from its board" $? "$(head -c 400 "$T/lostline.err")"
 
 finish

@@ -142,6 +142,16 @@ void dt_boards_record(const dt_boards *bs, FILE *noise) {
 
 /* What ended an attempt that failed, said in one line (or two, for a stall); 1 when a rank
  * was lost or stalled (a restart may help), 0 when the ranks said why themselves. */
+int dt_boards_say_failure(const dt_boards *bs, FILE *err) {
+    char note[NOTE_BYTES];
+    for (int r = 0; r < bs->n; r++)
+        if (bs->b[r] && atomic_load(&bs->b[r]->state) == DT_RANK_FAILED && bs->b[r]->note[0]) {
+            fprintf(err, "dtrain: error: %s\n", board_text(bs->b[r]->note, NOTE_BYTES - 1, note));
+            return 1;
+        }
+    return 0;
+}
+
 int dt_boards_explain(const dt_boards *bs, const char *noise_path, FILE *err) {
     char at[96], host[HOST_BYTES], note[NOTE_BYTES];
     int who = dt_boards_first(bs, DT_RANK_LOST);

@@ -33,6 +33,10 @@ void dt_boards_record(const dt_boards *bs, FILE *noise);
 /* What ended an attempt that failed, said on `err` in one line (two for a stall); 1 when a
  * rank was lost or stalled (a restart may help), 0 when the ranks said why themselves. */
 int dt_boards_explain(const dt_boards *bs, const char *noise_path, FILE *err);
+/* A rank that failed on its own (DT_RANK_FAILED) keeps its line in its note: said on err as
+ * "dtrain: error: NOTE" for the first such rank, when its line did not come through the
+ * launcher. 1 when a line was said. */
+int dt_boards_say_failure(const dt_boards *bs, FILE *err);
 /* Every rank ended well, except those the scheme dropped and we ended. */
 int dt_boards_completed_with_drops(const dt_boards *bs);
 

@@ -141,11 +141,13 @@ int dt_cmd_train(int argc, char **argv) {
     if (st != DT_OK) {
         /* mid-run errors are this rank's own: say which, and stop the others */
         if (size > 1) {
-            fprintf(stderr, "dtrain: error: rank %d: %s\n", rank, dt_last_error());
+            char line[300];
+            snprintf(line, sizeof line, "rank %d: %s", rank, dt_last_error());
+            fprintf(stderr, "dtrain: error: %s\n", line);
             fflush(stderr);
             /* said: the supervisor must not add a line of its own when MPI_Abort's kills
-             * reach this rank's guard as signals */
-            dt_watch_end(DT_RANK_FAILED, 2);
+             * reach this rank's guard as signals, but says this one if it did not come through */
+            dt_watch_failed(line, 2);
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
         dt_comm_finalize();

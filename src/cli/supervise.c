@@ -27,6 +27,7 @@ typedef struct outcome {
     int who;            /* ... the rank it concerns */
     char why[600];      /* ... in words */
     long step;          /* the furthest step any rank reached */
+    int error_relayed;  /* a "dtrain: error:" line of the ranks came through the launcher */
 } outcome;
 
 static volatile sig_atomic_t stop_signal = 0;
@@ -139,6 +140,7 @@ static int run_attempt(char **av, dt_boards *bs, FILE *noise, const dt_job *job,
     }
     for (int i = 0; i < 2; i++)
         if (s[i].fd >= 0) close(s[i].fd);
+    for (int i = 0; i < relay.nsaid && !o->error_relayed; i++) o->error_relayed = !strncmp(relay.said[i], "dtrain: error:", 14);
     dt_relay_free(&relay);
     kill(-child, SIGKILL); /* nothing of the job outlives it (a launcher killed from outside leaves its ranks) */
     dt_boards_map(bs);
@@ -241,6 +243,9 @@ static int judge(const dt_job *job, const dt_boards *bs, const outcome *o, const
         *lost = 1;
         return 4;
     }
+    /* a rank that failed on its own said why, but MPI_Abort may have ended the launcher's proxy
+     * before it passed the line on (seen once with both cores busy: status 2, nothing said) */
+    if (!o->error_relayed) dt_boards_say_failure(bs, stderr);
     *lost = dt_boards_explain(bs, noise_path, stderr);
     return *lost ? 4 : (o->status == 3 ? 3 : 2);
 }

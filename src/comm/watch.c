@@ -89,6 +89,11 @@ void dt_watch_end(int state, int exit_code) {
     atomic_store(&board->state, state);
 }
 
+void dt_watch_failed(const char *line, int exit_code) {
+    snprintf(board->note, sizeof board->note, "%s", line);
+    dt_watch_end(DT_RANK_FAILED, exit_code);
+}
+
 void dt_watch_left(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);

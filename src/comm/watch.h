@@ -79,6 +79,10 @@ void dt_watch_wait_begin(const char *what);
 void dt_watch_wait_end(void);
 /* How the rank ended (state DT_RANK_*), before exit. */
 void dt_watch_end(int state, int exit_code);
+/* The rank failed on its own with this line (printed on stderr too): kept in its board's note,
+ * so that the supervisor can say it when the launcher lost it on its way (MPI_Abort may end
+ * MPICH's proxy before it forwarded the rank's last output), then DT_RANK_FAILED. */
+void dt_watch_failed(const char *line, int exit_code);
 /* The rank process leaves now (its last act: a guard that cannot sign the board any more,
  * stopped, still leaves the supervisor knowing the rank ended; its status is the guard's to
  * record). */
