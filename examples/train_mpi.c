@@ -22,7 +22,7 @@ int main(int argc, char **argv) {
     dt_train_config_defaults(&c);                    /* the dtrain command's defaults */
     c.model = "cnn1";
     c.data = "mnist";                                /* from $DTRAIN_DATA/mnist or data/mnist */
-    c.algo.algo = "allreduce";                       /* dt_strategy_names(): the schemes */
+    c.scheme.name = "allreduce";                       /* dt_scheme_names(): the schemes */
     c.epochs = 1;
     c.train_limit = 8192;
     c.test_limit = 1000;

@@ -1,17 +1,45 @@
 /* libFuzzer target: the small text parsers, chosen by the first byte (mod 6):
  *   0 --compress (dt_codec_parse)      1 --schedule (dt_schedule_parse, then the rates)
- *   2 --split (dt_split_parse)          3 eventgrad's --threshold (dt_trigger_init, decisions)
+ *   2 --split (dt_split_parse)          3 eventgrad's --threshold (dt_threshold_parse, its
+ *                                         text back, then the sender rule's decisions)
  *   4 --topology (dt_topology_neighbors; byte 1 = ranks, byte 2 = rank)
- *   5 fedavg's --aggregate (dt_param_weighting_parse)
+ *   5 a flag's value of every kind (core/flag.h: dt_flag_set, formatted and set again: the same)
  * The rest of the input is the text. */
 #include <math.h>
+#include <string.h>
 
-#include "algorithms/paramavg.h"
-#include "algorithms/trigger.h"
+#include "core/flag.h"
+#include "schemes/paramavg.h"
+#include "schemes/trigger.h"
 #include "comm/codec.h"
 #include "comm/topology.h"
 #include "dtrain.h"
 #include "fuzz_util.h"
+
+/* one flag of every kind, as the schemes and the CLI declare them */
+typedef struct {
+    int i;
+    long l;
+    float f;
+    double d;
+    const char *t;
+    int sw;
+    uint64_t seed;
+    dt_param_weighting agg;
+    dt_threshold th;
+} kinds_opts;
+
+static const dt_flag kinds[] = {
+    {"i", DT_AT_INT(kinds_opts, i), .min = 1, .max = 1000},
+    {"l", DT_AT_INT(kinds_opts, l)},
+    {"f", DT_AT_FLOAT(kinds_opts, f), .min = 0, .max = 1, .min_open = 1},
+    {"d", DT_AT_FLOAT(kinds_opts, d)},
+    {"t", DT_AT_TEXT(kinds_opts, t)},
+    {"sw", DT_AT_SWITCH(kinds_opts, sw)},
+    {"seed", DT_AT_SEED(kinds_opts, seed)},
+    {"aggregate", DT_AT_CHOICE(kinds_opts, agg, dt_param_weighting_words)},
+    {"threshold", DT_AT_CUSTOM(kinds_opts, th, dt_threshold, dt_threshold_parse, dt_threshold_format)},
+};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
@@ -55,8 +83,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         break;
     }
     case 3: {
+        dt_trigger_opts o = {.horizon = 2.0f, .history = 3, .decay = 0.9f, .warmup = 2};
+        if (dt_threshold_parse(text, &o.threshold)) break;
+        char back[64];
+        dt_threshold again;
+        dt_threshold_format(&o.threshold, back, sizeof back);
+        /* what the log prints parses to the same threshold */
+        if (dt_threshold_parse(back, &again) || again.adaptive != o.threshold.adaptive || again.c != o.threshold.c) abort();
         dt_trigger t;
-        if (dt_trigger_init(&t, 2, text, 2.0f, 3, 0.9f, 2) == DT_OK) {
+        if (dt_trigger_init(&t, 2, &o) == DT_OK) {
             const double norms[] = {1, 1, 2, 1e30, INFINITY, NAN, 0};
             for (long k = 0; k < 7; k++) (void)dt_trigger_decide(&t, (int)(k & 1), k, norms[k]);
             dt_trigger_free(&t);
@@ -72,8 +107,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         break;
     }
     case 5: {
-        dt_param_weighting k;
-        (void)dt_param_weighting_parse(text, &k);
+        for (int i = 0; i < (int)(sizeof kinds / sizeof kinds[0]); i++) {
+            kinds_opts a = {0}, b = {0};
+            if (dt_flag_set(&kinds[i], &a, text) != DT_OK) continue;
+            char t1[300], t2[300];
+            dt_flag_format(&kinds[i], &a, t1, sizeof t1);
+            if (dt_flag_set(&kinds[i], &b, t1) != DT_OK) abort();
+            dt_flag_format(&kinds[i], &b, t2, sizeof t2);
+            if (strcmp(t1, t2) || (kinds[i].kind != DT_FLAG_TEXT && memcmp((char *)&a + kinds[i].at, (char *)&b + kinds[i].at, kinds[i].size)))
+                abort();
+        }
         break;
     }
     }

@@ -7,7 +7,7 @@
  * meta:spec, ...: dt_weights_meta_get) are read back and compared with a model's spec. */
 #include <zlib.h>
 
-#include "algorithms/trigger.h"
+#include "schemes/trigger.h"
 #include "core/tensorfile.h"
 #include "dtrain.h"
 #include "fuzz_util.h"
@@ -47,8 +47,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             dt_weights_meta_free(&w);
         }
         dt_trigger t;
-        if (dt_trigger_init(&t, 2, "adaptive", 1.5f, 3, 0.9f, 0) != DT_OK) abort();
-        if (dt_trigger_load(&t, "eventgrad", &f, path) == DT_OK)
+        const dt_trigger_opts o = {.threshold = {.adaptive = 1}, .horizon = 1.5f, .history = 3, .decay = 0.9f};
+        if (dt_trigger_init(&t, 2, &o) != DT_OK) abort();
+        f.prefix = "eventgrad"; /* as the trainer hands a scheme its records */
+        if (dt_trigger_load(&t, &f, path) == DT_OK)
             for (long k = 0; k < 8; k++) (void)dt_trigger_decide(&t, (int)(k & 1), k, (double)k);
         dt_trigger_free(&t);
         dt_tfile_free(&f);

@@ -233,14 +233,36 @@ dt_status dt_schedule_parse(const char *text, float base_lr, dt_schedule *out);
 /* Learning rate at a fractional epoch position in [0, epochs]. */
 float dt_schedule_lr(const dt_schedule *s, double epoch_pos, int epochs);
 
+/* ---------------------------------------------------------------- MPI calls libdtrain intercepts
+ * libdtrain defines these MPI functions itself, through the MPI profiling interface: each one
+ * calls the MPI library's own (its PMPI_ twin) with the same arguments and returns its result.
+ *
+ *     MPI_Allreduce  MPI_Reduce  MPI_Bcast  MPI_Barrier  MPI_Gather  MPI_Allgather  MPI_Alltoall
+ *     MPI_Send  MPI_Recv  MPI_Wait  MPI_Waitall  MPI_Comm_dup  MPI_Comm_create_group
+ *     MPI_Win_create  MPI_Win_free  MPI_Win_lock_all  MPI_Win_unlock_all  MPI_Win_flush
+ *     MPI_Win_flush_all  MPI_Finalize
+ *
+ * Why: these are the calls that can wait on another rank, and dtrain times every such wait
+ * without a wrapper at each call site: the dtrain command's watchdog (--timeout) ends a rank
+ * whose wait makes no progress with one line naming the call, instead of a hang, and a traced
+ * run (dt_train_config.trace) draws each wait on the timeline's MPI lane.
+ *
+ * What a program linking libdtrain gets: its own calls of these functions go through the same
+ * wrappers (libdtrain comes before the MPI library in the link, as `pkg-config --libs dtrain`
+ * and the CMake package give it). They cost a few stores per call and change nothing else: a
+ * program using the library has no watchdog (only the dtrain command starts one), and its own
+ * calls appear on a timeline only while dt_train is tracing. An MPI tool that wraps the same
+ * functions (e.g. a profiler preloaded with LD_PRELOAD) comes first; dtrain's waits are then
+ * not timed. */
+
 /* ---------------------------------------------------------------- distributed training
  * One call trains a model with a scheme over the ranks of MPI_COMM_WORLD (MPI initialised
  * first, or a single process):
  *
  *     dt_train_config c;
  *     dt_train_config_defaults(&c);                // the dtrain command's defaults
- *     c.algo.algo = "eventgrad";                   // dt_strategy_names(): the schemes
- *     dt_algo_config_set(&c.algo, "threshold", "adaptive");   // a scheme's flag, as text
+ *     c.scheme.name = "eventgrad";                   // dt_scheme_names(): the schemes
+ *     dt_scheme_config_set(&c.scheme, "threshold", "adaptive");   // a scheme's flag, as text
  *     c.epochs = 2; c.weights_out = "eg.weights"; c.log_path = "eg.jsonl";
  *     dt_train_result r;
  *     if (dt_train(&c, &r) != DT_OK) fprintf(stderr, "%s\n", dt_last_error());
@@ -248,29 +270,47 @@ float dt_schedule_lr(const dt_schedule *s, double epoch_pos, int epochs);
  *
  * Every rank calls dt_train with the same configuration; `mpiexec -n 4 ./prog` runs it on 4.
  * A complete program: examples/train_mpi.c. */
-#define DT_ALGO_MAX_SET 64
+#define DT_SCHEME_MAX_SET 64
 
 /* The scheme and the values of its flags as given (text, as on the command line; others take
  * the defaults the scheme declares). */
-typedef struct dt_algo_config {
-    const char *algo;             /* NULL: local */
+typedef struct dt_scheme_config {
+    const char *name;             /* NULL: local */
     const char *compress;         /* none | fp16 | bf16 | int8 | topk:F (NULL: none) */
     int nset;
-    struct { const char *name, *value; } set[DT_ALGO_MAX_SET];
-} dt_algo_config;
+    struct { const char *name, *value; } set[DT_SCHEME_MAX_SET];
+} dt_scheme_config;
 
 /* Records a scheme's flag (--name VALUE, without the dashes; a switch takes "1"); the
- * strings are kept by pointer. DT_ERR_ARG if no scheme declares the flag. Values are checked
- * against the scheme's declared type and range when training starts. */
-dt_status dt_algo_config_set(dt_algo_config *a, const char *name, const char *value);
+ * strings are kept by pointer. DT_ERR_ARG if no scheme declares the flag (naming the nearest
+ * one). Values are parsed by the scheme's declared flags (kind, range, words) when training
+ * starts, into the scheme's typed options: a bad one is refused in one line naming the flag. */
+dt_status dt_scheme_config_set(dt_scheme_config *a, const char *name, const char *value);
 /* "local, allreduce, ps, ..." */
-const char *dt_strategy_names(void);
+const char *dt_scheme_names(void);
+
+/* What a run reports at an evaluation, for dt_train_config's callbacks. */
+typedef struct dt_epoch_info {
+    int epoch;               /* 1-based: the epoch that ended, or the one an evaluation between steps is in */
+    long step;               /* steps taken per training rank */
+    int between_steps;       /* an evaluation between epochs (--eval-every-steps): no training figures */
+    double train_loss, train_acc; /* the epoch's mean over its batches, all ranks (0 between steps) */
+    double test_acc, test_loss;
+    double val_acc, val_loss; /* on the held-out examples (val); -1 without */
+    double lr;               /* the learning rate at the evaluation */
+    double train_s;          /* training seconds so far (evaluations and callbacks not counted) */
+    double msgs_sent, msgs_pct, mb_sent; /* all ranks so far */
+} dt_epoch_info;
+
+/* Called on rank 0 (where the evaluations are), between training and the next step: its time
+ * is not training time. The pointers are valid only during the call. */
+typedef void (*dt_epoch_fn)(const dt_epoch_info *info, void *user);
 
 typedef struct dt_train_config {
     const char *model;       /* name or spec file */
     const char *data;        /* mnist, fashion-mnist, cifar10 */
     const char *data_dir;    /* NULL: $DTRAIN_DATA/NAME or ./data/NAME */
-    dt_algo_config algo;     /* the scheme and its flags */
+    dt_scheme_config scheme; /* the scheme and its flags */
     const char *split;       /* random | class | equal | stripe */
     int epochs, batch;       /* batch per rank */
     long max_steps;          /* stop after this many steps per rank (0: no limit) */
@@ -307,6 +347,11 @@ typedef struct dt_train_config {
     char *const *command;
     int ncommand;
     const char *run_dir;
+    /* callbacks (NULL: none), with user passed back: on_epoch after each epoch's evaluation
+     * (every eval_every epochs and the last), on_eval after every evaluation (an epoch's, and
+     * those between steps, eval_every_steps) */
+    dt_epoch_fn on_epoch, on_eval;
+    void *user;
 } dt_train_config;
 
 /* The dtrain command's defaults: cnn1 on mnist, local, 10 epochs, batch 64, lr 0.05, seed 1,
@@ -324,6 +369,15 @@ typedef struct dt_train_result {
 /* Collective: trains as configured and fills *out on every rank. An error at set-up is
  * agreed between the ranks (each returns it; the message is on the ranks that met it). */
 dt_status dt_train(const dt_train_config *c, dt_train_result *out);
+
+/* ---------------------------------------------------------------- the dtrain command
+ * The whole dtrain command (train, run, eval, info, bench, diff, sweep, version) as a function:
+ * the dtrain executable is `int main(int argc, char **argv) { return dt_main(argc, argv); }`.
+ * A program that registers its own schemes first (dt_scheme_register, dtrain/scheme.h) and
+ * then returns dt_main(argc, argv) is dtrain with them: every flag, the log, checkpoints, and
+ * `run` with its supervisor, which starts the ranks from this same executable. Returns the
+ * exit status (0, 2 for an error, ...). */
+int dt_main(int argc, char **argv);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Adding a scheme is one file and one registry line: copies the sources, adds
-# tests/schemes/signsgd.c to src/algorithms/ and DT_SCHEME(signsgd) to schemes.def, builds
+# tests/schemes/signsgd.c to src/schemes/ and DT_SCHEME(signsgd) to schemes.def, builds
 # the command, and trains with the new scheme through it (its flag parsed, checked, in
 # --help and in the log's configuration line).
 . "$(dirname "$0")/lib.sh"
@@ -9,8 +9,8 @@ W="$T/tree"
 mkdir -p "$W"
 (cd "$SRC" && tar cf - --exclude=tests/data CMakeLists.txt cmake include src tests) | (cd "$W" && tar xf -)
 mkdir -p "$W/tests/data"
-cp "$SRC/tests/schemes/signsgd.c" "$W/src/algorithms/signsgd.c"
-echo 'DT_SCHEME(signsgd)' >>"$W/src/algorithms/schemes.def"
+cp "$SRC/tests/schemes/signsgd.c" "$W/src/schemes/signsgd.c"
+echo 'DT_SCHEME(signsgd)' >>"$W/src/schemes/schemes.def"
 changed=$(cd "$SRC" && diff -rq src "$W/src" | wc -l)
 check "the new scheme touches two files of src/" $([ "$changed" -eq 2 ]; echo $?) "$changed files differ"
 cmake -S "$W" -B "$W/build" -DCMAKE_BUILD_TYPE=Release -DDTRAIN_NATIVE=ON >"$T/cmake.out" 2>&1 &&

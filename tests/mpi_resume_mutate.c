@@ -48,7 +48,7 @@ static void train(const char *model, uint64_t seed, int epochs, const char *chec
     dt_train_config c;
     dt_train_config_defaults(&c);
     c.model = model;
-    c.algo.algo = "allreduce";
+    c.scheme.name = "allreduce";
     c.epochs = epochs;
     c.batch = 32;
     c.train_limit = 256;

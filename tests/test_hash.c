@@ -1,6 +1,7 @@
-/* dt_hash64 against XXH64 values computed with the reference library (Debian's libxxhash0
- * 0.8.1, through Python ctypes): every tail length (0..31 bytes), the 32-byte stripe loop and
- * a seed; dt_mix64 is a bijection (no collisions on a sample). */
+/* dt_hash64 (XXH64, now from Debian's libxxhash) against XXH64 values computed with the
+ * reference library (libxxhash0 0.8.1, through Python ctypes, when dtrain had its own XXH64):
+ * every tail length (0..31 bytes), the 32-byte stripe loop and a seed, so the checks stay the
+ * same values; dt_mix64 is a bijection (no collisions on a sample). */
 #include "core/hash.h"
 #include "check.h"
 

@@ -1,4 +1,4 @@
-/* The registry against the schemes' own declarations (strategy.h): names, flags, defaults,
+/* The registry against the schemes' own declarations (scheme.h): names, flags, defaults,
  * ranges, the messages of bad values, the values in force, the configuration's JSON. No MPI. */
 #include <math.h>
 #include <stdint.h>
@@ -7,10 +7,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "algorithms/paramavg.h"
-#include "algorithms/payload.h"
-#include "algorithms/strategy.h"
-#include "algorithms/trigger.h"
+#include "schemes/paramavg.h"
+#include "schemes/payload.h"
+#include "schemes/scheme.h"
+#include "schemes/trigger.h"
 #include "check.h"
 #include "comm/codec.h"
 #include "comm/comm.h"
@@ -23,30 +23,30 @@ static int has_text(const char *hay, const char *needle) { return hay && strstr(
 
 /* ------------------------------------------------------------------ registry and options */
 
-static dt_algo_config config(const char *algo) {
-    dt_algo_config a;
+static dt_scheme_config config(const char *algo) {
+    dt_scheme_config a;
     memset(&a, 0, sizeof a);
-    a.algo = algo;
+    a.name = algo;
     return a;
 }
 
 static dt_status check_with(const char *algo, const char *flag, const char *value) {
-    dt_algo_config a = config(algo);
-    dt_status st = dt_algo_config_set(&a, flag, value);
+    dt_scheme_config a = config(algo);
+    dt_status st = dt_scheme_config_set(&a, flag, value);
     CHECK_MSG(st == DT_OK, "set --%s: %s", flag, dt_last_error());
-    return dt_algo_check(&a);
+    return dt_scheme_check(&a);
 }
 
 static void test_registry_table(void) {
     int n = 0;
-    const dt_scheme *const *all = dt_schemes(&n);
+    const dt_scheme_def *const *all = dt_schemes(&n);
     CHECK(n >= 7);
     int topo_seen = 0;
     for (int i = 0; i < n; i++) {
-        const dt_scheme *s = all[i];
+        const dt_scheme_def *s = all[i];
         CHECK(s && s->name && s->summary && s->create);
         CHECK(dt_scheme_find(s->name) == s);
-        CHECK_MSG(has_text(dt_strategy_names(), s->name), "%s not in dt_strategy_names", s->name);
+        CHECK_MSG(has_text(dt_scheme_names(), s->name), "%s not in dt_scheme_names", s->name);
         for (int j = 0; j < i; j++) CHECK_MSG(strcmp(all[j]->name, s->name) != 0, "scheme %s twice", s->name);
         CHECK(s->nflags >= 0 && (s->nflags == 0 || s->flags));
         for (int f = 0; f < s->nflags; f++) {
@@ -59,77 +59,77 @@ static void test_registry_table(void) {
                 for (int g = 0; j != i && g < all[j]->nflags; g++) {
                     const dt_flag *o = &all[j]->flags[g];
                     if (strcmp(o->name, fl->name)) continue;
-                    CHECK_MSG(o->type == fl->type && !strcmp(o->def, fl->def), "--%s: %s and %s disagree", fl->name,
+                    CHECK_MSG(o->kind == fl->kind && !strcmp(o->def, fl->def), "--%s: %s and %s disagree", fl->name,
                               s->name, all[j]->name);
                     if (!strcmp(fl->name, "topology")) topo_seen++;
                 }
         }
         /* every declared default passes the check, and the scheme creates with them */
-        dt_algo_config a = config(s->name);
-        CHECK_MSG(dt_algo_check(&a) == DT_OK, "%s with defaults: %s", s->name, dt_last_error());
-        dt_strategy *st = NULL;
-        CHECK_MSG(dt_strategy_create(&a, &st) == DT_OK && st && st->ops && st->scheme == s, "%s create: %s", s->name,
+        dt_scheme_config a = config(s->name);
+        CHECK_MSG(dt_scheme_check(&a) == DT_OK, "%s with defaults: %s", s->name, dt_last_error());
+        dt_scheme *st = NULL;
+        CHECK_MSG(dt_scheme_create(&a, &st) == DT_OK && st && st->ops && st->scheme == s, "%s create: %s", s->name,
                   dt_last_error());
-        dt_strategy_free(st);
+        dt_scheme_free(st);
     }
     CHECK_MSG(topo_seen == 2, "--topology declared by dpsgd and eventgrad (pairs seen: %d)", topo_seen);
     CHECK(dt_scheme_find("nope") == NULL);
-    const dt_scheme *loc = dt_scheme_find("local");
+    const dt_scheme_def *loc = dt_scheme_find("local");
     CHECK(loc && loc->compress == DT_COMPRESS_NO);
     CHECK(dt_scheme_find("eventgrad") && dt_scheme_find("eventgrad")->compress == DT_COMPRESS_WITH_SYNC);
     /* NULL algo means local */
-    dt_algo_config a = config(NULL);
-    CHECK(dt_algo_check(&a) == DT_OK);
+    dt_scheme_config a = config(NULL);
+    CHECK(dt_scheme_check(&a) == DT_OK);
 }
 
 static void test_registry_refusals(void) {
     int n = 0;
-    const dt_scheme *const *all = dt_schemes(&n);
-    dt_algo_config a = config("eventgrad");
-    CHECK(dt_algo_config_set(&a, "no-such-flag", "1") == DT_ERR_ARG);
+    const dt_scheme_def *const *all = dt_schemes(&n);
+    dt_scheme_config a = config("eventgrad");
+    CHECK(dt_scheme_config_set(&a, "no-such-flag", "1") == DT_ERR_ARG);
     CHECK(has_text(dt_last_error(), "--no-such-flag"));
     CHECK(a.nset == 0);
     /* setting a flag twice keeps one entry, the last value */
-    CHECK(dt_algo_config_set(&a, "history", "3") == DT_OK && dt_algo_config_set(&a, "history", "4") == DT_OK);
+    CHECK(dt_scheme_config_set(&a, "history", "3") == DT_OK && dt_scheme_config_set(&a, "history", "4") == DT_OK);
     CHECK(a.nset == 1 && !strcmp(a.set[0].value, "4"));
 
     a = config("sgd");
-    CHECK(dt_algo_check(&a) == DT_ERR_ARG);
+    CHECK(dt_scheme_check(&a) == DT_ERR_ARG);
     char msg[512];
     snprintf(msg, sizeof msg, "%s", dt_last_error());
     CHECK(has_text(msg, "--algo sgd"));
     /* a misspelt scheme: the nearest name; a far one: the list */
     a = config("allreduse");
-    CHECK(dt_algo_check(&a) == DT_ERR_ARG && has_text(dt_last_error(), "--algo allreduse: unknown algorithm (did you mean allreduce?)"));
+    CHECK(dt_scheme_check(&a) == DT_ERR_ARG && has_text(dt_last_error(), "--algo allreduse: unknown algorithm (did you mean allreduce?)"));
     a = config("gossip");
-    CHECK(dt_algo_check(&a) == DT_ERR_ARG && has_text(dt_last_error(), "(expected one of: local, allreduce"));
+    CHECK(dt_scheme_check(&a) == DT_ERR_ARG && has_text(dt_last_error(), "(expected one of: local, allreduce"));
 
     /* a flag of another scheme is refused (it would be ignored), naming the schemes that take it */
     a = config("allreduce");
-    CHECK(dt_algo_config_set(&a, "local-steps", "5") == DT_OK);
-    CHECK_MSG(dt_algo_check(&a) == DT_ERR_ARG && !strcmp(dt_last_error(), "--local-steps: a flag of fedavg, not of --algo allreduce"),
+    CHECK(dt_scheme_config_set(&a, "local-steps", "5") == DT_OK);
+    CHECK_MSG(dt_scheme_check(&a) == DT_ERR_ARG && !strcmp(dt_last_error(), "--local-steps: a flag of fedavg, not of --algo allreduce"),
               "%s", dt_last_error());
-    dt_strategy *none = NULL;
-    CHECK(dt_strategy_create(&a, &none) == DT_ERR_ARG && none == NULL);
+    dt_scheme *none = NULL;
+    CHECK(dt_scheme_create(&a, &none) == DT_ERR_ARG && none == NULL);
     a = config("fedavg");
-    dt_algo_config_set(&a, "topology", "ring");
-    CHECK_MSG(dt_algo_check(&a) == DT_ERR_ARG && !strcmp(dt_last_error(), "--topology: a flag of dpsgd, eventgrad, not of --algo fedavg"),
+    dt_scheme_config_set(&a, "topology", "ring");
+    CHECK_MSG(dt_scheme_check(&a) == DT_ERR_ARG && !strcmp(dt_last_error(), "--topology: a flag of dpsgd, eventgrad, not of --algo fedavg"),
               "%s", dt_last_error());
     a = config(NULL); /* local takes no scheme flag */
-    dt_algo_config_set(&a, "servers", "1");
-    CHECK_MSG(dt_algo_check(&a) == DT_ERR_ARG && has_text(dt_last_error(), "not of --algo local"), "%s", dt_last_error());
+    dt_scheme_config_set(&a, "servers", "1");
+    CHECK_MSG(dt_scheme_check(&a) == DT_ERR_ARG && has_text(dt_last_error(), "not of --algo local"), "%s", dt_last_error());
     /* a flag several schemes share passes for each of them */
     a = config("dpsgd");
-    dt_algo_config_set(&a, "topology", "ring");
-    CHECK_MSG(dt_algo_check(&a) == DT_OK, "%s", dt_last_error());
+    dt_scheme_config_set(&a, "topology", "ring");
+    CHECK_MSG(dt_scheme_check(&a) == DT_OK, "%s", dt_last_error());
     a = config("eventgrad");
-    dt_algo_config_set(&a, "topology", "ring");
-    CHECK_MSG(dt_algo_check(&a) == DT_OK, "%s", dt_last_error());
+    dt_scheme_config_set(&a, "topology", "ring");
+    CHECK_MSG(dt_scheme_check(&a) == DT_OK, "%s", dt_last_error());
     for (int i = 0; i < n; i++) CHECK_MSG(has_text(msg, all[i]->name), "%s missing from: %s", all[i]->name, msg);
 
     a = config("local");
     a.compress = "fp16";
-    CHECK(dt_algo_check(&a) == DT_ERR_ARG);
+    CHECK(dt_scheme_check(&a) == DT_ERR_ARG);
     snprintf(msg, sizeof msg, "%s", dt_last_error());
     CHECK(has_text(msg, "--compress fp16") && has_text(msg, "local"));
     for (int i = 0; i < n; i++)
@@ -137,10 +137,10 @@ static void test_registry_refusals(void) {
             CHECK_MSG(has_text(msg, all[i]->name), "%s missing from: %s", all[i]->name, msg);
     CHECK(has_text(msg, "eventgrad with --sync"));
     a.compress = "none";
-    CHECK(dt_algo_check(&a) == DT_OK);
+    CHECK(dt_scheme_check(&a) == DT_OK);
     a = config("allreduce");
     a.compress = "fp17";
-    CHECK(dt_algo_check(&a) == DT_ERR_ARG && has_text(dt_last_error(), "--compress"));
+    CHECK(dt_scheme_check(&a) == DT_ERR_ARG && has_text(dt_last_error(), "--compress"));
 
     struct { const char *algo, *flag, *value; } bad[] = {
         {"eventgrad", "history", "0"},           {"eventgrad", "history", "abc"},
@@ -171,7 +171,7 @@ static void test_registry_refusals(void) {
                   good[i].value, dt_last_error());
 
     /* words are checked at create, with a message naming the flag */
-    dt_strategy *s = NULL;
+    dt_scheme *s = NULL;
     struct { const char *algo, *flag, *value; } words[] = {
         {"eventgrad", "threshold", "fast"}, {"eventgrad", "topology", "star"},
         {"dpsgd", "topology", "line"},      {"fedavg", "aggregate", "median"},
@@ -179,9 +179,9 @@ static void test_registry_refusals(void) {
     };
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
         a = config(words[i].algo);
-        dt_algo_config_set(&a, words[i].flag, words[i].value);
-        CHECK_MSG(dt_algo_check(&a) == DT_ERR_ARG, "--%s %s passed the check", words[i].flag, words[i].value);
-        CHECK_MSG(dt_strategy_create(&a, &s) == DT_ERR_ARG && s == NULL, "--%s %s created", words[i].flag,
+        dt_scheme_config_set(&a, words[i].flag, words[i].value);
+        CHECK_MSG(dt_scheme_check(&a) == DT_ERR_ARG, "--%s %s passed the check", words[i].flag, words[i].value);
+        CHECK_MSG(dt_scheme_create(&a, &s) == DT_ERR_ARG && s == NULL, "--%s %s created", words[i].flag,
                   words[i].value);
         char want[64];
         snprintf(want, sizeof want, "--%s %s", words[i].flag, words[i].value);
@@ -192,77 +192,99 @@ static void test_registry_refusals(void) {
     a.compress = "int8";
     /* the scheme takes --compress, with --sync: refused already by the check, before any rank
      * starts (a trial create), and by create */
-    CHECK(dt_algo_check(&a) == DT_ERR_ARG && has_text(dt_last_error(), "--sync"));
-    CHECK(dt_strategy_create(&a, &s) == DT_ERR_ARG && s == NULL);
+    CHECK(dt_scheme_check(&a) == DT_ERR_ARG && has_text(dt_last_error(), "--sync"));
+    CHECK(dt_scheme_create(&a, &s) == DT_ERR_ARG && s == NULL);
     CHECK_MSG(has_text(dt_last_error(), "--sync"), "%s", dt_last_error());
-    dt_algo_config_set(&a, "sync", "1");
-    CHECK_MSG(dt_strategy_create(&a, &s) == DT_OK && s, "%s", dt_last_error());
+    dt_scheme_config_set(&a, "sync", "1");
+    CHECK_MSG(dt_scheme_create(&a, &s) == DT_OK && s, "%s", dt_last_error());
     if (s) CHECK(s->codec.kind == DT_CODEC_INT8 && s->decentralized == 1);
-    dt_strategy_free(s);
+    dt_scheme_free(s);
+}
+
+/* A flag's value in force, as text, read through the scheme's own table from its typed
+ * options struct (the test knows the names; the schemes read members). */
+static const char *value_of(const dt_scheme *s, const char *name) {
+    static char buf[64];
+    const dt_flag *f = dt_flag_find(s->scheme->flags, s->scheme->nflags, name);
+    CHECK_MSG(f != NULL, "%s declares no --%s", s->scheme->name, name);
+    if (!f) return "";
+    dt_flag_format(f, s->opts, buf, sizeof buf);
+    return buf;
 }
 
 static void test_registry_values(void) {
-    dt_strategy *s = NULL;
-    dt_algo_config a = config("eventgrad");
-    CHECK(dt_strategy_create(&a, &s) == DT_OK);
+    dt_scheme *s = NULL;
+    dt_scheme_config a = config("eventgrad");
+    CHECK(dt_scheme_create(&a, &s) == DT_OK);
     if (s) {
-        CHECK(dt_algo_int(s, "history") == 2);
-        CHECK(dt_algo_int(s, "warmup-steps") == 30);
-        CHECK(dt_algo_float(s, "horizon") == 1.0);
-        CHECK(dt_algo_float(s, "threshold-decay") == 1.0);
-        CHECK(dt_algo_switch(s, "sync") == 0);
-        CHECK(!strcmp(dt_algo_text(s, "threshold"), "adaptive"));
-        CHECK(!strcmp(dt_algo_text(s, "topology"), "ring"));
-        CHECK(!dt_algo_given(s, "history") && !dt_algo_given(s, "sync"));
-        dt_strategy_free(s);
+        const char *want[][2] = {{"history", "2"}, {"warmup-steps", "30"}, {"horizon", "1"}, {"threshold-decay", "1"},
+                                 {"sync", "0"}, {"threshold", "adaptive"}, {"topology", "ring"}, {"mix", "auto"}};
+        for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+            CHECK_MSG(!strcmp(value_of(s, want[i][0]), want[i][1]), "--%s: %s, want %s", want[i][0], value_of(s, want[i][0]),
+                      want[i][1]);
+        dt_scheme_free(s);
     }
-    dt_algo_config_set(&a, "history", "3");
-    dt_algo_config_set(&a, "horizon", "0.25");
-    dt_algo_config_set(&a, "sync", "1");
-    dt_algo_config_set(&a, "threshold", "const:0.5");
-    dt_algo_config_set(&a, "warmup-steps", "30"); /* given, though equal to the default */
-    CHECK(dt_strategy_create(&a, &s) == DT_OK);
+    dt_scheme_config_set(&a, "history", "3");
+    dt_scheme_config_set(&a, "horizon", "0.25");
+    dt_scheme_config_set(&a, "sync", "1");
+    dt_scheme_config_set(&a, "threshold", "const:0.5");
+    dt_scheme_config_set(&a, "topology", "torus");
+    dt_scheme_config_set(&a, "warmup-steps", "30"); /* given, though equal to the default */
+    CHECK(dt_scheme_create(&a, &s) == DT_OK);
     if (s) {
-        CHECK(dt_algo_int(s, "history") == 3);
-        CHECK(dt_algo_float(s, "horizon") == 0.25);
-        CHECK(dt_algo_switch(s, "sync") == 1);
-        CHECK(!strcmp(dt_algo_text(s, "threshold"), "const:0.5"));
-        CHECK(dt_algo_given(s, "history") && dt_algo_given(s, "sync") && dt_algo_given(s, "warmup-steps"));
-        CHECK(!dt_algo_given(s, "threshold-decay") && !dt_algo_given(s, "topology"));
-        dt_strategy_free(s);
+        const char *want[][2] = {{"history", "3"}, {"horizon", "0.25"}, {"sync", "1"}, {"threshold", "const:0.5"},
+                                 {"topology", "torus"}, {"threshold-decay", "1"}};
+        for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+            CHECK_MSG(!strcmp(value_of(s, want[i][0]), want[i][1]), "--%s: %s, want %s", want[i][0], value_of(s, want[i][0]),
+                      want[i][1]);
+        dt_scheme_free(s);
     }
+    dt_scheme_config_set(&a, "topology", "ring"); /* as the configuration line below wants it */
     /* a flag of another scheme is recorded but not this scheme's business */
-    dt_algo_config d = config("downpour");
-    dt_algo_config_set(&d, "fetch-every", "4");
-    CHECK(dt_strategy_create(&d, &s) == DT_OK);
+    dt_scheme_config d = config("downpour");
+    dt_scheme_config_set(&d, "fetch-every", "4");
+    CHECK(dt_scheme_create(&d, &s) == DT_OK);
     if (s) {
-        CHECK(dt_algo_int(s, "servers") == 1 && s->nservers == 1);
-        CHECK(dt_algo_int(s, "fetch-every") == 4 && dt_algo_int(s, "push-every") == 1);
-        CHECK(dt_algo_float(s, "worker-timeout") == 30.0);
-        CHECK(dt_algo_given(s, "fetch-every") && !dt_algo_given(s, "servers"));
-        dt_strategy_free(s);
+        CHECK(!strcmp(value_of(s, "servers"), "1") && s->nservers == 1);
+        CHECK(!strcmp(value_of(s, "fetch-every"), "4") && !strcmp(value_of(s, "push-every"), "1"));
+        CHECK(!strcmp(value_of(s, "worker-timeout"), "30"));
+        dt_scheme_free(s);
     }
-    dt_algo_config_set(&d, "servers", "2");
-    CHECK(dt_strategy_create(&d, &s) == DT_OK);
-    if (s) CHECK(dt_algo_int(s, "servers") == 2 && s->nservers == 2);
-    dt_strategy_free(s);
-    dt_algo_config f = config("fedavg");
-    CHECK(dt_strategy_create(&f, &s) == DT_OK);
+    dt_scheme_config_set(&d, "servers", "2");
+    CHECK(dt_scheme_create(&d, &s) == DT_OK);
+    if (s) CHECK(!strcmp(value_of(s, "servers"), "2") && s->nservers == 2);
+    dt_scheme_free(s);
+    dt_scheme_config f = config("fedavg");
+    CHECK(dt_scheme_create(&f, &s) == DT_OK);
     if (s) {
-        CHECK(dt_algo_int(s, "local-epochs") == 1 && dt_algo_int(s, "local-steps") == 0);
-        CHECK(!strcmp(dt_algo_text(s, "aggregate"), "average"));
-        dt_strategy_free(s);
+        CHECK(!strcmp(value_of(s, "local-epochs"), "1") && !strcmp(value_of(s, "local-steps"), "0"));
+        CHECK(!strcmp(value_of(s, "aggregate"), "average"));
+        dt_scheme_free(s);
     }
+    /* --local-steps with --local-epochs given (even at its default) is refused before any
+     * rank starts: whether a flag was given is a typed member too (DT_GIVEN) */
+    dt_scheme_config_set(&f, "local-steps", "5");
+    CHECK_MSG(dt_scheme_check(&f) == DT_OK, "%s", dt_last_error());
+    dt_scheme_config_set(&f, "local-epochs", "1");
+    CHECK(dt_scheme_check(&f) == DT_ERR_ARG && has_text(dt_last_error(), "--local-steps and --local-epochs: give one of them"));
+    dt_scheme_config_set(&f, "local-steps", "0");
+    dt_scheme_config_set(&f, "aggregate", "loss");
+    CHECK_MSG(dt_scheme_create(&f, &s) == DT_OK, "%s", dt_last_error());
+    if (s) CHECK(!strcmp(value_of(s, "aggregate"), "loss") && !strcmp(value_of(s, "local-epochs"), "1"));
+    dt_scheme_free(s);
+    /* the library's misspelt flag: the nearest name of any scheme */
+    CHECK(dt_scheme_config_set(&f, "histroy", "3") == DT_ERR_ARG &&
+          has_text(dt_last_error(), "--histroy: no scheme takes this flag (did you mean --history?)"));
 
     /* the configuration line: every flag of the scheme, with its value in force */
     dt_json j;
     dt_json_init(&j);
     dt_json_begin(&j, NULL);
-    dt_algo_config_json(&a, &j);
+    dt_scheme_config_json(&a, &j);
     dt_json_end(&j);
     const char *text = dt_json_text(&j);
     CHECK(text != NULL);
-    const dt_scheme *eg = dt_scheme_find("eventgrad");
+    const dt_scheme_def *eg = dt_scheme_find("eventgrad");
     for (int i = 0; text && i < eg->nflags; i++) {
         char key[64];
         snprintf(key, sizeof key, "\"%s\":", eg->flags[i].name);
@@ -274,9 +296,9 @@ static void test_registry_values(void) {
     for (size_t i = 0; text && i < sizeof want / sizeof want[0]; i++)
         CHECK_MSG(has_text(text, want[i]), "%s missing from %s", want[i], text);
     dt_json_reset(&j);
-    dt_algo_config l = config("local");
+    dt_scheme_config l = config("local");
     dt_json_begin(&j, NULL);
-    dt_algo_config_json(&l, &j);
+    dt_scheme_config_json(&l, &j);
     dt_json_end(&j);
     text = dt_json_text(&j);
     CHECK_MSG(text && !strcmp(text, "{\"compress\":\"none\"}"), "%s", text ? text : "(null)");

@@ -8,31 +8,40 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/args.h"
+#include "core/flag.h"
 #include "dtrain.h"
 #include "trainer/trainer.h"
 #include <cblas.h>
 #include <sys/resource.h>
 
+typedef struct {
+    const char *model;
+    int batch, warmup, steps;
+    float lr, momentum;
+} bench_opts;
+
+static const dt_flag bench_flags[] = {
+    {"model", DT_AT_TEXT(bench_opts, model), .help = "model name or spec file"},
+    {"batch", DT_AT_INT(bench_opts, batch), .min = 1, .max = 1e6, .help = "batch size"},
+    {"warmup", DT_AT_INT(bench_opts, warmup), .min = 0, .max = 1e9, .help = "untimed steps first"},
+    {"steps", DT_AT_INT(bench_opts, steps), .min = 1, .max = 1e9, .help = "timed steps"},
+    {"lr", DT_AT_FLOAT(bench_opts, lr), .min = 0, .max = 1e6, .min_open = 1, .help = "learning rate"},
+    {"momentum", DT_AT_FLOAT(bench_opts, momentum), .min = 0, .max = 0.999999, .help = "momentum"},
+};
+
 /* Training-step speed on random data (no data loading, no evaluation), for bench/run. */
 int dt_cmd_bench(int argc, char **argv) {
-    const char *model = "cnn1";
-    int batch = 64, warmup = 20, steps = 200;
-    float lr = 0.01f, momentum = 0.9f;
-    dt_opt opts[] = {
-        {"model", OPT_STR, &model, "model name or spec file [cnn1]", 0, 0, 0, 0, NULL},
-        {"batch", OPT_INT, &batch, "batch size [64]", 1, 1e6, 0, 0, NULL},
-        {"warmup", OPT_INT, &warmup, "untimed steps first [20]", 0, 1e9, 0, 0, NULL},
-        {"steps", OPT_INT, &steps, "timed steps [200]", 1, 1e9, 0, 0, NULL},
-        {"lr", OPT_FLOAT, &lr, "learning rate [0.01]", 0, 1e6, 1, 0, NULL},
-        {"momentum", OPT_FLOAT, &momentum, "momentum [0.9]", 0, 0.999999, 0, 0, NULL},
-    };
+    bench_opts o = {.model = "cnn1", .batch = 64, .warmup = 20, .steps = 200, .lr = 0.01f, .momentum = 0.9f};
+    const dt_flag_list list = {.flags = bench_flags, .n = NOPTS(bench_flags), .base = &o};
     int help;
-    if (dt_parse_args("bench", argc, argv, 2, opts, NOPTS(opts), &help) != DT_OK) return dt_cli_fail();
+    if (dt_flags_parse_argv("bench", argc, argv, 2, &list, 1, &help) != DT_OK) return dt_cli_fail();
     if (help) {
-        dt_print_help("bench", "[flags]\n\nTimes training steps on random data; prints one line.", opts, NOPTS(opts));
+        dt_flags_help("bench", "[flags]\n\nTimes training steps on random data; prints one line.", &list, 1);
         return 0;
     }
+    const char *model = o.model;
+    const int batch = o.batch, warmup = o.warmup, steps = o.steps;
+    const float lr = o.lr, momentum = o.momentum;
     dt_runtime_init();
     dt_model *m = NULL;
     if (dt_model_open(model, &m) != DT_OK) return dt_cli_fail();

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/args.h"
+#include "core/flag.h"
 #include "dtrain.h"
 #include "core/tensorfile.h"
 
@@ -25,18 +25,28 @@ static int diffed_records(const dt_tfile *f) {
 
 /* Compares two weights files tensor by tensor: the tool behind "are these two runs the same
  * model?" (and the distributed equivalence tests). */
+typedef struct {
+    float tol;
+} diff_opts;
+
+static const dt_flag diff_flags[] = {
+    {"tol", DT_AT_FLOAT(diff_opts, tol), .min = 0, .max = 1e30, .help = "exit 1 when the largest difference exceeds this",
+     .zero = ""},
+};
+
 int dt_cmd_diff(int argc, char **argv) {
-    float tol = -1;
-    dt_opt opts[] = {{"tol", OPT_FLOAT, &tol, "exit 1 when the largest difference exceeds this", 0, 1e30, 0, 0, NULL}};
+    diff_opts o = {.tol = -1};
+    const dt_flag_list list = {.flags = diff_flags, .n = NOPTS(diff_flags), .base = &o};
     const char *files[2] = {NULL, NULL};
     int nf = 0, k = 2;
     while (k < argc && strncmp(argv[k], "--", 2) != 0 && nf < 2) files[nf++] = argv[k++];
     int help;
-    if (dt_parse_args("diff", argc, argv, k, opts, NOPTS(opts), &help) != DT_OK) return dt_cli_fail();
+    if (dt_flags_parse_argv("diff", argc, argv, k, &list, 1, &help) != DT_OK) return dt_cli_fail();
     if (help) {
-        dt_print_help("diff", "A.weights B.weights [--tol X]\n\nLargest absolute difference between two weights files (or checkpoints: their\nmodel and momentum; the schemes' own state is not compared).", opts, NOPTS(opts));
+        dt_flags_help("diff", "A.weights B.weights [--tol X]\n\nLargest absolute difference between two weights files (or checkpoints: their\nmodel and momentum; the schemes' own state is not compared).", &list, 1);
         return 0;
     }
+    const float tol = o.tol;
     if (nf != 2) { dt_fail(DT_ERR_ARG, "dtrain diff: expected two weights files"); return dt_cli_fail(); }
     dt_tfile a, b;
     if (dt_tfile_read(files[0], &a) != DT_OK) return dt_cli_fail();

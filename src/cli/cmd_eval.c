@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/args.h"
+#include "core/flag.h"
 #include "dtrain.h"
 #include "core/paths.h"
 #include "trainer/trainer.h"
@@ -30,24 +30,32 @@ static dt_status eval_model(const char *model, const char *data, const char *wei
     return dt_model_from_spec(w->spec, origin, m);
 }
 
+typedef struct {
+    const char *model, *data, *data_dir, *weights;
+    int batch, limit;
+} eval_opts;
+
+static const dt_flag eval_flags[] = {
+    {"model", DT_AT_TEXT(eval_opts, model), .help = "model name or spec file", .zero = "the one the weights file names, else cnn1"},
+    {"weights", DT_AT_TEXT(eval_opts, weights), .help = "weights file written by dtrain train (required)"},
+    {"data", DT_AT_TEXT(eval_opts, data), .help = "mnist | fashion-mnist | cifar10", .zero = "the one the weights file names, else mnist"},
+    {"data-dir", DT_AT_TEXT(eval_opts, data_dir), .help = "folder with the dataset files"},
+    {"batch", DT_AT_INT(eval_opts, batch), .min = 1, .max = 1e6, .help = "evaluation batch size"},
+    {"test-limit", DT_AT_INT(eval_opts, limit), .min = 1, .max = 1e9, .help = "use only the first N test examples", .zero = "all"},
+};
+
 int dt_cmd_eval(int argc, char **argv) {
-    const char *model = NULL, *data = NULL, *data_dir = NULL, *weights = NULL;
-    int batch = 256, limit = 0;
-    dt_opt opts[] = {
-        {"model", OPT_STR, &model, "model name or spec file [the one the weights file names, else cnn1]", 0, 0, 0, 0, NULL},
-        {"weights", OPT_STR, &weights, "weights file written by dtrain train (required)", 0, 0, 0, 0, NULL},
-        {"data", OPT_STR, &data, "mnist | fashion-mnist | cifar10 [the one the weights file names, else mnist]", 0, 0, 0, 0, NULL},
-        {"data-dir", OPT_STR, &data_dir, "folder with the dataset files", 0, 0, 0, 0, NULL},
-        {"batch", OPT_INT, &batch, "evaluation batch size [256]", 1, 1e6, 0, 0, NULL},
-        {"test-limit", OPT_INT, &limit, "use only the first N test examples [all]", 1, 1e9, 0, 0, NULL},
-    };
+    eval_opts o = {.batch = 256};
+    const dt_flag_list list = {.flags = eval_flags, .n = NOPTS(eval_flags), .base = &o};
     int help;
-    if (dt_parse_args("eval", argc, argv, 2, opts, NOPTS(opts), &help) != DT_OK) return dt_cli_fail();
+    if (dt_flags_parse_argv("eval", argc, argv, 2, &list, 1, &help) != DT_OK) return dt_cli_fail();
     if (help) {
-        dt_print_help("eval", "--weights FILE [flags]\n\nTest accuracy of saved weights. The file names its model and dataset "
-                              "(files of older\nbuilds do not: give --model and --data).", opts, NOPTS(opts));
+        dt_flags_help("eval", "--weights FILE [flags]\n\nTest accuracy of saved weights. The file names its model and dataset "
+                              "(files of older\nbuilds do not: give --model and --data).", &list, 1);
         return 0;
     }
+    const char *model = o.model, *data = o.data, *data_dir = o.data_dir, *weights = o.weights;
+    const int batch = o.batch, limit = o.limit;
     if (!weights) { dt_fail(DT_ERR_ARG, "dtrain eval: --weights FILE is required"); return dt_cli_fail(); }
     if (dt_check_input("--weights", weights) != DT_OK) return dt_cli_fail();
     dt_runtime_init();

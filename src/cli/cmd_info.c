@@ -8,24 +8,32 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/args.h"
+#include "core/flag.h"
 #include "dtrain.h"
 #include "trainer/trainer.h"
 
+typedef struct {
+    const char *model;
+    int spec, list;
+} info_opts;
+
+static const dt_flag info_flags[] = {
+    {"model", DT_AT_TEXT(info_opts, model), .help = "model name or spec file"},
+    {"spec", DT_AT_SWITCH(info_opts, spec), .help = "print the model's spec text"},
+    {"list", DT_AT_SWITCH(info_opts, list), .help = "list the built-in models"},
+};
+
 int dt_cmd_info(int argc, char **argv) {
-    const char *model = "cnn1";
-    int spec = 0, list = 0;
-    dt_opt opts[] = {
-        {"model", OPT_STR, &model, "model name or spec file [cnn1]", 0, 0, 0, 0, NULL},
-        {"spec", OPT_FLAG, &spec, "print the model's spec text", 0, 0, 0, 0, NULL},
-        {"list", OPT_FLAG, &list, "list the built-in models", 0, 0, 0, 0, NULL},
-    };
+    info_opts o = {.model = "cnn1"};
+    const dt_flag_list flags = {.flags = info_flags, .n = NOPTS(info_flags), .base = &o};
     int help;
-    if (dt_parse_args("info", argc, argv, 2, opts, NOPTS(opts), &help) != DT_OK) return dt_cli_fail();
+    if (dt_flags_parse_argv("info", argc, argv, 2, &flags, 1, &help) != DT_OK) return dt_cli_fail();
     if (help) {
-        dt_print_help("info", "[--model NAME]\n\nLayers, output shapes, parameters and FLOPs of a model.", opts, NOPTS(opts));
+        dt_flags_help("info", "[--model NAME]\n\nLayers, output shapes, parameters and FLOPs of a model.", &flags, 1);
         return 0;
     }
+    const char *model = o.model;
+    const int spec = o.spec, list = o.list;
     if (list) {
         for (const char *const *n = dt_model_names(); *n; n++) printf("%s\n", *n);
         return 0;

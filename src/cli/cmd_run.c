@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/args.h"
 #include "dtrain.h"
 #include "cli/supervise.h"
 #include "cli/rundir.h"
@@ -37,26 +36,25 @@ static dt_status check_hostfile(const char *path) {
 /* --algo local trains alone: with more than one rank (or -n N without --algo, whose default
  * is local) the ranks would be started only to refuse, each the same way. Refused here. */
 static dt_status local_ranks(const dt_train_flags *f, int argc, char **argv) {
-    if (strcmp(f->c.algo.algo, "local") != 0 || f->ranks == 1) return DT_OK;
+    if (strcmp(f->c.scheme.name, "local") != 0 || f->ranks == 1) return DT_OK;
     int given = 0;
     for (int i = 2; i < argc; i++) given |= !strcmp(argv[i], "--algo") || !strncmp(argv[i], "--algo=", 7);
     if (!given)
         return dt_fail(DT_ERR_ARG, "dtrain run: -n %d needs --algo (one of: %s; local trains on one process)", f->ranks,
-                       dt_strategy_names());
+                       dt_scheme_names());
     return dt_fail(DT_ERR_ARG, "dtrain run: --algo local trains on one process, but -n %d (choose one of: %s)", f->ranks,
-                   dt_strategy_names());
+                   dt_scheme_names());
 }
 
 int dt_cmd_run(int argc, char **argv) {
     static dt_train_flags f;
-    dt_opt opts[MAX_OPTS + RUN_OPTS];
-    int nopts = dt_run_options(&f, opts), help;
-    const int run_first = nopts - RUN_OPTS;
+    dt_flag_list lists[DT_RUN_LISTS];
+    int nlists = dt_run_flag_lists(&f, lists), help;
     /* -n N is the usual spelling: accept it as --n */
     char **args = malloc((size_t)argc * sizeof *args);
     if (!args) return 2;
     for (int i = 0; i < argc; i++) args[i] = (!strcmp(argv[i], "-n") || !strcmp(argv[i], "-np")) ? "--n" : argv[i];
-    dt_status st = dt_parse_args("run", argc, args, 2, opts, nopts, &help);
+    dt_status st = dt_flags_parse_argv("run", argc, args, 2, lists, nlists, &help);
     if (st == DT_OK && !help) st = dt_scheme_values(&f);
     if (st == DT_OK && !help) st = dt_run_length(&f);
     if (st == DT_OK && !help && f.hostfile && f.hosts) st = dt_fail(DT_ERR_ARG, "dtrain run: give --hostfile or --hosts, not both");
@@ -86,7 +84,7 @@ int dt_cmd_run(int argc, char **argv) {
         dt_usage_with_schemes(usage, sizeof usage, "-n N [--hostfile FILE | --hosts LIST] [--max-restarts N] [train flags]\n\n"
                            "Starts N ranks of dtrain train under mpiexec ($DTRAIN_MPIEXEC or mpiexec) and watches them: a lost\n"
                            "or stalled rank is named in one line, the launcher's own messages go to a file that line names.");
-        dt_print_help("run", usage, opts, nopts);
+        dt_flags_help("run", usage, lists, nlists);
         free(args);
         return 0;
     }
@@ -144,12 +142,9 @@ int dt_cmd_run(int argc, char **argv) {
         int skip = 0, with_value = 1;
         const char *a = args[i];
         if (!strncmp(a, "--", 2)) {
-            const char *name = a + 2, *eq = strchr(name, '=');
-            const size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
-            if (eq) with_value = 0;
-            for (int o = run_first; o < nopts; o++)
-                if (strlen(opts[o].name) == nlen && !strncmp(opts[o].name, name, nlen)) skip = 1;
-            if (nlen == 6 && !strncmp(name, "resume", 6)) skip = 1;
+            const dt_flag *fl = dt_flags_lookup(lists, nlists, a, NULL);
+            if (strchr(a, '=') || (fl && fl->kind == DT_FLAG_SWITCH)) with_value = 0;
+            skip = dt_flags_lookup(&lists[nlists - 1], 1, a, NULL) != NULL || (fl && !strcmp(fl->name, "resume"));
         }
         if (skip) { if (with_value) i++; continue; }
         av[k++] = argv[i];

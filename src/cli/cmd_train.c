@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/args.h"
 #include "dtrain.h"
 #include <stdatomic.h>
 #include "cli/guard.h"
@@ -81,9 +80,9 @@ int dt_cmd_train(int argc, char **argv) {
     gethostname(host, sizeof host - 1);
     dt_watch_identify(comm.rank, (int)getpid(), host);
     static dt_train_flags f;
-    dt_opt opts[MAX_OPTS];
-    int nopts = dt_train_options(&f, opts), help;
-    dt_status st = dt_parse_args("train", argc, argv, 2, opts, nopts, &help);
+    dt_flag_list lists[DT_TRAIN_LISTS];
+    int nlists = dt_train_flag_lists(&f, lists), help;
+    dt_status st = dt_flags_parse_argv("train", argc, argv, 2, lists, nlists, &help);
     if (st == DT_OK && !help) st = dt_scheme_values(&f);
     if (st == DT_OK && !help) st = dt_run_length(&f);
     if (st != DT_OK || help) {
@@ -92,16 +91,14 @@ int dt_cmd_train(int argc, char **argv) {
             dt_usage_with_schemes(usage, sizeof usage, "[flags]\n\nTrains a model and writes its final weights. Under mpiexec (or dtrain run) the\n"
                                                     "ranks train together with --algo; alone it trains on one process.");
             if (st != DT_OK) fprintf(stderr, "dtrain: error: %s\n", dt_last_error());
-            else dt_print_help("train", usage, opts, nopts);
+            else dt_flags_help("train", usage, lists, nlists);
         }
         dt_comm_finalize();
         return st != DT_OK ? 2 : 0;
     }
     dt_train_config *c = &f.c;
-    if (comm.size > 1 && dt_watch_start(f.timeout, c->algo.algo) != 0)
+    if (comm.size > 1 && dt_watch_start(f.timeout, c->scheme.name) != 0)
         fprintf(stderr, "dtrain: warning: rank %d: cannot start the watchdog thread: --timeout is off\n", comm.rank);
-    c->max_steps = f.max_steps;
-    c->redone_steps = f.redone_steps;
     c->command = typed;
     c->ncommand = typed ? ntyped : 0;
     st = dt_resolve_outputs(&f, comm.rank);
@@ -114,9 +111,9 @@ int dt_cmd_train(int argc, char **argv) {
     /* a scheme of several ranks started alone trains as local would: said, not refused (a
      * single-process run of a scheme is a valid check of it). mpiexec's launchers name the
      * job in the environment: MPICH's PMI_SIZE, Open MPI's OMPI_COMM_WORLD_SIZE, PMIx's PMIX_RANK */
-    if (comm.size == 1 && strcmp(c->algo.algo, "local") != 0 && !env && !getenv("PMI_SIZE") &&
+    if (comm.size == 1 && strcmp(c->scheme.name, "local") != 0 && !env && !getenv("PMI_SIZE") &&
         !getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMIX_RANK") && !getenv("DTRAIN_NO_SETUP_WARNINGS"))
-        fprintf(stderr, "dtrain train: --algo %s on one process (not under mpiexec): use dtrain run -n N\n", c->algo.algo);
+        fprintf(stderr, "dtrain train: --algo %s on one process (not under mpiexec): use dtrain run -n N\n", c->scheme.name);
     if (f.no_augment) c->augment = 0;
     dt_runtime_init();
     dt_trainer t;

@@ -1,6 +1,7 @@
 /* dtrain command-line tool: the dispatch table of its subcommands (cmd_*.c, sweep.c); the
  * usage is printed from the same table. Every runtime error is one line on stderr and exit
- * status 2. */
+ * status 2. It is the library's dt_main (dtrain.h): the dtrain command is src/main.c, and a
+ * program that registers its own schemes (dtrain/scheme.h) is the same command with them. */
 #include <stdio.h>
 #include <string.h>
 
@@ -51,7 +52,7 @@ static void usage(FILE *f) {
     for (int i = 0; i < NOPTS(commands); i++) fprintf(f, "  %-7s %s\n", commands[i].name, commands[i].summary);
 }
 
-int main(int argc, char **argv) {
+int dt_main(int argc, char **argv) {
     dt_cli_fast_blas(argv);
     if (argc < 2) { usage(stderr); return 2; }
     const char *cmd = argv[1];

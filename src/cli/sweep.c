@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/args.h"
+#include "core/flag.h"
 
 #define STOP_GRACE_S 20 /* after SIGTERM, what has not ended is killed */
 
@@ -260,13 +260,19 @@ static int run_all(const dt_sweep *s, dt_sweep_slot *sl, tally *t) {
     return (int)stop_signal;
 }
 
+typedef struct {
+    int dry, retry;
+} sweep_opts;
+
+static const dt_flag sweep_flags[] = {
+    {"dry-run", DT_AT_SWITCH(sweep_opts, dry), .help = "list the runs (name: command) and start nothing"},
+    {"retry-failed", DT_AT_SWITCH(sweep_opts, retry), .help = "run again the runs that failed before (else they are kept as failed)"},
+};
+
 int dt_cmd_sweep(int argc, char **argv) {
-    int dry = 0, retry = 0, help = 0;
-    dt_opt opts[] = {
-        {"dry-run", OPT_FLAG, &dry, "list the runs (name: command) and start nothing", 0, 0, 0, 0, NULL},
-        {"retry-failed", OPT_FLAG, &retry, "run again the runs that failed before (else they are kept as failed)", 0, 0, 0, 0, NULL},
-    };
-    const int nopts = (int)(sizeof opts / sizeof *opts);
+    sweep_opts o = {0};
+    int help = 0;
+    const dt_flag_list list = {.flags = sweep_flags, .n = (int)(sizeof sweep_flags / sizeof *sweep_flags), .base = &o};
     const char *file = NULL;
     char **flags = calloc((size_t)argc + 1, sizeof *flags);
     if (!flags) return 2;
@@ -281,15 +287,16 @@ int dt_cmd_sweep(int argc, char **argv) {
     pv[0] = argv[0];
     pv[1] = argv[1];
     memcpy(pv + 2, flags, (size_t)nf * sizeof *flags);
-    dt_status st = dt_parse_args("sweep", nf + 2, pv, 2, opts, nopts, &help);
+    dt_status st = dt_flags_parse_argv("sweep", nf + 2, pv, 2, &list, 1, &help);
     free(pv);
     free(flags);
     if (st == DT_OK && help) {
-        dt_print_help("sweep", "FILE [--dry-run] [--retry-failed]\n\nRuns every run of an experiment file (docs/sweep.md), "
+        dt_flags_help("sweep", "FILE [--dry-run] [--retry-failed]\n\nRuns every run of an experiment file (docs/sweep.md), "
                       "each in its own folder, as many at once as the cores allow.\n"
-                      "Exit status: 0 every run done, 1 some failed, 2 bad input, 130/143 interrupted.", opts, nopts);
+                      "Exit status: 0 every run done, 1 some failed, 2 bad input, 130/143 interrupted.", &list, 1);
         return 0;
     }
+    const int dry = o.dry, retry = o.retry;
     if (st == DT_OK && (!file || extra)) st = dt_fail(DT_ERR_ARG, "dtrain sweep: expected one experiment file (dtrain sweep FILE)");
     if (st != DT_OK) { fprintf(stderr, "dtrain: error: %s\n", dt_last_error()); return 2; }
     const ssize_t len = readlink("/proc/self/exe", dt_sweep_self, sizeof dt_sweep_self - 1);

@@ -14,163 +14,178 @@
 #include "core/tensorfile.h"
 #include "trainer/trainer.h"
 
-/* "dpsgd, eventgrad: HELP [DEFAULT]": who takes the flag, what it does, its default. */
-static void scheme_flag_help(const dt_flag *f, char *out, size_t len) {
-    int n;
-    const dt_scheme *const *all = dt_schemes(&n);
-    size_t o = 0;
-    for (int i = 0; i < n; i++)
-        for (int k = 0; k < all[i]->nflags; k++)
-            if (!strcmp(all[i]->flags[k].name, f->name))
-                o += (size_t)snprintf(out + o, o < len ? len - o : 0, "%s%s", o ? ", " : "", all[i]->name);
-    if (o < len) snprintf(out + o, len - o, ": %s%s%s%s", f->help, f->type == DT_FLAG_SWITCH ? "" : " [",
-                          f->type == DT_FLAG_SWITCH ? "" : f->def, f->type == DT_FLAG_SWITCH ? "" : "]");
+typedef dt_train_flags F;
+
+/* --algo's and --compress's help: the schemes from the registry */
+static char algo_help[200], compress_help[240];
+static const char *const target_on_words[] = {"test", "val", NULL};
+
+/* The run's own flags; the defaults shown by --help are the values in force before parsing
+ * (dt_train_config_defaults), a zero one as .zero says. */
+static const dt_flag train_flags[] = {
+    {"model", DT_AT_TEXT(F, c.model), .help = "model name or spec file (dtrain info --list)"},
+    {"data", DT_AT_TEXT(F, c.data), .help = "mnist | fashion-mnist | cifar10"},
+    {"data-dir", DT_AT_TEXT(F, c.data_dir), .help = "folder with the dataset files", .zero = "$DTRAIN_DATA/NAME or data/NAME"},
+    {"algo", DT_AT_TEXT(F, c.scheme.name), .help = algo_help},
+    {"split", DT_AT_TEXT(F, c.split), .help = "random | class | equal | stripe: the training set across ranks"},
+    {"epochs", DT_AT_INT(F, c.epochs), DT_GIVEN(F, epochs_given), .min = 1, .max = 1e6, .help = "epochs, >= 1"},
+    {"batch", DT_AT_INT(F, c.batch), .min = 1, .max = 1e6, .help = "mini-batch size per rank, >= 1"},
+    {"lr", DT_AT_FLOAT(F, c.lr), .min = 0, .max = 1e6, .min_open = 1, .help = "learning rate, > 0"},
+    {"momentum", DT_AT_FLOAT(F, c.momentum), .min = 0, .max = 0.999999, .help = "momentum in [0, 1)"},
+    {"nesterov", DT_AT_SWITCH(F, c.nesterov), .help = "Nesterov momentum"},
+    {"weight-decay", DT_AT_FLOAT(F, c.weight_decay), .min = 0, .max = 1e6, .help = "L2 weight decay, >= 0"},
+    {"schedule", DT_AT_TEXT(F, c.schedule), .help = "const | step:EVERY:GAMMA | cosine[:MIN_LR]"},
+    {"seed", DT_AT_SEED(F, c.seed), .help = "run seed (weights, split, shuffling, dropout)"},
+    {"max-steps", DT_AT_INT(F, c.max_steps), .min = 1, .max = 2e9, .help = "stop after N steps per rank", .zero = "no limit"},
+    {"eval-every", DT_AT_INT(F, c.eval_every), .min = 0, .max = 1e6,
+     .help = "evaluate the averaged model every N epochs; 0: only at the end"},
+    {"eval-every-steps", DT_AT_INT(F, c.eval_every_steps), .min = 1, .max = 1e9,
+     .help = "... and every N steps in between (not counted as training time)", .zero = "0: never"},
+    {"target-acc", DT_AT_FLOAT(F, c.target_acc), .min = 0, .max = 1, .min_open = 1,
+     .help = "stop at the first evaluation with this test accuracy, in (0, 1]; the summary gives the time to it", .zero = "none"},
+    {"target-on", DT_AT_CHOICE(F, c.target_on_val, target_on_words),
+     .help = "test | val: the accuracy --target-acc is about; val (with --val N) for a search that must not look at the test set"},
+    {"train-limit", DT_AT_INT(F, c.train_limit), .min = 1, .max = 1e9, .help = "use only the first N training examples", .zero = "all"},
+    {"test-limit", DT_AT_INT(F, c.test_limit), .min = 1, .max = 1e9, .help = "use only the first N test examples", .zero = "all"},
+    {"val", DT_AT_INT(F, c.val), .min = 1, .max = 1e9,
+     .help = "hold out the last N training examples (after --train-limit) as a validation set, evaluated with the test set",
+     .zero = "0: none"},
+    {"images", DT_AT_INT(F, c.images), .min = 1, .max = 2e9, .zero = "",
+     .help = "train until N images were seen by all training ranks: ceil(N / (batch x ranks)) steps per rank, as many "
+             "epochs as that takes (not with --epochs)"},
+    {"progress", DT_AT_INT(F, c.progress), .min = 1, .max = 1e9,
+     .help = "every N steps: a step line in the log (rank 0's mean loss) and, without a live line, a progress line", .zero = "0: none"},
+    {"no-augment", DT_AT_SWITCH(F, no_augment), .help = "no random crop/flip (CIFAR)"},
+    {"out", DT_AT_TEXT(F, out), .help = "final weights file, replaced",
+     .zero = "DIR/model.weights with --run-dir, else dtrain-MODEL-DATA-ALGO.weights, which replaces only the weights of "
+             "an earlier run of the same model, data and --algo"},
+    {"run-dir", DT_AT_TEXT(F, run_dir), .metavar = "DIR",
+     .help = "a folder for the run (created): DIR/log.jsonl, DIR/model.weights (unless --log, --out), DIR/command.txt, "
+             "DIR/console.txt (what it prints); refused if it holds a finished run, unless --resume; checkpoints go where "
+             "--checkpoint says (by convention DIR/checkpoint)"},
+    {"no-save", DT_AT_SWITCH(F, no_save), .help = "do not write final weights"},
+    {"log", DT_AT_TEXT(F, c.log_path), .help = "JSON-lines log: the configuration, one line per epoch, a summary; an existing "
+                                               "log is appended to (a resumed run adds its config line and epochs)"},
+    {"checkpoint", DT_AT_TEXT(F, c.checkpoint),
+     .help = "checkpoint after every epoch (several ranks: parts FILE.eE.rankR, committed by the manifest FILE)"},
+    {"resume", DT_AT_TEXT(F, c.resume), .help = "continue from a checkpoint"},
+    {"trace", DT_AT_TEXT(F, c.trace), .metavar = "FILE",
+     .help = "a timeline of every rank (Chrome trace-event JSON, for ui.perfetto.dev or chrome://tracing), of the steps "
+             "--trace-steps A:B [10:60]"},
+    {"trace-steps", DT_AT_TEXT(F, c.trace_steps), .metavar = "A:B", .help = "the steps A..B-1 of each rank that --trace records",
+     .zero = "10:60"},
+    {"quiet", DT_AT_SWITCH(F, c.quiet), .help = "no progress output"},
+    {"timeout", DT_AT_FLOAT(F, timeout), .min = 0, .max = 1e7,
+     .help = "end the job when an MPI wait makes no progress for this long, seconds; 0: never"},
+    {"compress", DT_AT_TEXT(F, c.scheme.compress), .help = compress_help, .zero = "none"},
+    /* a supervisor's restart says so (dtrain run --max-restarts): reported in the summary */
+    {"restarts", DT_AT_INT(F, c.restarts), .min = 0, .max = 1e6, .help = "restarts before this attempt", .hidden = 1},
+    {"redone-steps", DT_AT_INT(F, c.redone_steps), .min = 0, .max = 2e9, .help = "steps trained again after restarts", .hidden = 1},
+};
+
+static const dt_flag run_flags[] = {
+    {"n", DT_AT_INT(F, ranks), .min = 1, .max = 1e5, .help = "number of ranks"},
+    {"max-restarts", DT_AT_INT(F, max_restarts), .min = 0, .max = 1000,
+     .help = "when a rank is lost or stalls, start the job again (from the newest checkpoint every rank has) up to N times"},
+    {"hostfile", DT_AT_TEXT(F, hostfile), .metavar = "FILE",
+     .help = "the hosts to run on, one per line (host or host:slots), passed to mpiexec"},
+    {"hosts", DT_AT_TEXT(F, hosts), .metavar = "LIST", .help = "the hosts to run on: a,b or a:2,b:2, passed to mpiexec"},
+    {"start-timeout", DT_AT_FLOAT(F, start_timeout), .min = 0, .max = 1e7, .min_open = 1,
+     .help = "end the job when a rank has not started (MPI initialised) after this long, seconds"},
+};
+
+/* A scheme's flag given on the command line: its text to the scheme's configuration, parsed
+ * (once) by the registry against the chosen scheme's table. */
+static dt_status take_scheme_flag(void *cfg, const dt_flag *f, const char *text) {
+    return dt_scheme_config_set(cfg, f->name, text);
 }
 
-static void scheme_options(dt_train_flags *f, dt_opt *opts, int *nopts) {
+/* Every scheme's flag once, its help "dpsgd, eventgrad: HELP" (--help adds the default). */
+static void scheme_flags(dt_train_flags *f) {
     int n;
-    const dt_scheme *const *all = dt_schemes(&n);
-    char *w = f->compress_help;
-    size_t o = (size_t)snprintf(w, sizeof f->compress_help, "payload codec none | fp16 | bf16 | int8 | topk:F (0 < F <= 1), for ");
-    for (int i = 0; i < n; i++)
-        if (all[i]->compress != DT_COMPRESS_NO && o < sizeof f->compress_help)
-            o += (size_t)snprintf(w + o, sizeof f->compress_help - o, "%s%s, ", all[i]->name,
-                                  all[i]->compress == DT_COMPRESS_WITH_SYNC ? " with --sync" : "");
-    if (o >= 2 && o < sizeof f->compress_help) snprintf(w + o - 2, sizeof f->compress_help - o + 2, " [none]");
-    opts[(*nopts)++] = (dt_opt){"compress", OPT_STR, &f->c.algo.compress, f->compress_help, 0, 0, 0, 0, NULL};
+    const dt_scheme_def *const *all = dt_schemes(&n);
     for (int i = 0; i < n; i++)
         for (int k = 0; k < all[i]->nflags; k++) {
             const dt_flag *fl = &all[i]->flags[k];
-            int seen = 0;
-            for (int q = 0; q < f->nscheme && !seen; q++) seen = !strcmp(f->scheme[q].flag->name, fl->name);
-            if (seen || f->nscheme == DT_ALGO_MAX_SET) continue;
-            const int q = f->nscheme++;
-            f->scheme[q].flag = fl;
-            scheme_flag_help(fl, f->scheme[q].help, sizeof f->scheme[q].help);
-            if (fl->type == DT_FLAG_SWITCH)
-                opts[(*nopts)++] = (dt_opt){fl->name, OPT_FLAG, &f->scheme[q].on, f->scheme[q].help, 0, 0, 0, fl->test_only, NULL};
-            else
-                opts[(*nopts)++] = (dt_opt){fl->name, OPT_STR, &f->scheme[q].text, f->scheme[q].help, 0, 0, 0, fl->test_only,
-                                            fl->type == DT_FLAG_INT ? "N" : fl->type == DT_FLAG_FLOAT ? "X" : "S"};
+            if (dt_flag_find(f->scheme, f->nscheme, fl->name) || f->nscheme == DT_SCHEME_MAX_SET) continue;
+            char *h = f->scheme_help[f->nscheme];
+            const size_t len = sizeof f->scheme_help[0];
+            size_t o = 0;
+            for (int j = 0; j < n; j++)
+                if (dt_flag_find(all[j]->flags, all[j]->nflags, fl->name))
+                    o += (size_t)snprintf(h + o, o < len ? len - o : 0, "%s%s", o ? ", " : "", all[j]->name);
+            if (o < len) snprintf(h + o, len - o, ": %s", fl->help);
+            f->scheme[f->nscheme] = *fl;
+            f->scheme[f->nscheme].help = h;
+            f->nscheme++;
         }
 }
 
-int dt_train_options(dt_train_flags *f, dt_opt *opts) {
-    dt_train_config *c = &f->c;
+static void scheme_helps(void) {
+    int n;
+    const dt_scheme_def *const *all = dt_schemes(&n);
+    size_t o = 0;
+    for (int i = 0; i < n && o < sizeof algo_help; i++)
+        o += (size_t)snprintf(algo_help + o, sizeof algo_help - o, "%s%s", i ? " | " : "", all[i]->name);
+    o = (size_t)snprintf(compress_help, sizeof compress_help, "payload codec none | fp16 | bf16 | int8 | topk:F (0 < F <= 1), for ");
+    for (int i = 0; i < n; i++)
+        if (all[i]->compress != DT_COMPRESS_NO && o < sizeof compress_help)
+            o += (size_t)snprintf(compress_help + o, sizeof compress_help - o, "%s%s, ", all[i]->name,
+                                  all[i]->compress == DT_COMPRESS_WITH_SYNC ? " with --sync" : "");
+    if (o >= 2 && o < sizeof compress_help) compress_help[o - 2] = 0;
+}
+
+int dt_train_flag_lists(dt_train_flags *f, dt_flag_list lists[DT_TRAIN_LISTS]) {
     memset(f, 0, sizeof *f);
-    dt_train_config_defaults(c);
-    c->epochs = 0; /* not given: the default, unless --images sets them (run_length) */
-    c->algo.algo = "local";
+    dt_train_config_defaults(&f->c);
+    f->c.scheme.name = "local";
     f->ranks = 4;
     f->timeout = 300;
     f->start_timeout = 60;
-    snprintf(f->algo_help, sizeof f->algo_help, "%s [local]", dt_strategy_names());
-    for (char *p = f->algo_help; *p; p++)
-        if (p[0] == ',' && p[1] == ' ') { memmove(p + 2, p + 1, strlen(p + 1) + 1); p[0] = ' '; p[1] = '|'; }
-    const dt_opt run[] = {
-        {"model", OPT_STR, &c->model, "model name or spec file (dtrain info --list) [cnn1]", 0, 0, 0, 0, NULL},
-        {"data", OPT_STR, &c->data, "mnist | fashion-mnist | cifar10 [mnist]", 0, 0, 0, 0, NULL},
-        {"data-dir", OPT_STR, &c->data_dir, "folder with the dataset files [$DTRAIN_DATA/NAME or data/NAME]", 0, 0, 0, 0, NULL},
-        {"algo", OPT_STR, &c->algo.algo, f->algo_help, 0, 0, 0, 0, NULL},
-        {"split", OPT_STR, &c->split, "random | class | equal | stripe: the training set across ranks [random]", 0, 0, 0, 0, NULL},
-        {"epochs", OPT_INT, &c->epochs, "epochs, >= 1 [10]", 1, 1e6, 0, 0, NULL},
-        {"batch", OPT_INT, &c->batch, "mini-batch size per rank, >= 1 [64]", 1, 1e6, 0, 0, NULL},
-        {"lr", OPT_FLOAT, &c->lr, "learning rate, > 0 [0.05]", 0, 1e6, 1, 0, NULL},
-        {"momentum", OPT_FLOAT, &c->momentum, "momentum in [0, 1) [0]", 0, 0.999999, 0, 0, NULL},
-        {"nesterov", OPT_FLAG, &c->nesterov, "Nesterov momentum", 0, 0, 0, 0, NULL},
-        {"weight-decay", OPT_FLOAT, &c->weight_decay, "L2 weight decay, >= 0 [0]", 0, 1e6, 0, 0, NULL},
-        {"schedule", OPT_STR, &c->schedule, "const | step:EVERY:GAMMA | cosine[:MIN_LR] [const]", 0, 0, 0, 0, NULL},
-        {"seed", OPT_SEED, &c->seed, "run seed (weights, split, shuffling, dropout) [1]", 0, 0, 0, 0, NULL},
-        {"max-steps", OPT_INT, &f->max_steps, "stop after N steps per rank [no limit]", 1, 2e9, 0, 0, NULL},
-        {"eval-every", OPT_INT, &c->eval_every, "evaluate the averaged model every N epochs; 0: only at the end [1]", 0, 1e6, 0, 0, NULL},
-        {"eval-every-steps", OPT_INT, &c->eval_every_steps, "... and every N steps in between (not counted as training time) [0: never]", 1, 1e9, 0, 0, NULL},
-        {"target-acc", OPT_FLOAT, &c->target_acc, "stop at the first evaluation with this test accuracy, in (0, 1]; the summary gives the time to it [none]", 0, 1, 1, 0, NULL},
-        {"target-on", OPT_STR, &f->target_on, "test | val: the accuracy --target-acc is about; val (with --val N) for a search that must not look at the test set [test]", 0, 0, 0, 0, NULL},
-        {"train-limit", OPT_INT, &c->train_limit, "use only the first N training examples [all]", 1, 1e9, 0, 0, NULL},
-        {"test-limit", OPT_INT, &c->test_limit, "use only the first N test examples [all]", 1, 1e9, 0, 0, NULL},
-        {"val", OPT_INT, &c->val, "hold out the last N training examples (after --train-limit) as a validation set, evaluated with the test set [0: none]", 1, 1e9, 0, 0, NULL},
-        {"images", OPT_INT, &f->images, "train until N images were seen by all training ranks: ceil(N / (batch x ranks)) steps per rank, as many epochs as that takes (not with --epochs)", 1, 2e9, 0, 0, NULL},
-        {"progress", OPT_INT, &c->progress, "every N steps: a step line in the log (rank 0's mean loss) and, without a live line, a progress line [0: none]", 1, 1e9, 0, 0, NULL},
-        {"no-augment", OPT_FLAG, &f->no_augment, "no random crop/flip (CIFAR)", 0, 0, 0, 0, NULL},
-        {"out", OPT_STR, &f->out, "final weights file, replaced [DIR/model.weights with --run-dir, else dtrain-MODEL-DATA-ALGO.weights, "
-                                  "which replaces only the weights of an earlier run of the same model, data and --algo]", 0, 0, 0, 0, NULL},
-        {"run-dir", OPT_STR, &f->run_dir, "a folder for the run (created): DIR/log.jsonl, DIR/model.weights (unless --log, --out), "
-                                          "DIR/command.txt, DIR/console.txt (what it prints); refused if it holds a finished run, unless --resume; "
-                                          "checkpoints go where --checkpoint says (by convention DIR/checkpoint)", 0, 0, 0, 0, "DIR"},
-        {"no-save", OPT_FLAG, &f->no_save, "do not write final weights", 0, 0, 0, 0, NULL},
-        {"log", OPT_STR, &c->log_path, "JSON-lines log: the configuration, one line per epoch, a summary; an existing log is "
-                                       "appended to (a resumed run adds its config line and epochs)", 0, 0, 0, 0, NULL},
-        {"checkpoint", OPT_STR, &c->checkpoint, "checkpoint after every epoch (several ranks: parts FILE.eE.rankR, committed by the manifest FILE)", 0, 0, 0, 0, NULL},
-        {"resume", OPT_STR, &c->resume, "continue from a checkpoint", 0, 0, 0, 0, NULL},
-        {"trace", OPT_STR, &c->trace, "a timeline of every rank (Chrome trace-event JSON, for ui.perfetto.dev or chrome://tracing), "
-                                      "of the steps --trace-steps A:B [10:60]", 0, 0, 0, 0, "FILE"},
-        {"trace-steps", OPT_STR, &c->trace_steps, "the steps A..B-1 of each rank that --trace records [10:60]", 0, 0, 0, 0, "A:B"},
-        {"quiet", OPT_FLAG, &c->quiet, "no progress output", 0, 0, 0, 0, NULL},
-        {"timeout", OPT_FLOAT, &f->timeout, "end the job when an MPI wait makes no progress for this long, seconds; 0: never [300]", 0, 1e7, 0, 0, NULL},
-        /* a supervisor's restart says so (dtrain run --max-restarts): reported in the summary */
-        {"restarts", OPT_INT, &c->restarts, "restarts before this attempt", 0, 1e6, 0, 1, NULL},
-        {"redone-steps", OPT_INT, &f->redone_steps, "steps trained again after restarts", 0, 2e9, 0, 1, NULL},
-    };
-    memcpy(opts, run, sizeof run);
-    int n = NOPTS(run);
-    scheme_options(f, opts, &n);
-    return n;
+    scheme_helps();
+    scheme_flags(f);
+    lists[0] = (dt_flag_list){.flags = train_flags, .n = NOPTS(train_flags), .base = f};
+    lists[1] = (dt_flag_list){.flags = f->scheme, .n = f->nscheme, .take = take_scheme_flag, .ctx = &f->c.scheme};
+    return DT_TRAIN_LISTS;
 }
 
-/* After parsing: --target-on's word, and the schemes' flags that were given go into the
- * configuration, which is then checked against the chosen scheme's declarations (one line
- * naming the flag). */
+int dt_run_flag_lists(dt_train_flags *f, dt_flag_list lists[DT_RUN_LISTS]) {
+    dt_train_flag_lists(f, lists);
+    lists[2] = (dt_flag_list){.flags = run_flags, .n = NOPTS(run_flags), .base = f};
+    return DT_RUN_LISTS;
+}
+
+/* After parsing: --target-on val's needs, and the configuration checked against the chosen
+ * scheme's declarations (one line naming the flag). */
 dt_status dt_scheme_values(dt_train_flags *f) {
-    dt_status st = DT_OK;
-    if (f->target_on && strcmp(f->target_on, "test") && strcmp(f->target_on, "val"))
-        return dt_fail(DT_ERR_ARG, "--target-on %s: expected test or val", f->target_on);
-    f->c.target_on_val = f->target_on && !strcmp(f->target_on, "val");
+    /* a registered scheme's flag named as one of the command's would never reach the scheme */
+    for (int i = 0; i < f->nscheme; i++)
+        if (dt_flag_find(train_flags, NOPTS(train_flags), f->scheme[i].name) ||
+            dt_flag_find(run_flags, NOPTS(run_flags), f->scheme[i].name))
+            return dt_fail(DT_ERR_ARG, "--%s: a flag of dtrain itself, declared again by a scheme (%.*s): the scheme "
+                           "must name it otherwise", f->scheme[i].name, (int)strcspn(f->scheme[i].help, ":"),
+                           f->scheme[i].help);
     if (f->c.target_on_val && (f->c.val <= 0 || !(f->c.target_acc > 0)))
         return dt_fail(DT_ERR_ARG, "--target-on val: needs --val N (the held-out set) and --target-acc A");
-    for (int q = 0; q < f->nscheme && st == DT_OK; q++) {
-        if (f->scheme[q].flag->type == DT_FLAG_SWITCH) {
-            if (f->scheme[q].on) st = dt_algo_config_set(&f->c.algo, f->scheme[q].flag->name, "1");
-        } else if (f->scheme[q].text) {
-            st = dt_algo_config_set(&f->c.algo, f->scheme[q].flag->name, f->scheme[q].text);
-        }
-    }
-    return st == DT_OK ? dt_algo_check(&f->c.algo) : st;
+    return dt_scheme_check(&f->c.scheme);
 }
 
 /* --images sets the epochs (the trainer derives them): not with --epochs or --max-steps given. */
 dt_status dt_run_length(dt_train_flags *f) {
-    if (f->images && f->c.epochs)
-        return dt_fail(DT_ERR_ARG, "--images %d: not with --epochs %d (--images sets the epochs it takes)", f->images, f->c.epochs);
-    if (f->images && f->max_steps)
-        return dt_fail(DT_ERR_ARG, "--images %d: not with --max-steps %d (both set the run's length; give one)", f->images,
-                       f->max_steps);
-    dt_train_config d;
-    dt_train_config_defaults(&d);
-    if (!f->c.epochs) f->c.epochs = d.epochs;
-    f->c.images = f->images;
+    if (f->c.images && f->epochs_given)
+        return dt_fail(DT_ERR_ARG, "--images %ld: not with --epochs %d (--images sets the epochs it takes)", f->c.images, f->c.epochs);
+    if (f->c.images && f->c.max_steps)
+        return dt_fail(DT_ERR_ARG, "--images %ld: not with --max-steps %ld (both set the run's length; give one)", f->c.images,
+                       f->c.max_steps);
     return DT_OK;
 }
 
 /* The scheme list for --help. */
 void dt_usage_with_schemes(char *out, size_t len, const char *head) {
     int n;
-    const dt_scheme *const *all = dt_schemes(&n);
+    const dt_scheme_def *const *all = dt_schemes(&n);
     size_t o = (size_t)snprintf(out, len, "%s\n\nschemes (--algo):", head);
     for (int i = 0; i < n && o < len; i++) o += (size_t)snprintf(out + o, len - o, "\n  %-10s %s", all[i]->name, all[i]->summary);
-}
-
-/* Flags of `run`: train's, then RUN_OPTS of its own (opts has room for MAX_OPTS + RUN_OPTS). */
-int dt_run_options(dt_train_flags *f, dt_opt *opts) {
-    int nopts = dt_train_options(f, opts);
-    opts[nopts++] = (dt_opt){"n", OPT_INT, &f->ranks, "number of ranks [4]", 1, 1e5, 0, 0, NULL};
-    opts[nopts++] = (dt_opt){"max-restarts", OPT_INT, &f->max_restarts,
-                             "when a rank is lost or stalls, start the job again (from the newest checkpoint every rank has) up to N times [0]",
-                             0, 1000, 0, 0, NULL};
-    opts[nopts++] = (dt_opt){"hostfile", OPT_STR, &f->hostfile, "the hosts to run on, one per line (host or host:slots), passed to mpiexec", 0, 0, 0, 0, "FILE"};
-    opts[nopts++] = (dt_opt){"hosts", OPT_STR, &f->hosts, "the hosts to run on: a,b or a:2,b:2, passed to mpiexec", 0, 0, 0, 0, "LIST"};
-    opts[nopts++] = (dt_opt){"start-timeout", OPT_FLOAT, &f->start_timeout,
-                             "end the job when a rank has not started (MPI initialised) after this long, seconds [60]", 0, 1e7, 1, 0, NULL};
-    return nopts;
 }
 
 /* The default weights file is replaced only when it holds the weights of an earlier run of
@@ -180,11 +195,11 @@ static dt_status check_default_out(const char *path, const dt_train_config *c) {
     if (stat(path, &sb) != 0) return DT_OK;
     dt_weights_meta w = {0};
     const int ours = dt_weights_meta_read(path, &w) == DT_OK && w.model && w.data && w.algo && !strcmp(w.data, c->data) &&
-                     !strcmp(w.algo, c->algo.algo) && dt_weights_meta_same_model(&w, c->model);
+                     !strcmp(w.algo, c->scheme.name) && dt_weights_meta_same_model(&w, c->model);
     dt_weights_meta_free(&w);
     return ours ? DT_OK
                 : dt_fail(DT_ERR_ARG, "%s exists and is not the weights of an earlier run of %s on %s with --algo %s: "
-                          "not replaced; use --out FILE (or --run-dir DIR)", path, c->model, c->data, c->algo.algo);
+                          "not replaced; use --out FILE (or --run-dir DIR)", path, c->model, c->data, c->scheme.name);
 }
 
 /* Where the run writes: --run-dir's defaults, else the default weights name (checked on
@@ -201,7 +216,7 @@ dt_status dt_resolve_outputs(dt_train_flags *f, int rank) {
     }
     if (st == DT_OK && !f->out && !f->no_save) {
         const char *base = strrchr(c->model, '/') ? strrchr(c->model, '/') + 1 : c->model;
-        snprintf(named, sizeof named, "dtrain-%s-%s-%s.weights", base, c->data, c->algo.algo);
+        snprintf(named, sizeof named, "dtrain-%s-%s-%s.weights", base, c->data, c->scheme.name);
         f->out = named;
         if (rank == 0) st = check_default_out(named, c);
     }

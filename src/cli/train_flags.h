@@ -1,45 +1,40 @@
 /* The flags of `dtrain train` and `dtrain run` (run passes them on to train's ranks): one
- * table for both, built from the run's own flags and every scheme's from the registry, and
- * what is done with them after parsing (the scheme's values, the run's length, where it
- * writes). fuzz/fuzz_args.c links this file to fuzz the very tables the CLI uses. */
+ * set of dt_flag tables (core/flag.h) for both: the run's own flags and every scheme's from
+ * the registry, and what is done with them after parsing (the scheme's values checked, the
+ * run's length, where it writes). fuzz/fuzz_args.c links this file to fuzz the very tables
+ * the CLI uses. */
 #ifndef DT_TRAIN_FLAGS_H
 #define DT_TRAIN_FLAGS_H
 
 #include <stddef.h>
 
-#include "algorithms/strategy.h"
-#include "cli/args.h"
+#include "core/flag.h"
+#include "schemes/scheme.h"
 #include "dtrain.h"
-
-/* Flags of `train` (and `run`, which passes them on): the run's own, then every scheme's,
- * taken from the registry (strategy.h), each flag once however many schemes declare it. */
-#define MAX_OPTS (48 + DT_ALGO_MAX_SET)
 
 typedef struct dt_train_flags {
     dt_train_config c;
-    const char *out, *run_dir, *target_on;
-    int no_augment, no_save, ranks, max_steps, redone_steps, images;
+    const char *out, *run_dir;
+    int epochs_given;                /* --epochs (not with --images) */
+    int no_augment, no_save, ranks;
     float timeout;                   /* the watchdog's, seconds (0: none) */
     int max_restarts;                /* run: restarts after a lost rank */
     float start_timeout;             /* run: seconds for every rank to start */
     const char *hostfile, *hosts;    /* run: where the ranks go */
-    int nscheme;                     /* the schemes' flags */
-    struct {
-        const dt_flag *flag;
-        const char *text;            /* as given, or NULL */
-        int on;                      /* switches */
-        char help[240];
-    } scheme[DT_ALGO_MAX_SET];
-    char algo_help[200], compress_help[240];
+    /* every scheme's flags, each once however many schemes declare it, their help naming the
+     * schemes: given, their text goes to c.scheme (dt_scheme_config_set), checked there */
+    int nscheme;
+    dt_flag scheme[DT_SCHEME_MAX_SET];
+    char scheme_help[DT_SCHEME_MAX_SET][240];
 } dt_train_flags;
 
-#define RUN_OPTS 5 /* run's own flags, after train's */
-
-/* Fills opts (room for MAX_OPTS) with train's flags; returns their number. */
-int dt_train_options(dt_train_flags *f, dt_opt *opts);
-/* Train's flags, then RUN_OPTS of run's own (opts has room for MAX_OPTS + RUN_OPTS). */
-int dt_run_options(dt_train_flags *f, dt_opt *opts);
-/* After parsing: --target-on, and the schemes' flags into the configuration, checked. */
+/* The flag lists of train: the run's own (into f, set to the defaults), then the schemes'. */
+#define DT_TRAIN_LISTS 2
+int dt_train_flag_lists(dt_train_flags *f, dt_flag_list lists[DT_TRAIN_LISTS]);
+/* ... and of run: train's, then run's own (the last list; they stay with the supervisor). */
+#define DT_RUN_LISTS 3
+int dt_run_flag_lists(dt_train_flags *f, dt_flag_list lists[DT_RUN_LISTS]);
+/* After parsing: --target-on's needs, and the scheme's configuration checked. */
 dt_status dt_scheme_values(dt_train_flags *f);
 /* --images or --epochs: the run's length. */
 dt_status dt_run_length(dt_train_flags *f);

@@ -27,16 +27,12 @@
 #include <stdint.h>
 
 #include "dtrain.h"
+#include "dtrain/comm.h"
 
 #define DT_CODEC_CHUNK 256 /* int8: values per scale */
 
-typedef enum { DT_CODEC_NONE, DT_CODEC_FP16, DT_CODEC_BF16, DT_CODEC_INT8, DT_CODEC_TOPK } dt_codec_kind;
-
-/* What --compress says. */
-typedef struct dt_codec_spec {
-    dt_codec_kind kind;
-    double frac;            /* topk: F in (0, 1] */
-} dt_codec_spec;
+/* dt_codec_kind and dt_codec_spec (what --compress says) are in dtrain/comm.h: a scheme's
+ * dt_scheme holds the run's */
 
 typedef struct dt_codec dt_codec;
 

@@ -1,5 +1,6 @@
 #include "comm/comm.h"
 #include "comm/trace.h"
+#include "comm/watch.h"
 
 #include <assert.h>
 #include <limits.h>
@@ -28,6 +29,7 @@ dt_status dt_comm_init(int *argc, char ***argv, dt_comm *c) {
     }
     c->comm = MPI_COMM_WORLD;
     c->c = (dt_counters){0};
+    c->timing = 0;
     int err = MPI_Comm_rank(c->comm, &c->rank);
     if (err == MPI_SUCCESS) err = MPI_Comm_size(c->comm, &c->size);
     c->world_ranks = NULL;
@@ -71,6 +73,55 @@ void dt_comm_finalize(void) {
     MPI_Finalize();
 }
 
+/* ------------------------------------------------------------------ timing and waiting */
+
+double dt_comm_time_begin(dt_comm *c) { return c->timing++ == 0 ? dt_now() : 0; }
+
+void dt_comm_time_end(dt_comm *c, double t0) {
+    if (--c->timing == 0) c->c.t_comm += dt_now() - t0;
+}
+
+/* the open waits' span (nested waits are one) */
+static double wait_t0;
+static int wait_depth;
+
+void dt_wait_begin(dt_comm *c, const char *what) {
+    dt_watch_wait_begin(what);
+    const double t0 = dt_comm_time_begin(c);
+    if (wait_depth++ == 0) wait_t0 = t0;
+}
+
+void dt_wait_end(dt_comm *c) {
+    if (--wait_depth == 0) dt_comm_time_end(c, wait_t0);
+    else dt_comm_time_end(c, 0);
+    dt_watch_wait_end();
+}
+
+/* GCC reads MPICH's MPI_STATUSES_IGNORE ((MPI_Status *)1) as an array of no room */
+#if defined(__GNUC__) && !defined(__clang__) /* clang has no such warning (and -Werror refuses the name) */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstringop-overflow"
+#endif
+dt_status dt_wait_all(dt_comm *c, int n, MPI_Request *req, const char *what) {
+    const double t0 = dt_comm_time_begin(c);
+    const int err = n > 0 ? MPI_Waitall(n, req, MPI_STATUSES_IGNORE) : MPI_SUCCESS; /* the watchdog times it (pmpi.c) */
+    dt_comm_time_end(c, t0);
+    return dt_mpi_check(err, what);
+}
+
+dt_status dt_test_all(dt_comm *c, int n, MPI_Request *req, int *done, const char *what) {
+    const double t0 = dt_comm_time_begin(c);
+    *done = 1;
+    const int err = n > 0 ? MPI_Testall(n, req, done, MPI_STATUSES_IGNORE) : MPI_SUCCESS;
+    dt_comm_time_end(c, t0);
+    return dt_mpi_check(err, what);
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+/* ------------------------------------------------------------------ counted collectives */
+
 /* MPI counts are int: large buffers go in chunks. */
 #define CHUNK ((size_t)1 << 28)
 
@@ -82,23 +133,23 @@ static void count_allreduce(dt_comm *c, size_t n) {
 }
 
 dt_status dt_allreduce_sum(dt_comm *c, float *buf, size_t n) {
-    double t0 = dt_now(), tt = dt_trace_t0();
+    double t0 = dt_comm_time_begin(c), tt = dt_trace_t0();
     for (size_t off = 0; off < n; off += CHUNK) {
         int cnt = (int)(n - off < CHUNK ? n - off : CHUNK);
         int err = MPI_Allreduce(MPI_IN_PLACE, buf + off, cnt, MPI_FLOAT, MPI_SUM, c->comm);
-        if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Allreduce");
+        if (err != MPI_SUCCESS) { dt_comm_time_end(c, t0); return dt_mpi_check(err, "MPI_Allreduce"); }
     }
     count_allreduce(c, n);
-    c->c.t_comm += dt_now() - t0;
+    dt_comm_time_end(c, t0);
     dt_trace_event(DT_TRACE_COMM, "allreduce", tt, (int64_t)(n * sizeof(float)), -1, -1);
     return DT_OK;
 }
 
 dt_status dt_iallreduce_sum(dt_comm *c, float *buf, size_t n, MPI_Request *req) {
     assert(n <= (size_t)INT_MAX);
-    double t0 = dt_now(), tt = dt_trace_t0();
+    double t0 = dt_comm_time_begin(c), tt = dt_trace_t0();
     int err = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->comm, req);
-    c->c.t_comm += dt_now() - t0;
+    dt_comm_time_end(c, t0);
     if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Iallreduce");
     count_allreduce(c, n);
     dt_trace_event(DT_TRACE_COMM, "iallreduce (start)", tt, (int64_t)(n * sizeof(float)), -1, -1);
@@ -114,9 +165,9 @@ dt_status dt_allreduce_mean(dt_comm *c, float *buf, size_t n) {
 }
 
 dt_status dt_reduce_sum(dt_comm *c, const float *buf, float *sum, size_t n) {
-    double t0 = dt_now(), tt = dt_trace_t0();
+    double t0 = dt_comm_time_begin(c), tt = dt_trace_t0();
     int err = MPI_Reduce(buf, sum, (int)n, MPI_FLOAT, MPI_SUM, 0, c->comm);
-    c->c.t_comm += dt_now() - t0;
+    dt_comm_time_end(c, t0);
     if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Reduce");
     uint64_t bytes = (uint64_t)n * sizeof(float);
     if (c->rank == 0) dt_count_recv(c, (uint64_t)(c->size - 1), (uint64_t)(c->size - 1) * bytes);
@@ -135,15 +186,15 @@ dt_status dt_bcast_setup(dt_comm *c, float *buf, size_t n, int root, const char 
 }
 
 dt_status dt_bcast(dt_comm *c, float *buf, size_t n, int root) {
-    double t0 = dt_now(), tt = dt_trace_t0();
+    double t0 = dt_comm_time_begin(c), tt = dt_trace_t0();
     dt_status st = dt_bcast_setup(c, buf, n, root, "MPI_Bcast");
-    if (st != DT_OK) return st;
+    if (st != DT_OK) { dt_comm_time_end(c, t0); return st; }
     if (c->size > 1) {
         uint64_t bytes = (uint64_t)n * sizeof(float);
         if (c->rank == root) dt_count_send(c, (uint64_t)(c->size - 1), (uint64_t)(c->size - 1) * bytes);
         else dt_count_recv(c, 1, bytes);
     }
-    c->c.t_comm += dt_now() - t0;
+    dt_comm_time_end(c, t0);
     dt_trace_event(DT_TRACE_COMM, "bcast", tt, (int64_t)(n * sizeof(float)), root, -1);
     return DT_OK;
 }
@@ -159,9 +210,9 @@ static dt_status fits_int(size_t bytes, const char *what) {
 dt_status dt_allgather_bytes(dt_comm *c, const void *send, void *recv, size_t bytes) {
     dt_status st = fits_int(bytes, "MPI_Allgather");
     if (st != DT_OK) return st;
-    double t0 = dt_now(), tt = dt_trace_t0();
+    double t0 = dt_comm_time_begin(c), tt = dt_trace_t0();
     int err = MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, c->comm);
-    c->c.t_comm += dt_now() - t0;
+    dt_comm_time_end(c, t0);
     if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Allgather");
     if (c->size > 1) {
         const uint64_t m = (uint64_t)(c->size - 1);
@@ -175,9 +226,9 @@ dt_status dt_allgather_bytes(dt_comm *c, const void *send, void *recv, size_t by
 dt_status dt_gather_bytes(dt_comm *c, const void *send, void *recv, size_t bytes) {
     dt_status st = fits_int(bytes, "MPI_Gather");
     if (st != DT_OK) return st;
-    double t0 = dt_now(), tt = dt_trace_t0();
+    double t0 = dt_comm_time_begin(c), tt = dt_trace_t0();
     int err = MPI_Gather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, 0, c->comm);
-    c->c.t_comm += dt_now() - t0;
+    dt_comm_time_end(c, t0);
     if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Gather");
     if (c->size > 1) {
         if (c->rank == 0) dt_count_recv(c, (uint64_t)(c->size - 1), (uint64_t)(c->size - 1) * bytes);
@@ -190,14 +241,24 @@ dt_status dt_gather_bytes(dt_comm *c, const void *send, void *recv, size_t bytes
 dt_status dt_bcast_bytes(dt_comm *c, void *buf, size_t bytes, int root) {
     dt_status st = fits_int(bytes, "MPI_Bcast");
     if (st != DT_OK) return st;
-    double t0 = dt_now(), tt = dt_trace_t0();
+    double t0 = dt_comm_time_begin(c), tt = dt_trace_t0();
     int err = MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, c->comm);
-    c->c.t_comm += dt_now() - t0;
+    dt_comm_time_end(c, t0);
     if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Bcast");
     if (c->size > 1) {
         if (c->rank == root) dt_count_send(c, (uint64_t)(c->size - 1), (uint64_t)(c->size - 1) * bytes);
         else dt_count_recv(c, 1, bytes);
     }
     dt_trace_event(DT_TRACE_COMM, "bcast", tt, (int64_t)bytes, root, -1);
+    return DT_OK;
+}
+
+dt_status dt_comm_agree(const dt_comm *c, dt_status st, const char *other) {
+    if (c->size == 0) return st; /* MPI itself did not start */
+    int bad = st != DT_OK, any = 0;
+    int err = MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, c->comm);
+    if (st != DT_OK) return st;
+    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Allreduce (agreeing on an error)");
+    if (any) return dt_fail(DT_ERR_STATE, "%s", other);
     return DT_OK;
 }

@@ -4,12 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const KINDS[] = {"ring", "torus", "exponential", "complete"};
+const char *const dt_topology_kinds[] = {"ring", "torus", "exponential", "complete", NULL};
 
 int dt_topology_known(const char *kind) {
     if (!kind) return 0;
-    for (size_t i = 0; i < sizeof KINDS / sizeof KINDS[0]; i++)
-        if (!strcmp(kind, KINDS[i])) return 1;
+    for (size_t i = 0; dt_topology_kinds[i]; i++)
+        if (!strcmp(kind, dt_topology_kinds[i])) return 1;
     return 0;
 }
 

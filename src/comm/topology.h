@@ -20,6 +20,9 @@
 dt_status dt_topology_neighbors(const char *kind, int rank, int size, int *nbrs, int max,
                                 int *count);
 
+/* The graphs' names above, NULL-terminated (the --topology flag's words). */
+extern const char *const dt_topology_kinds[];
+
 /* 1 if kind names a graph above, else 0 (no error recorded). */
 int dt_topology_known(const char *kind);
 

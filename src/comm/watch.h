@@ -2,7 +2,7 @@
  * that ends a wait which makes no progress.
  *
  * Every blocking MPI call dtrain makes (collectives, waits, window flushes, finalize) goes
- * through the MPI profiling interface (watch.c defines MPI_Allreduce and friends, which call
+ * through the MPI profiling interface (pmpi.c defines MPI_Allreduce and friends, which call
  * PMPI_Allreduce...), so each one is timed without a wrapper at its call site; the few
  * waits that spin on non-blocking calls (gossip's lock-step, downpour's replies) mark
  * themselves with dt_watch_wait_begin/end. A watchdog thread (no MPI calls) checks once a

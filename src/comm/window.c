@@ -1,77 +1,13 @@
 /* One-sided parameter transport: one window per rank, one passive-target epoch for the whole
  * run, a {sequence, check} header per (slot, tensor); a read is accepted only when the copied
  * data hashes to the header's check. See window.h and docs/transport.md. */
-#include "comm/window.h"
+#include "comm/window_state.h"
 #include "comm/trace.h"
-
-#include "comm/watch.h"
-#include "core/hash.h"
 
 #include <assert.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define HDR_BYTES 16 /* {uint64 seq, uint64 check} per (slot, tensor) */
-
-struct dt_win {
-    dt_comm *c;
-    MPI_Win win;
-    MPI_Comm pcomm;          /* private duplicate of c->comm, only for progress polls */
-    int nnbrs, T;
-    int *nbrs;               /* nnbrs ranks */
-    int *peer_slot;          /* peer_slot[k]: index of this rank in nbrs[k]'s list */
-    int float_layout;        /* made by dt_win_create: tensor t is floats [off, off+len) of
-                              * the n-float vector, boff = 4 off, cap = 4 len */
-    size_t slot_bytes;       /* bytes of one slot: 4n, or the sum of the byte capacities */
-    size_t *boff, *cap;      /* T tensors: byte offset inside a slot, capacity in bytes */
-    size_t maxcap;
-    unsigned char *base;     /* local window memory: headers, then nnbrs slots of slot_bytes */
-    size_t hdr_region;       /* nnbrs * T * HDR_BYTES */
-    uint64_t *sent;          /* [k * T + t]: puts made to neighbour k of tensor t */
-    uint64_t *last;          /* [k * T + t]: sequence number of the last fresh read */
-    uint64_t *hdr_out;       /* [2 * (k * T + t)]: header put to neighbour k for tensor t; an
-                              * origin buffer, so it lives until the flush that follows */
-    unsigned char *scratch;  /* maxcap bytes: reads land here until known consistent */
-    unsigned char *stage;    /* slot_bytes: what was last sent of each tensor; the puts' origin
-                              * buffer, unchanged until the next write of that tensor */
-    /* overlap (dt_win_set_overlap): puts are started, not waited for */
-    int overlap;
-    unsigned char *stage2;   /* slot_bytes: each tensor's second copy */
-    unsigned char *which;    /* [t]: the copy (0 stage, 1 stage2) tensor t last went out from */
-    size_t *pend;            /* [t]: 1 + bytes of a newer write waiting in the other copy; 0: none */
-    int in_flight;           /* a round of puts has not yet arrived */
-    int max_lag;             /* put calls a round may stay in flight before the next waits for it */
-    uint64_t calls, round_call; /* put calls made; the call that started the round in flight */
-    MPI_Request *req;        /* [2 (t nnbrs + k)]: the data and header puts of tensor t to k; then
-                              * nnbrs read-backs */
-    uint64_t *probe;         /* [2 k]: neighbour k's header of tensor probe_t, read back */
-    uint64_t *probe_want;    /* [k]: the sequence number that shows the round arrived */
-    int probe_t;
-    MPI_Status *stat;        /* as many (not MPI_STATUSES_IGNORE: GCC 12 warns of MPICH's) */
-    dt_win_stats st;
-};
-
-static inline uint64_t *hdr_ptr(const dt_win *w, int slot, int t) {
-    return (uint64_t *)(void *)(w->base + ((size_t)slot * (size_t)w->T + (size_t)t) * HDR_BYTES);
-}
-static inline MPI_Aint hdr_disp(const dt_win *w, int slot, int t) {
-    return (MPI_Aint)(((size_t)slot * (size_t)w->T + (size_t)t) * HDR_BYTES);
-}
-static inline size_t data_byte_off(const dt_win *w, int slot, int t) {
-    return w->hdr_region + (size_t)slot * w->slot_bytes + w->boff[t];
-}
-
-/* Collective: every rank learns whether any rank failed; returns the local failure, or a
- * DT_ERR_STATE naming the cause when only another rank failed. */
-static dt_status agree(dt_comm *c, dt_status st) {
-    int bad = st != DT_OK, anybad = 0;
-    int err = MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, c->comm);
-    if (st != DT_OK) return st;
-    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Allreduce (window setup)");
-    if (anybad) return dt_fail(DT_ERR_STATE, "dt_win_create: another rank failed to set up its window");
-    return DT_OK;
-}
 
 static void win_release(dt_win *w) {
     if (!w) return;
@@ -173,7 +109,7 @@ static dt_status win_create(dt_comm *c, const int *nbrs, int nnbrs, size_t n,
     }
 
     /* Every rank must have its buffers before the exchange below. */
-    if ((st = agree(c, st)) != DT_OK) goto fail;
+    if ((st = dt_comm_agree(c, st, "dt_win_create: another rank failed to set up its window")) != DT_OK) goto fail;
 
     /* Where am I in each neighbour's list? mypos[j] = position of j in my list or -1; after the
      * exchange theirpos[j] = position of me in j's list or -1. The graph must be symmetric. */
@@ -188,7 +124,7 @@ static dt_status win_create(dt_comm *c, const int *nbrs, int nnbrs, size_t n,
                      "lists rank %d but not the other way round", from, to);
     }
     for (int k = 0; k < nnbrs && st == DT_OK; k++) w->peer_slot[k] = theirpos[nbrs[k]];
-    if ((st = agree(c, st)) != DT_OK) goto fail;
+    if ((st = dt_comm_agree(c, st, "dt_win_create: another rank failed to set up its window")) != DT_OK) goto fail;
     free(mypos);
     free(theirpos);
     mypos = theirpos = NULL;
@@ -250,15 +186,9 @@ dt_status dt_win_create_bytes(dt_comm *c, const int *nbrs, int nnbrs, const size
     return win_create(c, nbrs, nnbrs, 0, NULL, tensor_cap, ntensors, out);
 }
 
-/* The check word of write `seq` whose data hashes to `h`: a bijection of seq for a fixed h,
- * so a header whose two words come from different writes never matches either write's data. */
-static inline uint64_t check_word(uint64_t h, uint64_t seq) {
-    return dt_mix64(h ^ (seq * 0x9E3779B97F4A7C15ULL));
-}
-
 /* The data put of `bytes` bytes of tensor t from src (a staging copy): as floats in the float
  * layout (as it always was), as bytes otherwise; with req, a request-based put (MPI_Rput). */
-static int put_data(dt_win *w, int target, int slot, int t, size_t bytes, const unsigned char *src,
+int dt_win_put_data(dt_win *w, int target, int slot, int t, size_t bytes, const unsigned char *src,
                     MPI_Request *req) {
     const MPI_Aint disp = (MPI_Aint)data_byte_off(w, slot, t);
     MPI_Datatype type = MPI_BYTE;
@@ -274,7 +204,7 @@ static int put_data(dt_win *w, int target, int slot, int t, size_t bytes, const 
 
 /* n data puts of `bytes` bytes each, and their headers: the messages counted, the protocol's
  * overhead in the window's own figures */
-static void count_puts(dt_win *w, int n, size_t bytes) {
+void dt_win_count_puts(dt_win *w, int n, size_t bytes) {
     dt_count_send(w->c, (uint64_t)n, (uint64_t)n * (uint64_t)bytes);
     w->st.puts += (uint64_t)n;
     w->st.put_bytes += (uint64_t)n * (uint64_t)bytes;
@@ -300,7 +230,7 @@ dt_status dt_win_put_bytes(dt_win *w, int k, int t, const void *src, size_t byte
     hdr[0] = ++w->sent[idx];
     hdr[1] = check_word(dt_hash64(stage, bytes, 0), hdr[0]);
     const char *what = "MPI_Put (tensor data)";
-    int err = put_data(w, target, slot, t, bytes, stage, NULL);
+    int err = dt_win_put_data(w, target, slot, t, bytes, stage, NULL);
     if (err == MPI_SUCCESS) {
         what = "MPI_Put (header)";
         err = MPI_Put(hdr, 2, MPI_UINT64_T, target, hdr_disp(w, slot, t), 2, MPI_UINT64_T, w->win);
@@ -309,7 +239,7 @@ dt_status dt_win_put_bytes(dt_win *w, int k, int t, const void *src, size_t byte
     w->c->c.t_comm += dt_now() - t0;
     if (err != MPI_SUCCESS) return dt_mpi_check(err, what);
 
-    count_puts(w, 1, bytes);
+    dt_win_count_puts(w, 1, bytes);
     w->st.flushes++;
     dt_trace_event(DT_TRACE_COMM, "put", tt, (int64_t)bytes, target, t);
     return DT_OK;
@@ -318,187 +248,6 @@ dt_status dt_win_put_bytes(dt_win *w, int k, int t, const void *src, size_t byte
 dt_status dt_win_put(dt_win *w, int k, int t, const float *src) {
     assert(w && w->float_layout && t >= 0 && t < w->T);
     return dt_win_put_bytes(w, k, t, src, w->cap[t]);
-}
-
-/* ------------------------------------------------------------------ overlap
- *
- * With overlap on, a put call does not wait for the link: it leaves each tensor's newest value
- * in a staging copy and starts a round of puts (MPI_Rput) when none is in flight; every later
- * call into the window (a put, dt_win_progress) lets MPI move the round along, and once it has
- * arrived, starts the next with what waited. A round is in flight until each neighbour's
- * window shows it: after its puts, the rank reads back (MPI_Rget, 16 bytes) the header of the
- * round's last tensor in its slot at the neighbour, and the round has arrived when that header
- * holds the sequence number just sent (otherwise the read is made again). Completing the
- * puts locally is not enough: their bytes would only be queued in the socket's buffers, and a
- * link offered more than it carries delivers everything late. So at most one round is on the
- * link, a tensor asked for again while it waits is coalesced (the newer value replaces the
- * one waiting, counted, never sent), and what goes out is always the newest value. The
- * reader's check (hash and sequence) is unchanged. */
-
-static dt_status overlap_alloc(dt_win *w) {
-    const size_t nn = (size_t)(w->nnbrs ? w->nnbrs : 1), nreq = 2 * (size_t)w->T * nn + nn;
-    w->stage2 = malloc(w->slot_bytes ? w->slot_bytes : 1);
-    w->which = calloc((size_t)w->T, 1);
-    w->pend = calloc((size_t)w->T, sizeof *w->pend);
-    w->req = malloc(nreq * sizeof *w->req);
-    w->stat = malloc(nreq * sizeof *w->stat);
-    w->probe = calloc(2 * nn, sizeof *w->probe);
-    w->probe_want = calloc(nn, sizeof *w->probe_want);
-    if (!w->stage2 || !w->which || !w->pend || !w->req || !w->stat || !w->probe || !w->probe_want)
-        return dt_fail(DT_ERR_NOMEM, "dt_win_set_overlap: out of memory for %zu bytes of second copies", w->slot_bytes);
-    for (size_t i = 0; i < nreq; i++) w->req[i] = MPI_REQUEST_NULL;
-    w->probe_t = -1;
-    return DT_OK;
-}
-
-dt_status dt_win_set_overlap(dt_win *w, int on, int max_lag) {
-    assert(w && (!on || max_lag >= 1));
-    w->max_lag = max_lag;
-    if (!on) {
-        dt_status st = dt_win_complete(w);
-        w->overlap = 0;
-        return st;
-    }
-    if (!w->req) {
-        dt_status st = overlap_alloc(w);
-        if (st != DT_OK) return st;
-    }
-    w->overlap = 1;
-    return DT_OK;
-}
-
-static unsigned char *copy_of(const dt_win *w, int t, int which) {
-    return (which ? w->stage2 : w->stage) + w->boff[t];
-}
-
-/* The read-back of neighbour k's slot header for the round's last tensor. */
-static int start_probe(dt_win *w, int k) {
-    MPI_Request *pq = w->req + 2 * (size_t)w->T * (size_t)w->nnbrs + k;
-    w->st.probes++;
-    return MPI_Rget(w->probe + 2 * k, 2, MPI_UINT64_T, w->nbrs[k], hdr_disp(w, w->peer_slot[k], w->probe_t), 2,
-                    MPI_UINT64_T, w->win, pq);
-}
-
-/* Starts a round: every tensor waiting, from its staging copy, to every neighbour; then the
- * read-backs. */
-static dt_status start_round(dt_win *w) {
-    int err = MPI_SUCCESS, last = -1;
-    for (int t = 0; t < w->T && err == MPI_SUCCESS; t++) {
-        if (!w->pend[t]) continue;
-        const size_t bytes = w->pend[t] - 1;
-        const int which = !w->which[t];
-        const unsigned char *from = copy_of(w, t, which);
-        const uint64_t h = dt_hash64(from, bytes, 0);
-        MPI_Request *rq = w->req + 2 * (size_t)t * (size_t)w->nnbrs;
-        for (int k = 0; k < w->nnbrs && err == MPI_SUCCESS; k++) {
-            const size_t idx = (size_t)k * (size_t)w->T + (size_t)t;
-            uint64_t *hdr = w->hdr_out + 2 * idx;
-            hdr[0] = ++w->sent[idx];
-            hdr[1] = check_word(h, hdr[0]);
-            const int target = w->nbrs[k], slot = w->peer_slot[k];
-            err = put_data(w, target, slot, t, bytes, from, &rq[2 * k]);
-            if (err == MPI_SUCCESS)
-                err = MPI_Rput(hdr, 2, MPI_UINT64_T, target, hdr_disp(w, slot, t), 2, MPI_UINT64_T, w->win, &rq[2 * k + 1]);
-        }
-        w->which[t] = (unsigned char)which;
-        w->pend[t] = 0;
-        last = t;
-        count_puts(w, w->nnbrs, bytes);
-    }
-    if (last < 0 || err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Rput (a round of puts)");
-    w->probe_t = last;
-    for (int k = 0; k < w->nnbrs && err == MPI_SUCCESS; k++) {
-        w->probe_want[k] = w->sent[(size_t)k * (size_t)w->T + (size_t)last];
-        err = start_probe(w, k);
-    }
-    w->in_flight = 1;
-    w->round_call = w->calls;
-    return dt_mpi_check(err, "MPI_Rget (has the round arrived?)");
-}
-
-/* Has the round in flight arrived (its puts done, every neighbour's header read back)? Lets
- * MPI progress; makes a read-back again where it came back older. */
-static dt_status round_arrived(dt_win *w, int *arrived) {
-    *arrived = 1;
-    if (!w->in_flight) return DT_OK;
-    const int n = 2 * w->T * w->nnbrs + w->nnbrs;
-    int done = 0;
-    int err = MPI_Testall(n, w->req, &done, w->stat);
-    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Testall (puts in flight)");
-    if (!done) { *arrived = 0; return DT_OK; }
-    for (int k = 0; k < w->nnbrs; k++) {
-        if (w->probe[2 * k] >= w->probe_want[k]) continue;
-        *arrived = 0;
-        if ((err = start_probe(w, k)) != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Rget (has the round arrived?)");
-    }
-    if (*arrived) w->in_flight = 0;
-    return DT_OK;
-}
-
-static int anything_waits(const dt_win *w) {
-    for (int t = 0; t < w->T; t++)
-        if (w->pend[t]) return 1;
-    return 0;
-}
-
-/* Retires the round that arrived, and starts the next with what waits. */
-static dt_status advance(dt_win *w) {
-    int arrived;
-    dt_status st = round_arrived(w, &arrived);
-    if (st == DT_OK && arrived && anything_waits(w)) st = start_round(w);
-    return st;
-}
-
-/* Waits (spinning, so that MPI progresses) until the round in flight has arrived. */
-static dt_status wait_round(dt_win *w) {
-    const double deadline = dt_now() + 120.0;
-    dt_status st = DT_OK;
-    dt_watch_wait_begin("a round of one-sided puts (--max-lag)");
-    for (int arrived = 0; st == DT_OK && !arrived;) {
-        st = round_arrived(w, &arrived);
-        if (st == DT_OK && !arrived && dt_now() > deadline)
-            st = dt_fail(DT_ERR_MPI, "one-sided puts to rank %d and the other neighbours did not arrive within 120 s",
-                         w->nnbrs ? w->nbrs[0] : -1);
-    }
-    dt_watch_wait_end();
-    return st;
-}
-
-static dt_status put_batch_overlapped(dt_win *w, const int *ts, int nt, const void *const *src,
-                                      const size_t *nbytes, const unsigned char *x) {
-    double t0 = dt_now();
-    w->calls++;
-    /* bounded staleness: a round that has been on its way for max_lag calls is waited for */
-    dt_status st = DT_OK;
-    if (w->in_flight && w->calls - w->round_call >= (uint64_t)w->max_lag) st = wait_round(w);
-    for (int i = 0; i < nt && st == DT_OK; i++) {
-        const int t = ts[i];
-        const size_t bytes = x ? w->cap[t] : nbytes[i];
-        const void *from = x ? (const void *)(x + w->boff[t]) : src[i];
-        if (w->pend[t]) w->st.coalesced++; /* this newer value replaces the one waiting */
-        /* the copy the last put did not go from: free, whether or not that put is in flight */
-        if (bytes) memcpy(copy_of(w, t, !w->which[t]), from, bytes);
-        w->pend[t] = bytes + 1;
-    }
-    if (st == DT_OK) st = advance(w);
-    w->c->c.t_comm += dt_now() - t0;
-    return st;
-}
-
-dt_status dt_win_complete(dt_win *w) {
-    assert(w);
-    if (!w->req) return DT_OK;
-    double t0 = dt_now();
-    const double deadline = t0 + 120.0;
-    dt_status st = DT_OK;
-    while (st == DT_OK && (w->in_flight || anything_waits(w))) {
-        st = w->in_flight ? wait_round(w) : advance(w);
-        if (st == DT_OK && dt_now() > deadline)
-            st = dt_fail(DT_ERR_MPI, "one-sided puts to rank %d and the other neighbours did not arrive within 120 s",
-                         w->nnbrs ? w->nbrs[0] : -1);
-    }
-    w->c->c.t_comm += dt_now() - t0;
-    return st;
 }
 
 /* Tensors ts[0..nt) to every neighbour, one flush for all: from src[i] (bytes[i] bytes), or,
@@ -513,7 +262,7 @@ static dt_status put_batch_now(dt_win *w, const int *ts, int nt, const void *con
         for (int j = 0; j < i; j++) assert(ts[j] != ts[i]); /* one write per (k, t) per round */
     }
     if (nt == 0 || w->nnbrs == 0) return DT_OK;
-    if (w->overlap) return put_batch_overlapped(w, ts, nt, src, nbytes, x);
+    if (w->overlap) return dt_win_put_overlapped(w, ts, nt, src, nbytes, x);
     double t0 = dt_now();
     /* every neighbour gets the same bytes: hash each tensor once */
     for (int i = 0; i < nt; i++) {
@@ -536,7 +285,7 @@ static dt_status put_batch_now(dt_win *w, const int *ts, int nt, const void *con
         for (int i = 0; i < nt && err == MPI_SUCCESS; i++) {
             const int t = ts[i];
             const uint64_t *hdr = w->hdr_out + 2 * ((size_t)k * (size_t)w->T + (size_t)t);
-            err = put_data(w, target, slot, t, x ? w->cap[t] : nbytes[i], w->stage + w->boff[t], NULL);
+            err = dt_win_put_data(w, target, slot, t, x ? w->cap[t] : nbytes[i], w->stage + w->boff[t], NULL);
             if (err == MPI_SUCCESS)
                 err = MPI_Put(hdr, 2, MPI_UINT64_T, target, hdr_disp(w, slot, t), 2,
                               MPI_UINT64_T, w->win);
@@ -549,7 +298,7 @@ static dt_status put_batch_now(dt_win *w, const int *ts, int nt, const void *con
     }
     w->c->c.t_comm += dt_now() - t0;
     if (err != MPI_SUCCESS) return dt_mpi_check(err, what);
-    for (int i = 0; i < nt; i++) count_puts(w, w->nnbrs, x ? w->cap[ts[i]] : nbytes[i]);
+    for (int i = 0; i < nt; i++) dt_win_count_puts(w, w->nnbrs, x ? w->cap[ts[i]] : nbytes[i]);
     return DT_OK;
 }
 
@@ -648,7 +397,7 @@ dt_status dt_win_progress(dt_win *w) {
      * (active-message puts); the private communicator never carries messages. */
     int err = MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, w->pcomm, &flag, MPI_STATUS_IGNORE);
     dt_status st = dt_mpi_check(err, "MPI_Iprobe (RMA progress)");
-    if (st == DT_OK && w->overlap) st = advance(w);
+    if (st == DT_OK && w->overlap) st = dt_win_overlap_advance(w);
     w->c->c.t_comm += dt_now() - t0;
     return st;
 }

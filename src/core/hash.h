@@ -1,4 +1,4 @@
-/* 64-bit content hashing (XXH64, the published algorithm of xxHash 0.8) for checks where a
+/* 64-bit content hashing (XXH64 from xxHash, Debian's libxxhash) for checks where a
  * CRC-32 collides too often: the one-sided transport validates every tensor it reads with it
  * (src/comm/window.c). Not cryptographic. */
 #ifndef DT_HASH_H

@@ -232,7 +232,21 @@ done:
     return st;
 }
 
+/* name as it is in the file: "PREFIX:name" while a prefix is set (a scheme's records) */
+static const char *full_name(const char *prefix, const char *name, char *buf, size_t len) {
+    if (!prefix) return name;
+    const size_t p = strlen(prefix), n = strlen(name);
+    assert(p + 1 + n < len && "a record name too long");
+    if (p + 1 + n >= len) return name;
+    memcpy(buf, prefix, p);
+    buf[p] = ':';
+    memcpy(buf + p + 1, name, n + 1);
+    return buf;
+}
+
 const dt_record *dt_tfile_find(const dt_tfile *f, const char *name) {
+    char buf[sizeof f->recs[0].name];
+    name = full_name(f->prefix, name, buf, sizeof buf);
     for (int i = 0; i < f->n; i++)
         if (!strcmp(f->recs[i].name, name)) return &f->recs[i];
     return NULL;
@@ -241,6 +255,8 @@ const dt_record *dt_tfile_find(const dt_tfile *f, const char *name) {
 /* ------------------------------------------------------------------ building a record list */
 
 static dt_status records_push(dt_records *l, const char *name, const void *data, size_t numel) {
+    char buf[sizeof l->r[0].name];
+    name = full_name(l->prefix, name, buf, sizeof buf);
     assert(strlen(name) < sizeof l->r[0].name);
     if (l->n == l->cap) {
         int cap = l->cap ? 2 * l->cap : 64;
@@ -310,6 +326,8 @@ void dt_records_free(dt_records *l) {
 
 dt_status dt_tfile_take(const dt_tfile *f, const char *path, const char *name, void *dst, size_t bytes) {
     const dt_record *r = dt_tfile_find(f, name);
+    char buf[sizeof f->recs[0].name];
+    name = full_name(f->prefix, name, buf, sizeof buf);
     if (!r)
         return dt_fail(DT_ERR_FORMAT, "%s: checkpoint has no '%s' (saved by another --algo, --compress or "
                        "number of ranks?)", path, name);

@@ -23,6 +23,9 @@ typedef struct dt_tfile {
     int n;
     dt_record *recs;
     uint32_t crc;            /* the file's checksum (verified when read) */
+    /* NULL, or while a scheme loads its state: records are looked up (dt_tfile_find, _take,
+     * _text) as "PREFIX:name" (the trainer sets the scheme's name, dtrain/scheme.h) */
+    const char *prefix;
 } dt_tfile;
 
 dt_status dt_tfile_write(const char *path, const dt_record *recs, int n);
@@ -40,6 +43,8 @@ typedef struct dt_records {
     int n, cap;
     char **owned;            /* the texts' padded copies (dt_records_add_text), freed with the list */
     int nowned;
+    /* NULL, or while a scheme saves its state: records are added as "PREFIX:name" */
+    const char *prefix;
 } dt_records;
 
 dt_status dt_records_add(dt_records *l, const char *name, const float *data, size_t numel);

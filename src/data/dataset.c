@@ -1,6 +1,6 @@
 /* Datasets: MNIST / Fashion-MNIST (IDX, raw or gzip) and CIFAR-10 (binary batches), loaded
- * whole into memory as uint8 CHW images; dt_batch_fill turns examples into normalised float
- * batches, with CIFAR-style augmentation (random crop, pad 4, and horizontal flip).
+ * whole into memory as uint8 CHW images (batch.c turns examples into normalised float
+ * batches).
  *
  * Every check on file contents reports through dt_fail: a malformed file is a runtime
  * error, never an assertion. */
@@ -22,7 +22,6 @@
 #define CIFAR_PIXELS (3 * CIFAR_SIDE * CIFAR_SIDE)
 #define CIFAR_RECORD (1 + CIFAR_PIXELS)
 #define CIFAR_CLASSES 10
-#define CROP_PAD 4
 #define PATH_BUF 4096
 
 static const char *errno_text(int e) { return e ? strerror(e) : "cannot open"; }
@@ -322,30 +321,28 @@ static int idx_find(char *buf, size_t size, const char *dir, const char *dash, c
     return 0;
 }
 
+/* The file of one part (kind "images", IDX dimensions nd = 3; "labels", 1) of a split under
+ * either spelling into buf, or an error naming the first spelling tried. */
+static dt_status idx_find_part(char *buf, size_t size, const char *dir, const char *name, const char *split,
+                               const char *kind, int nd) {
+    char dash[64], dot[64], first[PATH_BUF];
+    snprintf(dash, sizeof dash, "%s-%s-idx%d-ubyte", split, kind, nd);
+    snprintf(dot, sizeof dot, "%s-%s.idx%d-ubyte", split, kind, nd);
+    dt_status st = DT_OK;
+    if (idx_find(buf, size, dir, dash, dot, first, sizeof first, &st)) return DT_OK;
+    if (st == DT_ERR_IO)
+        st = dt_fail(DT_ERR_IO, "%s: not found (nor .gz, nor the '%s' spelling); %s %s "
+                     "%s missing - run scripts/get-data to download",
+                     first, dot, name, split, kind);
+    return st;
+}
+
 static dt_status load_idx_named(const char *name, const char *dir, int train, dt_dataset *out) {
     const char *split = train ? "train" : "t10k";
-    char dash_i[64], dot_i[64], dash_l[64], dot_l[64];
-    snprintf(dash_i, sizeof dash_i, "%s-images-idx3-ubyte", split);
-    snprintf(dot_i, sizeof dot_i, "%s-images.idx3-ubyte", split);
-    snprintf(dash_l, sizeof dash_l, "%s-labels-idx1-ubyte", split);
-    snprintf(dot_l, sizeof dot_l, "%s-labels.idx1-ubyte", split);
-
-    char ipath[PATH_BUF], lpath[PATH_BUF], first[PATH_BUF];
-    dt_status st = DT_OK;
-    if (!idx_find(ipath, sizeof ipath, dir, dash_i, dot_i, first, sizeof first, &st)) {
-        if (st == DT_ERR_IO)
-            st = dt_fail(DT_ERR_IO, "%s: not found (nor .gz, nor the '%s' spelling); %s %s "
-                         "images missing - run scripts/get-data to download",
-                         first, dot_i, name, split);
-        return st;
-    }
-    if (!idx_find(lpath, sizeof lpath, dir, dash_l, dot_l, first, sizeof first, &st)) {
-        if (st == DT_ERR_IO)
-            st = dt_fail(DT_ERR_IO, "%s: not found (nor .gz, nor the '%s' spelling); %s %s "
-                         "labels missing - run scripts/get-data to download",
-                         first, dot_l, name, split);
-        return st;
-    }
+    char ipath[PATH_BUF], lpath[PATH_BUF];
+    dt_status st = idx_find_part(ipath, sizeof ipath, dir, name, split, "images", 3);
+    if (st == DT_OK) st = idx_find_part(lpath, sizeof lpath, dir, name, split, "labels", 1);
+    if (st != DT_OK) return st;
     st = dt_idx_load(ipath, lpath, out);
     if (st != DT_OK) return st;
     if (out->h != 28 || out->w != 28) {
@@ -423,79 +420,4 @@ void dt_dataset_free(dt_dataset *d) {
     free(d->images);
     free(d->labels);
     memset(d, 0, sizeof *d);
-}
-
-/* ---------------------------------------------------------------- batches */
-
-/* Augmentation, per example, in this rng order: dx = below(9) - 4, dy = below(9) - 4,
- * flip = below(2). Like torchvision RandomCrop(padding=4) then RandomHorizontalFlip:
- * out[ch][r][c] = img[ch][r + dy][flip ? (w - 1 - c) + dx : c + dx], and 0-valued pixels
- * (normalised like any pixel) outside the image. */
-void dt_batch_fill(const dt_dataset *d, const int *idx, int n, float *x, uint8_t *y,
-                   int augment, dt_rng *rng) {
-    assert(d && (n == 0 || (idx && x)));
-    const int c = d->c, h = d->h, w = d->w;
-    assert(c >= 1 && c <= 3);
-    const size_t plane = (size_t)h * w, per = (size_t)c * plane;
-
-    /* Per-channel lookup table: the exact value of (p/255 - mean)/std for every byte. */
-    float lut[3][256];
-    for (int ch = 0; ch < c; ch++) {
-        const float mean = d->mean[ch], sd = d->std[ch];
-        for (int p = 0; p < 256; p++) lut[ch][p] = ((float)p / 255.0f - mean) / sd;
-    }
-    const int aug = augment && d->augment && rng;
-
-    for (int i = 0; i < n; i++) {
-        const int k = idx[i];
-        assert(k >= 0 && k < d->n);
-        const uint8_t *src = d->images + (size_t)k * per;
-        float *dst = x + (size_t)i * per;
-        if (y) y[i] = d->labels[k];
-
-        if (!aug) {
-            for (int ch = 0; ch < c; ch++) {
-                const float *t = lut[ch];
-                const uint8_t *s = src + ch * plane;
-                float *o = dst + ch * plane;
-                for (size_t j = 0; j < plane; j++) o[j] = t[s[j]];
-            }
-            continue;
-        }
-
-        const int dx = (int)dt_rng_below(rng, 2 * CROP_PAD + 1) - CROP_PAD;
-        const int dy = (int)dt_rng_below(rng, 2 * CROP_PAD + 1) - CROP_PAD;
-        const int flip = (int)dt_rng_below(rng, 2);
-        /* Output columns whose source column lies inside the image. */
-        int c0, c1;
-        if (flip) {
-            c0 = dx > 0 ? dx : 0;
-            c1 = dx < 0 ? w + dx : w;
-        } else {
-            c0 = dx < 0 ? -dx : 0;
-            c1 = dx > 0 ? w - dx : w;
-        }
-        if (c1 < c0) c1 = c0;
-        for (int ch = 0; ch < c; ch++) {
-            const float *t = lut[ch];
-            const float pad = t[0];
-            for (int r = 0; r < h; r++) {
-                float *o = dst + ch * plane + (size_t)r * w;
-                const int sy = r + dy;
-                if (sy < 0 || sy >= h) {
-                    for (int col = 0; col < w; col++) o[col] = pad;
-                    continue;
-                }
-                const uint8_t *s = src + ch * plane + (size_t)sy * w;
-                for (int col = 0; col < c0; col++) o[col] = pad;
-                if (flip) {
-                    const int base = w - 1 + dx; /* source column of output column col */
-                    for (int col = c0; col < c1; col++) o[col] = t[s[base - col]];
-                } else {
-                    for (int col = c0; col < c1; col++) o[col] = t[s[col + dx]];
-                }
-                for (int col = c1; col < w; col++) o[col] = pad;
-            }
-        }
-    }
 }

@@ -15,8 +15,8 @@
  * would mix state that does not belong together. */
 static void run_signature(const dt_trainer *t, char out[64]) {
     memset(out, 0, 64);
-    const char *c = t->cfg->algo.compress ? t->cfg->algo.compress : "none";
-    snprintf(out, 64, "--algo %s --compress %s on %d ranks", t->strategy->scheme->name, c, t->comm.size);
+    const char *c = t->cfg->scheme.compress ? t->cfg->scheme.compress : "none";
+    snprintf(out, 64, "--algo %s --compress %s on %d ranks", t->scheme->scheme->name, c, t->comm.size);
 }
 
 static dt_status signature_check(const dt_trainer *t, const char *path, const char *saved) {
@@ -73,9 +73,13 @@ dt_status dt_trainer_save_checkpoint(dt_trainer *t) {
     if (st == DT_OK && t->opt.buf) st = dt_records_add(&l, "optim:momentum", t->opt.buf, t->opt.n);
     if (st == DT_OK) st = dt_records_add(&l, "train:progress", progress, 2);
     if (st == DT_OK) st = dt_records_add_raw(&l, "train:run", sig, sizeof sig);
-    if (st == DT_OK) st = dt_weights_meta_put(&l, t->cfg->model, t->cfg->data, t->strategy->scheme->name);
+    if (st == DT_OK) st = dt_weights_meta_put(&l, t->cfg->model, t->cfg->data, t->scheme->scheme->name);
     if (st == DT_OK) st = dt_records_add_raw(&l, "train:counters", &t->comm.c, sizeof t->comm.c);
-    if (st == DT_OK && t->strategy->ops->save_state) st = t->strategy->ops->save_state(t->strategy, &t->ctx, &l);
+    if (st == DT_OK && t->scheme->ops->save_state) {
+        l.prefix = t->scheme->scheme->name; /* the scheme's records are "<scheme>:name" */
+        st = t->scheme->ops->save_state(t->scheme, &t->ctx, &l);
+        l.prefix = NULL;
+    }
     if (st == DT_OK) st = dt_tfile_write_crc(path, l.r, l.n, &crc);
     dt_records_free(&l);
     free(mr);
@@ -202,11 +206,15 @@ dt_status dt_trainer_load_checkpoint(dt_trainer *t, dt_status st) {
 /* After the scheme started (its buffers exist, its set-up exchanges are done): the counters
  * and the scheme's own state, which overwrite what start set up. */
 dt_status dt_trainer_load_run_state(dt_trainer *t) {
-    const dt_tfile *f = &t->resume_file;
+    dt_tfile *f = &t->resume_file;
     if (dt_tfile_find(f, "train:counters")) {
         dt_status st = dt_tfile_take(f, t->resume_path, "train:counters", &t->comm.c, sizeof t->comm.c);
         if (st != DT_OK) return st;
     }
-    const dt_strategy *s = t->strategy;
-    return s->ops->load_state ? s->ops->load_state(t->strategy, &t->ctx, f, t->resume_path) : DT_OK;
+    const dt_scheme *s = t->scheme;
+    if (!s->ops->load_state) return DT_OK;
+    f->prefix = s->scheme->name; /* as saved: "<scheme>:name" */
+    const dt_status st = s->ops->load_state(t->scheme, &t->ctx, f, t->resume_path);
+    f->prefix = NULL;
+    return st;
 }

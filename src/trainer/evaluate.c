@@ -55,7 +55,7 @@ static dt_status mean_model(dt_trainer *t) {
 dt_status dt_trainer_agreed_model(dt_trainer *t, double *spread) {
     dt_model *m = t->model;
     const size_t np = dt_model_num_params(m);
-    dt_strategy *s = t->strategy;
+    dt_scheme *s = t->scheme;
     dt_status st = s->ops->model_for_eval ? s->ops->model_for_eval(s, &t->ctx, t->eval_params, t->eval_state)
                                           : mean_model(t);
     double d2 = 0;

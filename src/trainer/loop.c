@@ -1,7 +1,7 @@
 /* The training loop. Each epoch reshuffles this rank's shard with a seed derived from
  * (run seed, rank, epoch), and reseeds dropout the same way, so an epoch depends only on
  * the weights it starts from: a run resumed from a checkpoint repeats the same steps.
- * The loop is the only caller of the scheme's hooks (strategy.h), and keeps the context
+ * The loop is the only caller of the scheme's hooks (scheme.h), and keeps the context
  * they see (t->ctx) up to date: epoch, step, learning rate, the step's batch figures. */
 #include <math.h>
 #include <stdlib.h>
@@ -14,15 +14,21 @@
 #include "trainer/trainer.h"
 
 /* the watchdog's line names the hook a rank was in when a wait made no progress */
-#define HOOK(t, name) ((t)->strategy->ops->name ? hook(t, #name, (t)->strategy->ops->name) : DT_OK)
+#define HOOK(t, name) ((t)->scheme->ops->name ? hook(t, #name, (t)->scheme->ops->name) : DT_OK)
 
 /* a scheme's hook, named to the watchdog and on the timeline (--trace) */
-static dt_status hook(dt_trainer *t, const char *name, dt_status (*fn)(dt_strategy *, dt_step_ctx *)) {
+static dt_status hook(dt_trainer *t, const char *name, dt_status (*fn)(dt_scheme *, dt_step_ctx *)) {
     dt_watch_phase(name);
     const double t0 = dt_trace_t0();
-    const dt_status st = fn(t->strategy, &t->ctx);
+    const dt_status st = fn(t->scheme, &t->ctx);
     dt_trace_event(DT_TRACE_MAIN, name, t0, -1, -1, -1);
     return st;
+}
+
+/* A scheme that does not count its own baseline sends everything it would every step (C7 of
+ * dtrain/scheme.h): its baseline is what it sent, kept so after each of its hooks that send. */
+static void default_baseline(dt_trainer *t) {
+    if (!t->scheme->own_baseline) t->comm.c.baseline_msgs = t->comm.c.msgs_sent;
 }
 
 /* Batch s of this epoch: a slice of the rank's shuffled shard, or with --split stripe this
@@ -64,7 +70,7 @@ static void grads_ready(void *arg, size_t from) {
     dt_trainer *t = arg;
     if (t->grads_st != DT_OK) return;
     const double t0 = dt_trace_t0();
-    t->grads_st = t->strategy->ops->grads_ready(t->strategy, &t->ctx, from);
+    t->grads_st = t->scheme->ops->grads_ready(t->scheme, &t->ctx, from);
     dt_trace_event(DT_TRACE_MAIN, "grads_ready", t0, -1, -1, -1);
 }
 
@@ -93,7 +99,7 @@ static dt_status step_body(dt_trainer *t, const int *bi, int cnt, int augment, d
     t0 = dt_trace_t0();
     int ok = 0;
     t->grads_st = DT_OK;
-    dt_model_set_grads_ready(t->model, t->strategy->ops->grads_ready ? grads_ready : NULL, t);
+    dt_model_set_grads_ready(t->model, t->scheme->ops->grads_ready ? grads_ready : NULL, t);
     c->loss = dt_model_backward(t->model, t->y, &ok);
     dt_model_set_grads_ready(t->model, NULL, NULL);
     dt_trace_event(DT_TRACE_MAIN, "backward", t0, -1, -1, -1);
@@ -101,7 +107,7 @@ static dt_status step_body(dt_trainer *t, const int *bi, int cnt, int augment, d
     c->correct = ok;
     c->count = cnt;
     if ((st = HOOK(t, after_backward)) != DT_OK) return st;
-    if (t->strategy->ops->optimizer_step) st = HOOK(t, optimizer_step);
+    if (t->scheme->ops->optimizer_step) st = HOOK(t, optimizer_step);
     else {
         t0 = dt_trace_t0();
         dt_sgd_step(&t->opt, dt_model_params(t->model), dt_model_grads(t->model), c->lr);
@@ -109,6 +115,7 @@ static dt_status step_body(dt_trainer *t, const int *bi, int cnt, int augment, d
     }
     if (st != DT_OK) return st;
     if ((st = HOOK(t, end_step)) != DT_OK) return st;
+    default_baseline(t);
     /* the board counts steps done: a rank lost during the save that follows this step has
      * done c->step + 1, and a restart's redone steps count from there */
     dt_watch_progress(c->epoch + 1, c->step + 1);
@@ -168,7 +175,7 @@ static dt_status train_epochs(dt_trainer *t) {
     const int augment = cfg->augment < 0 ? t->train.augment : cfg->augment;
     int *order = malloc((size_t)(c->run.shard_n ? c->run.shard_n : 1) * sizeof(int));
     if (!order) return dt_fail(DT_ERR_NOMEM, "out of memory");
-    const int sync_eval = t->strategy->nservers == 0;
+    const int sync_eval = t->scheme->nservers == 0;
     dt_status st = DT_OK;
     for (c->epoch = t->start_epoch; c->epoch < cfg->epochs; c->epoch++) {
         dt_rng rng;
@@ -208,6 +215,7 @@ static dt_status train_epochs(dt_trainer *t) {
         const int last = c->epoch + 1 == cfg->epochs || stop_training(t);
         c->eval_due = epoch_eval_planned(t) || last;
         if ((st = HOOK(t, end_epoch)) != DT_OK) goto done;
+        default_baseline(t);
         dt_watch_phase("the divergence check");
         if (sync_eval && (st = check_divergence(t, bad_step)) != DT_OK) goto done;
         dt_watch_phase("the epoch's evaluation");
@@ -237,7 +245,7 @@ dt_status dt_trainer_start(dt_trainer *t) {
     int bad = st != DT_OK, any = 0;
     int err = MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, t->comm.comm);
     if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Allreduce (agreeing on the start)");
-    if (any && t->strategy->ops->abandon) t->strategy->ops->abandon(t->strategy, &t->ctx);
+    if (any && t->scheme->ops->abandon) t->scheme->ops->abandon(t->scheme, &t->ctx);
     return st;
 }
 
@@ -245,7 +253,7 @@ static void print_start(const dt_trainer *t) {
     const dt_train_config *cfg = t->cfg;
     if (cfg->quiet || t->comm.rank != 0) return;
     printf("training %s on %s: %d examples, %d epochs, batch %d%s, lr %g, %s", cfg->model, cfg->data, t->train.n,
-           cfg->epochs, cfg->batch, t->comm.size > 1 ? " per rank" : "", (double)cfg->lr, t->strategy->scheme->name);
+           cfg->epochs, cfg->batch, t->comm.size > 1 ? " per rank" : "", (double)cfg->lr, t->scheme->scheme->name);
     if (t->comm.size > 1)
         printf(", %d ranks (%d training), split %s, %d steps per epoch", t->comm.size, t->ctx.run.nworkers,
                cfg->split ? cfg->split : "random", t->ctx.run.steps_per_epoch);
@@ -265,13 +273,14 @@ dt_status dt_trainer_run(dt_trainer *t) {
     dt_progress_clear(t); /* before the summary, and before an error's line */
     /* divergence is found by every rank together: what start made with every rank (one-sided
      * windows, which MPI_Finalize must not find alive) is freed with every rank */
-    if (st == DT_ERR_DIVERGED && t->strategy->ops->abandon) t->strategy->ops->abandon(t->strategy, &t->ctx);
+    if (st == DT_ERR_DIVERGED && t->scheme->ops->abandon) t->scheme->ops->abandon(t->scheme, &t->ctx);
     if (st != DT_OK) return st;
     /* how far apart the ranks' models ended, before any final averaging */
     double spread = 0, spread_after = 0;
     dt_watch_phase("the end of the run");
-    if (t->strategy->decentralized && (st = dt_trainer_agreed_model(t, &spread)) != DT_OK) return st;
+    if (t->scheme->decentralized && (st = dt_trainer_agreed_model(t, &spread)) != DT_OK) return st;
     if ((st = HOOK(t, finish)) != DT_OK) return st;
+    default_baseline(t);
     /* every rank keeps the agreed (averaged) model: that is what is saved */
     if ((st = dt_trainer_agreed_model(t, &spread_after)) != DT_OK) return st;
     memcpy(dt_model_params(t->model), t->eval_params, dt_model_num_params(t->model) * sizeof(float));
@@ -294,7 +303,7 @@ dt_status dt_trainer_run(dt_trainer *t) {
         return dt_fail(DT_ERR_DIVERGED, "training diverged: the final model holds non-finite values, first in %s "
                        "(no weights written; try a smaller --lr)", bad);
     }
-    if (t->strategy->nservers > 0 && t->comm.rank == 0 && t->last.epoch != cfg->epochs) {
+    if (t->scheme->nservers > 0 && t->comm.rank == 0 && t->last.epoch != cfg->epochs) {
         /* asynchronous schemes report their final model here, unless the last epoch was */
         const double t0 = dt_now();
         st = dt_evaluate(t->model, &t->test, cfg->batch, 0, &t->last.test_acc, &t->last.test_loss);
@@ -311,10 +320,10 @@ dt_status dt_trainer_run(dt_trainer *t) {
     if (cfg->trace) {
         char host[256] = "?";
         gethostname(host, sizeof host - 1);
-        if ((st = dt_trace_write(t->comm.comm, cfg->trace, host, t->strategy->scheme->name)) != DT_OK) return st;
+        if ((st = dt_trace_write(t->comm.comm, cfg->trace, host, t->scheme->scheme->name)) != DT_OK) return st;
     }
     if (cfg->weights_out && t->comm.rank == 0 && 
-        (st = dt_model_save_meta(t->model, cfg->weights_out, cfg->model, cfg->data, t->strategy->scheme->name)) != DT_OK)
+        (st = dt_model_save_meta(t->model, cfg->weights_out, cfg->model, cfg->data, t->scheme->scheme->name)) != DT_OK)
         return st;
     return DT_OK;
 }

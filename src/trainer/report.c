@@ -82,7 +82,7 @@ dt_status dt_trainer_log_config(dt_trainer *t) {
     dt_json_str(&j, "commit", dt_build_commit);
     dt_json_str(&j, "model", c->model);
     dt_json_str(&j, "data", c->data);
-    dt_json_str(&j, "algo", t->strategy->scheme->name);
+    dt_json_str(&j, "algo", t->scheme->scheme->name);
     dt_json_int(&j, "ranks", t->comm.size);
     dt_json_int(&j, "training_ranks", t->ctx.run.nworkers);
     dt_status st = hosts_json(t, &j);
@@ -114,7 +114,7 @@ dt_status dt_trainer_log_config(dt_trainer *t) {
     dt_json_int(&j, "restarts", c->restarts); /* 0, or this attempt follows that many lost ones */
     dt_json_int(&j, "steps_per_epoch", t->ctx.run.steps_per_epoch);
     dt_json_begin(&j, "scheme");
-    dt_algo_config_json(&c->algo, &j);
+    dt_scheme_config_json(&c->scheme, &j);
     dt_json_end(&j);
     dt_json_end(&j);
     return log_json(t, &j);
@@ -135,7 +135,7 @@ static void print_epoch(dt_trainer *t, const dt_epoch_stats *e) {
     char extra[160] = "";
     if (t->comm.size > 1) {
         size_t o = (size_t)snprintf(extra, sizeof extra, "  msgs %5.1f%%  %8.2f MB sent", e->msgs_pct, e->mb_sent);
-        if (t->strategy->decentralized) snprintf(extra + o, sizeof extra - o, "  spread %.3g", e->spread);
+        if (t->scheme->decentralized) snprintf(extra + o, sizeof extra - o, "  spread %.3g", e->spread);
     }
     printf("epoch %3d/%d  loss %.4f  train %6.2f%%  test %6.2f%%%s  lr %.4g  %8.0f img/s  %6.1f s%s\n", e->epoch,
            t->cfg->epochs, e->loss, 100 * e->train_acc, 100 * e->test_acc, val, e->lr, e->images_per_s, e->seconds, extra);
@@ -169,53 +169,7 @@ static dt_status log_epoch(dt_trainer *t, const dt_epoch_stats *e) {
     return log_json(t, &j);
 }
 
-/* Training time so far on this rank: since the start, less the time spent evaluating. */
-static double train_seconds(const dt_trainer *t) { return dt_now() - t->t_start - t->eval_s; }
-
-/* The accuracy --target-acc is about: the test set's, or with --target-on val the held-out
- * validation set's (a hyper-parameter search must not choose by the test set). */
-static double target_figure(const dt_trainer *t, double test_acc, double val_acc) {
-    return t->cfg->target_on_val ? val_acc : test_acc;
-}
-
-/* Whether acc (target_figure's) reaches --target-acc for the first time; then where the run
- * stood is kept for the summary and said on rank 0. Not collective: check_target is, a server
- * alone is not. */
-static int target_reached(dt_trainer *t, double acc, double train_s, long steps, double msgs, double mb) {
-    if (!(t->cfg->target_acc > 0) || t->reached || !(acc >= t->cfg->target_acc)) return 0;
-    t->reached = 1;
-    t->target_train_s = train_s;
-    t->target_steps = steps;
-    t->target_msgs = msgs;
-    t->target_mb = mb;
-    if (!t->cfg->quiet && t->comm.rank == 0) {
-        printf("reached %.2f%% %s accuracy (--target-acc %.4g) after %.2f s of training, %ld steps, %.0f messages, "
-               "%.2f MB (evaluation, %.2f s so far, not counted)\n",
-               100 * acc, t->cfg->target_on_val ? "validation" : "test", (double)t->cfg->target_acc, train_s, steps, msgs, mb, t->eval_s);
-        fflush(stdout);
-    }
-    return 1;
-}
-
-/* Collective, after rank 0 evaluated (acc there: target_figure's): every rank learns whether
- * the --target-acc was reached now for the first time, and the run stops there. */
-static dt_status check_target(dt_trainer *t, double acc, long steps, double msgs, double mb) {
-    if (!(t->cfg->target_acc > 0) || t->reached) return DT_OK;
-    double v[2] = {acc, train_seconds(t)};
-    int err = MPI_Bcast(v, 2, MPI_DOUBLE, 0, t->comm.comm);
-    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Bcast (target accuracy)");
-    target_reached(t, v[0], v[1], steps, msgs, mb);
-    return DT_OK;
-}
-
-/* An evaluation between epochs (--eval-every-steps), as the console and the log tell it. */
-typedef struct {
-    long step;
-    double epoch, acc, loss, train_s, eval_s, msgs, baseline, bytes, spread;
-    double val[2];           /* accuracy, loss on the held-out set (--val) */
-} step_eval;
-
-static dt_status print_step_eval(dt_trainer *t, const step_eval *e) {
+static dt_status print_step_eval(dt_trainer *t, const dt_step_eval *e) {
     if (t->comm.rank != 0) return DT_OK;
     if (!t->cfg->quiet) {
         char val[32] = "";
@@ -238,7 +192,7 @@ static dt_status print_step_eval(dt_trainer *t, const step_eval *e) {
     dt_json_fixed(&j, "eval_s", e->eval_s, 3);
     dt_json_fixed(&j, "msgs_sent", e->msgs, 0);
     dt_json_fixed(&j, "mb_sent", e->bytes / 1e6, 4);
-    if (t->strategy->decentralized) num6(&j, "spread", e->spread);
+    if (t->scheme->decentralized) num6(&j, "spread", e->spread);
     dt_json_end(&j);
     return log_json(t, &j);
 }
@@ -248,7 +202,7 @@ static dt_status print_step_eval(dt_trainer *t, const step_eval *e) {
 static dt_status eval_server_model(dt_trainer *t, const dt_server_eval *ev, double *acc, double *loss, double val[2],
                                    double *train_s) {
     const double t0 = dt_now();
-    *train_s = train_seconds(t);
+    *train_s = dt_trainer_train_seconds(t);
     /* the evaluated model may be the server's own: copy it out first */
     memcpy(t->eval_params, ev->params, dt_model_num_params(t->model) * sizeof(float));
     memcpy(t->eval_state, ev->state, dt_model_num_state(t->model) * sizeof(float));
@@ -275,20 +229,22 @@ dt_status dt_trainer_report_server_epoch(void *host, int epoch, double train_los
     if (st != DT_OK) return st;
     print_epoch(t, e);
     if ((st = log_epoch(t, e)) != DT_OK) return st;
-    ev->reached = target_reached(t, target_figure(t, e->test_acc, e->val_acc), train_s, ev->step, ev->msgs, ev->bytes / 1e6);
+    dt_trainer_on_epoch(t, e, ev->step);
+    ev->reached = dt_target_reached(t, dt_target_figure(t, e->test_acc, e->val_acc), train_s, ev->step, ev->msgs, ev->bytes / 1e6);
     return DT_OK;
 }
 
 dt_status dt_trainer_report_server_step(void *host, dt_server_eval *ev) {
     dt_trainer *t = host;
     const double t0 = dt_now();
-    step_eval e = {.step = ev->step, .epoch = (double)ev->step / t->ctx.run.steps_per_epoch, .msgs = ev->msgs,
+    dt_step_eval e = {.step = ev->step, .epoch = (double)ev->step / t->ctx.run.steps_per_epoch, .msgs = ev->msgs,
                    .baseline = ev->baseline, .bytes = ev->bytes};
     dt_status st = eval_server_model(t, ev, &e.acc, &e.loss, e.val, &e.train_s);
     e.eval_s = dt_now() - t0;
     if (st == DT_OK) st = print_step_eval(t, &e);
     if (st != DT_OK) return st;
-    ev->reached = target_reached(t, target_figure(t, e.acc, e.val[0]), e.train_s, ev->step, ev->msgs, ev->bytes / 1e6);
+    dt_trainer_on_step_eval(t, &e);
+    ev->reached = dt_target_reached(t, dt_target_figure(t, e.acc, e.val[0]), e.train_s, ev->step, ev->msgs, ev->bytes / 1e6);
     return DT_OK;
 }
 
@@ -303,7 +259,7 @@ static dt_status traffic(dt_trainer *t, double *msgs, double *baseline, double *
 
 dt_status dt_trainer_step_report(dt_trainer *t) {
     const double t0 = dt_now();
-    step_eval e = {.step = t->ctx.step + 1, .train_s = train_seconds(t),
+    dt_step_eval e = {.step = t->ctx.step + 1, .train_s = dt_trainer_train_seconds(t),
                    .epoch = t->ctx.epoch + (double)(t->ctx.epoch_step + 1) / t->ctx.run.steps_per_epoch};
     dt_status st = traffic(t, &e.msgs, &e.baseline, &e.bytes);
     if (st == DT_OK) st = dt_trainer_agreed_model(t, &e.spread);
@@ -313,8 +269,9 @@ dt_status dt_trainer_step_report(dt_trainer *t) {
     e.eval_s = dt_now() - t0;
     st = print_step_eval(t, &e);
     t->eval_s += dt_now() - t0;
+    if (st == DT_OK) dt_trainer_on_step_eval(t, &e);
     /* the step just taken counts (the loop advances ctx.step after this report) */
-    return st == DT_OK ? check_target(t, target_figure(t, e.acc, e.val[0]), t->ctx.step + 1, e.msgs, e.bytes / 1e6) : st;
+    return st == DT_OK ? dt_target_check(t, dt_target_figure(t, e.acc, e.val[0]), t->ctx.step + 1, e.msgs, e.bytes / 1e6) : st;
 }
 
 dt_status dt_trainer_epoch_report(dt_trainer *t, double loss_sum, long seen, long correct, double seconds, float lr) {
@@ -347,7 +304,8 @@ dt_status dt_trainer_epoch_report(dt_trainer *t, double loss_sum, long seen, lon
     print_epoch(t, e);
     st = log_epoch(t, e);
     t->eval_s += dt_now() - t0;
-    return st == DT_OK ? check_target(t, target_figure(t, e->test_acc, e->val_acc), t->ctx.step, e->msgs_sent, e->mb_sent) : st;
+    if (st == DT_OK) dt_trainer_on_epoch(t, e, t->ctx.step);
+    return st == DT_OK ? dt_target_check(t, dt_target_figure(t, e->test_acc, e->val_acc), t->ctx.step, e->msgs_sent, e->mb_sent) : st;
 }
 
 /* ------------------------------------------------------------------ summary */
@@ -379,9 +337,9 @@ static void print_table(const dt_trainer *t, const double *rows, const double *t
     printf("%-5s %12.0f %12.0f %10.2f %10.2f %8.2f %9.2f %9.2f %9.1f\n", "all", tot[R_MSGS_SENT], tot[R_MSGS_RECV],
            tot[R_BYTES_SENT] / 1e6, tot[R_BYTES_RECV] / 1e6, pct, tot[R_COMM], tot[R_COMPUTE],
            exposed_pct(tot[R_COMM], tot[R_COMPUTE]));
-    if (t->strategy->decentralized)
+    if (t->scheme->decentralized)
         printf("largest distance of a rank's parameters from their mean before the final averaging: %.4g\n", spread_before);
-    printf("%s: test accuracy %.2f%% with %.1f%% of the messages (%.2f MB) in %.1f s\n", t->strategy->scheme->name,
+    printf("%s: test accuracy %.2f%% with %.1f%% of the messages (%.2f MB) in %.1f s\n", t->scheme->scheme->name,
            100 * t->last.test_acc, pct, tot[R_BYTES_SENT] / 1e6, wall);
 }
 
@@ -394,7 +352,7 @@ static void summary_line(dt_trainer *t, dt_json *j, const double *rows, const do
     dt_json_str(j, "type", "summary");
     dt_json_str(j, "model", c->model);
     dt_json_str(j, "data", c->data);
-    dt_json_str(j, "algo", t->strategy->scheme->name);
+    dt_json_str(j, "algo", t->scheme->scheme->name);
     dt_json_int(j, "ranks", t->comm.world_size);
     dt_json_int(j, "epochs", c->epochs);
     dt_json_int(j, "batch", c->batch);
@@ -420,17 +378,9 @@ static void summary_line(dt_trainer *t, dt_json *j, const double *rows, const do
     if (c->target_acc > 0) {
         num6(j, "target_acc", c->target_acc);
         dt_json_str(j, "target_on", c->target_on_val ? "val" : "test");
-        if (t->reached) {
-            dt_json_fixed(j, "time_to_target_s", t->target_train_s, 3);
-            dt_json_int(j, "steps_to_target", t->target_steps);
-            dt_json_fixed(j, "msgs_to_target", t->target_msgs, 0);
-            dt_json_fixed(j, "mb_to_target", t->target_mb, 4);
-        } else {
-            const char *unknown[] = {"time_to_target_s", "steps_to_target", "msgs_to_target", "mb_to_target"};
-            for (int i = 0; i < 4; i++) dt_json_null(j, unknown[i]);
-        }
+        dt_target_summary_json(t, j);
     }
-    if (t->strategy->ops->summary) t->strategy->ops->summary(t->strategy, j);
+    if (t->scheme->ops->summary) t->scheme->ops->summary(t->scheme, j);
     dt_json_begin_array(j, "per_rank");
     for (int r = 0; r < t->comm.size; r++) {
         const double *q = rows + (size_t)r * R_N;
@@ -446,23 +396,8 @@ static void summary_line(dt_trainer *t, dt_json *j, const double *rows, const do
     dt_json_end(j);
 }
 
-/* Collective: a server found --target-acc reached on its own (rank 0); every rank learns
- * where, as the synchronous schemes' ranks do when they evaluate together. */
-static dt_status share_server_target(dt_trainer *t) {
-    if (t->strategy->nservers == 0 || !(t->cfg->target_acc > 0)) return DT_OK;
-    double v[5] = {t->reached, t->target_train_s, (double)t->target_steps, t->target_msgs, t->target_mb};
-    int err = MPI_Bcast(v, 5, MPI_DOUBLE, 0, t->comm.comm);
-    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Bcast (target accuracy)");
-    t->reached = v[0] > 0;
-    t->target_train_s = v[1];
-    t->target_steps = (long)v[2];
-    t->target_msgs = v[3];
-    t->target_mb = v[4];
-    return DT_OK;
-}
-
 dt_status dt_trainer_summary(dt_trainer *t, double spread_before, double wall) {
-    dt_status st = share_server_target(t);
+    dt_status st = dt_target_share_server(t);
     if (st != DT_OK) return st;
     const dt_counters *k = &t->comm.c;
     const double mine[R_N] = {(double)k->msgs_sent, (double)k->bytes_sent, (double)k->msgs_recv, (double)k->bytes_recv,

@@ -148,14 +148,14 @@ static dt_status steps_per_epoch(dt_trainer *t) {
 }
 
 /* The scheme, checked against the number of ranks and the run's flags. */
-static dt_status make_strategy(dt_trainer *t) {
+static dt_status make_scheme(dt_trainer *t) {
     const dt_train_config *cfg = t->cfg;
-    dt_status st = dt_strategy_create(&cfg->algo, &t->strategy);
+    dt_status st = dt_scheme_create(&cfg->scheme, &t->scheme);
     if (st != DT_OK) return st;
-    const dt_strategy *s = t->strategy;
+    const dt_scheme *s = t->scheme;
     if (!strcmp(s->scheme->name, "local") && t->comm.size > 1)
         return dt_fail(DT_ERR_ARG, "--algo local trains on one process, but %d ranks were started (choose one of: %s)",
-                       t->comm.size, dt_strategy_names());
+                       t->comm.size, dt_scheme_names());
     if (s->nservers >= t->comm.size)
         return dt_fail(DT_ERR_ARG, "--algo %s: %d server rank(s) need at least one more rank to train (started %d)",
                        s->scheme->name, s->nservers, t->comm.size);
@@ -235,7 +235,7 @@ static dt_status init_run(dt_trainer *t, const dt_train_config *cfg) {
     if ((st = dt_sgd_init(&t->opt, dt_model_num_params(t->model), cfg->momentum, cfg->weight_decay, cfg->nesterov)) != DT_OK)
         return st;
     make_context(t);
-    if ((st = make_strategy(t)) != DT_OK) return st;
+    if ((st = make_scheme(t)) != DT_OK) return st;
     if ((st = make_shard(t)) != DT_OK) return st;
     t->x = malloc((size_t)cfg->batch * c * h * w * sizeof(float));
     t->y = malloc((size_t)cfg->batch);
@@ -273,7 +273,7 @@ dt_status dt_trainer_init(dt_trainer *t, const dt_train_config *cfg) {
 void dt_trainer_free(dt_trainer *t) {
     dt_tfile_free(&t->resume_file);
     dt_trace_close();
-    dt_strategy_free(t->strategy);
+    dt_scheme_free(t->scheme);
     dt_model_free(t->model);
     dt_sgd_free(&t->opt);
     dt_dataset_free(&t->train);
@@ -289,12 +289,7 @@ void dt_trainer_free(dt_trainer *t) {
 /* An error of some ranks, agreed: every rank returns an error, the message stays on the
  * ranks that met it. */
 static dt_status agreed(dt_trainer *t, dt_status st) {
-    if (t->comm.size == 0) return st; /* MPI itself did not start */
-    int bad = st != DT_OK, any = 0;
-    int err = MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, t->comm.comm);
-    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Allreduce (agreeing on an error)");
-    if (any && !bad) return dt_fail(DT_ERR_STATE, "another rank failed at set-up (its message is on that rank)");
-    return st;
+    return dt_comm_agree(&t->comm, st, "another rank failed at set-up (its message is on that rank)");
 }
 
 dt_status dt_train(const dt_train_config *c, dt_train_result *out) {

@@ -1,17 +1,17 @@
 /* The training loop: data, model, optimiser, schedule, evaluation, logging, checkpoints,
- * and the strategy hooks that distributed schemes fill in. One trainer per rank.
+ * and the scheme hooks that distributed schemes fill in. One trainer per rank.
  *
  * Files: setup.c (configuration, data, shards, the hooks' context), loop.c (the epochs and
  * steps, start and run), evaluate.c (the agreed model and its test accuracy), report.c (the
- * console, the JSON-lines log and the summary), progress.c (rank 0's progress within an
- * epoch), checkpoint.c (save and resume). */
+ * console, the JSON-lines log and the summary), target.c (--target-acc: reached, agreed, where),
+ * progress.c (rank 0's progress within an epoch), checkpoint.c (save and resume). */
 #ifndef DT_TRAINER_H
 #define DT_TRAINER_H
 
 #include <stdio.h>
 #include <string.h>
 
-#include "algorithms/strategy.h"
+#include "schemes/scheme.h"
 #include "comm/comm.h"
 #include "core/tensorfile.h"
 #include "dtrain.h"
@@ -45,7 +45,7 @@ typedef struct dt_trainer {
     dt_model *model;
     dt_sgd opt;
     dt_schedule sched;
-    dt_strategy *strategy;
+    dt_scheme *scheme;
     dt_step_ctx ctx;         /* what the hooks see; its step/epoch are the run's position */
     dt_status grads_st;      /* the first error of this step's grads_ready hooks */
     dt_dataset train, test;
@@ -107,6 +107,16 @@ dt_status dt_trainer_eval_rank0(dt_trainer *t, const float *params, const float 
 void dt_progress_begin(dt_trainer *t);         /* before the first step */
 dt_status dt_progress_step(dt_trainer *t);     /* after each step, ctx.step already counts it */
 void dt_progress_clear(dt_trainer *t);         /* before any other console line */
+/* An evaluation between epochs (--eval-every-steps), as the console and the log tell it. */
+typedef struct dt_step_eval {
+    long step;
+    double epoch, acc, loss, train_s, eval_s, msgs, baseline, bytes, spread;
+    double val[2];           /* accuracy, loss on the held-out set (--val) */
+} dt_step_eval;
+/* callbacks.c: the configuration's on_epoch and on_eval (rank 0; elsewhere nothing), their
+ * time counted as evaluation's: after an epoch's report (e), and after one between steps */
+void dt_trainer_on_epoch(dt_trainer *t, const dt_epoch_stats *e, long step);
+void dt_trainer_on_step_eval(dt_trainer *t, const dt_step_eval *e);
 /* report.c */
 /* An existing --log that is not a dtrain log (nor empty, nor a device or FIFO) is refused. */
 dt_status dt_check_log(const char *path);
@@ -119,6 +129,20 @@ dt_status dt_trainer_summary(dt_trainer *t, double spread_before, double wall); 
 /* the ctx->report_epoch and report_step services: a server's own evaluations (not collective) */
 dt_status dt_trainer_report_server_epoch(void *host, int epoch, double train_loss, double train_acc, dt_server_eval *ev);
 dt_status dt_trainer_report_server_step(void *host, dt_server_eval *ev);
+/* Training time so far on this rank: since the start, less the time spent evaluating. */
+static inline double dt_trainer_train_seconds(const dt_trainer *t) { return dt_now() - t->t_start - t->eval_s; }
+/* target.c: --target-acc. The accuracy it is about (the test set's, or with --target-on val
+ * the held-out set's) */
+double dt_target_figure(const dt_trainer *t, double test_acc, double val_acc);
+/* acc reached --target-acc for the first time: where the run stood is kept and said (rank 0);
+ * not collective (a server's own evaluations) */
+int dt_target_reached(dt_trainer *t, double acc, double train_s, long steps, double msgs, double mb);
+/* collective, after rank 0 evaluated: every rank learns whether the target was reached now */
+dt_status dt_target_check(dt_trainer *t, double acc, long steps, double msgs, double mb);
+/* collective: what a server found on its own (rank 0) shared with every rank */
+dt_status dt_target_share_server(dt_trainer *t);
+/* the summary's *_to_target figures (null where not reached) */
+void dt_target_summary_json(const dt_trainer *t, dt_json *j);
 /* checkpoint.c */
 dt_status dt_trainer_save_checkpoint(dt_trainer *t);   /* collective with several ranks */
 /* Before start: model, momentum, progress. Collective with several ranks: every rank calls

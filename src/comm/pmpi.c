@@ -1,0 +1,60 @@
+/* The MPI profiling interface (MPI-3 section 14.2): libdtrain defines these MPI functions
+ * itself, and each calls its PMPI_ twin, the MPI library's own, between dt_watch_wait_begin and
+ * dt_watch_wait_end. So every blocking call, the library's and (linked with libdtrain) the
+ * program's own, is a wait the watchdog can time (--timeout: a wait with no progress ends the
+ * rank with a line naming the call, not a hang) and a span on --trace's MPI lane, without a
+ * wrapper at any call site. What a program linking libdtrain gets from them is said in
+ * include/dtrain.h ("MPI calls libdtrain intercepts"); keep the list there the same as here.
+ *
+ * Only calls that can wait on another rank are here; the non-blocking ones (MPI_Isend, MPI_Put,
+ * MPI_Test*) return at once, and the spins on them mark their waits themselves. */
+#include "comm/watch.h"
+
+#include <mpi.h>
+
+#define TIMED(name, call)            \
+    do {                             \
+        dt_watch_wait_begin(name);   \
+        int rc_ = (call);            \
+        dt_watch_wait_end();         \
+        return rc_;                  \
+    } while (0)
+
+int MPI_Allreduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c) {
+    TIMED("MPI_Allreduce", PMPI_Allreduce(s, r, n, t, op, c));
+}
+int MPI_Reduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, int root, MPI_Comm c) {
+    TIMED("MPI_Reduce", PMPI_Reduce(s, r, n, t, op, root, c));
+}
+int MPI_Bcast(void *b, int n, MPI_Datatype t, int root, MPI_Comm c) { TIMED("MPI_Bcast", PMPI_Bcast(b, n, t, root, c)); }
+int MPI_Barrier(MPI_Comm c) { TIMED("MPI_Barrier", PMPI_Barrier(c)); }
+int MPI_Gather(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, int root, MPI_Comm c) {
+    TIMED("MPI_Gather", PMPI_Gather(s, sn, st, r, rn, rt, root, c));
+}
+int MPI_Allgather(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm c) {
+    TIMED("MPI_Allgather", PMPI_Allgather(s, sn, st, r, rn, rt, c));
+}
+int MPI_Alltoall(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm c) {
+    TIMED("MPI_Alltoall", PMPI_Alltoall(s, sn, st, r, rn, rt, c));
+}
+int MPI_Wait(MPI_Request *q, MPI_Status *s) { TIMED("MPI_Wait", PMPI_Wait(q, s)); }
+int MPI_Waitall(int n, MPI_Request q[], MPI_Status s[]) { TIMED("MPI_Waitall", PMPI_Waitall(n, q, s)); }
+int MPI_Win_flush(int rank, MPI_Win w) { TIMED("MPI_Win_flush", PMPI_Win_flush(rank, w)); }
+int MPI_Win_flush_all(MPI_Win w) { TIMED("MPI_Win_flush_all", PMPI_Win_flush_all(w)); }
+int MPI_Win_free(MPI_Win *w) { TIMED("MPI_Win_free", PMPI_Win_free(w)); }
+int MPI_Win_create(void *b, MPI_Aint size, int unit, MPI_Info info, MPI_Comm c, MPI_Win *w) {
+    TIMED("MPI_Win_create", PMPI_Win_create(b, size, unit, info, c, w));
+}
+int MPI_Win_lock_all(int a, MPI_Win w) { TIMED("MPI_Win_lock_all", PMPI_Win_lock_all(a, w)); }
+int MPI_Win_unlock_all(MPI_Win w) { TIMED("MPI_Win_unlock_all", PMPI_Win_unlock_all(w)); }
+int MPI_Comm_dup(MPI_Comm c, MPI_Comm *n) { TIMED("MPI_Comm_dup", PMPI_Comm_dup(c, n)); }
+int MPI_Comm_create_group(MPI_Comm c, MPI_Group g, int tag, MPI_Comm *n) {
+    TIMED("MPI_Comm_create_group", PMPI_Comm_create_group(c, g, tag, n));
+}
+int MPI_Send(const void *b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm c) {
+    TIMED("MPI_Send", PMPI_Send(b, n, t, dest, tag, c));
+}
+int MPI_Recv(void *b, int n, MPI_Datatype t, int src, int tag, MPI_Comm c, MPI_Status *s) {
+    TIMED("MPI_Recv", PMPI_Recv(b, n, t, src, tag, c, s));
+}
+int MPI_Finalize(void) { TIMED("MPI_Finalize", PMPI_Finalize()); }

@@ -1,0 +1,80 @@
+/* The one-sided transport's state (window.h), shared by its two files: window.c (set-up, the
+ * protocol: puts, reads, the end) and window_overlap.c (the overlap engine, dt_win_set_overlap).
+ * Private to src/comm. */
+#ifndef DT_WINDOW_STATE_H
+#define DT_WINDOW_STATE_H
+
+#include "comm/window.h"
+#include "core/hash.h"
+
+#define HDR_BYTES 16 /* {uint64 seq, uint64 check} per (slot, tensor) */
+
+struct dt_win {
+    dt_comm *c;
+    MPI_Win win;
+    MPI_Comm pcomm;          /* private duplicate of c->comm, only for progress polls */
+    int nnbrs, T;
+    int *nbrs;               /* nnbrs ranks */
+    int *peer_slot;          /* peer_slot[k]: index of this rank in nbrs[k]'s list */
+    int float_layout;        /* made by dt_win_create: tensor t is floats [off, off+len) of
+                              * the n-float vector, boff = 4 off, cap = 4 len */
+    size_t slot_bytes;       /* bytes of one slot: 4n, or the sum of the byte capacities */
+    size_t *boff, *cap;      /* T tensors: byte offset inside a slot, capacity in bytes */
+    size_t maxcap;
+    unsigned char *base;     /* local window memory: headers, then nnbrs slots of slot_bytes */
+    size_t hdr_region;       /* nnbrs * T * HDR_BYTES */
+    uint64_t *sent;          /* [k * T + t]: puts made to neighbour k of tensor t */
+    uint64_t *last;          /* [k * T + t]: sequence number of the last fresh read */
+    uint64_t *hdr_out;       /* [2 * (k * T + t)]: header put to neighbour k for tensor t; an
+                              * origin buffer, so it lives until the flush that follows */
+    unsigned char *scratch;  /* maxcap bytes: reads land here until known consistent */
+    unsigned char *stage;    /* slot_bytes: what was last sent of each tensor; the puts' origin
+                              * buffer, unchanged until the next write of that tensor */
+    /* overlap (dt_win_set_overlap): puts are started, not waited for */
+    int overlap;
+    unsigned char *stage2;   /* slot_bytes: each tensor's second copy */
+    unsigned char *which;    /* [t]: the copy (0 stage, 1 stage2) tensor t last went out from */
+    size_t *pend;            /* [t]: 1 + bytes of a newer write waiting in the other copy; 0: none */
+    int in_flight;           /* a round of puts has not yet arrived */
+    int max_lag;             /* put calls a round may stay in flight before the next waits for it */
+    uint64_t calls, round_call; /* put calls made; the call that started the round in flight */
+    MPI_Request *req;        /* [2 (t nnbrs + k)]: the data and header puts of tensor t to k; then
+                              * nnbrs read-backs */
+    uint64_t *probe;         /* [2 k]: neighbour k's header of tensor probe_t, read back */
+    uint64_t *probe_want;    /* [k]: the sequence number that shows the round arrived */
+    int probe_t;
+    MPI_Status *stat;        /* as many (not MPI_STATUSES_IGNORE: GCC 12 warns of MPICH's) */
+    dt_win_stats st;
+};
+
+static inline uint64_t *hdr_ptr(const dt_win *w, int slot, int t) {
+    return (uint64_t *)(void *)(w->base + ((size_t)slot * (size_t)w->T + (size_t)t) * HDR_BYTES);
+}
+static inline MPI_Aint hdr_disp(const dt_win *w, int slot, int t) {
+    return (MPI_Aint)(((size_t)slot * (size_t)w->T + (size_t)t) * HDR_BYTES);
+}
+static inline size_t data_byte_off(const dt_win *w, int slot, int t) {
+    return w->hdr_region + (size_t)slot * w->slot_bytes + w->boff[t];
+}
+
+/* The check word of write `seq` whose data hashes to `h`: a bijection of seq for a fixed h,
+ * so a header whose two words come from different writes never matches either write's data. */
+static inline uint64_t check_word(uint64_t h, uint64_t seq) {
+    return dt_mix64(h ^ (seq * 0x9E3779B97F4A7C15ULL));
+}
+
+/* window.c, for the overlap engine: the data put of `bytes` bytes of tensor t from src (a
+ * staging copy) to rank target's slot `slot`; with req, a request-based put (MPI_Rput). An MPI
+ * error code. */
+int dt_win_put_data(dt_win *w, int target, int slot, int t, size_t bytes, const unsigned char *src,
+                    MPI_Request *req);
+/* window.c: n data puts of `bytes` bytes each, and their headers, counted */
+void dt_win_count_puts(dt_win *w, int n, size_t bytes);
+
+/* window_overlap.c, for window.c: a batch of puts queued with overlap on (arguments as
+ * window.c's put_batch); the engine moved along (dt_win_progress) */
+dt_status dt_win_put_overlapped(dt_win *w, const int *ts, int nt, const void *const *src, const size_t *nbytes,
+                                const unsigned char *x);
+dt_status dt_win_overlap_advance(dt_win *w);
+
+#endif

@@ -1,0 +1,159 @@
+/* allreduce (D-SGD): every step the gradients are averaged over all ranks with
+ * MPI_Allreduce and every rank applies the same update, so the models stay identical.
+ *
+ * --compress C (not none): the gradient is a payload with error feedback (payload.h). An
+ * allreduce cannot add encoded bytes, so the payloads are allgathered (B bytes from every
+ * rank, the same B on every rank) and every rank takes their mean: all ranks get the same
+ * mean bit for bit and the models stay identical. Counted as a ring allgather of the encoded
+ * bytes (docs/accounting.md); comm s includes the encoding and decoding.
+ *
+ * Buckets (--bucket-kb, uncompressed): as DDP does, the gradients are reduced in buckets
+ * while backward goes on. Backward finishes the layers from the last to the first, and the
+ * parameters lie in layer order, so the final gradients grow from the end of the flat buffer:
+ * once at least a bucket's worth is final and not yet sent, it is started (MPI_Iallreduce)
+ * and backward computes the earlier layers meanwhile; each later layer lets MPI move the
+ * buckets along (MPI_Testall). After backward the rest goes as the last bucket and the step
+ * waits for them all: only that wait is exposed. Every rank cuts the same buckets (the same
+ * model), so the sums are the same on every rank. */
+#include <stdlib.h>
+
+#include <assert.h>
+
+#include "schemes/payload.h"
+#include "schemes/scheme.h"
+
+typedef struct {
+    int compressed;
+    dt_grad_payload pay;
+    uint8_t *recv;        /* N payloads */
+    /* buckets */
+    size_t bucket;        /* floats per bucket; 0: one allreduce after backward */
+    size_t unsent_end;    /* gradients [.., unsent_end) are not yet in a bucket; [unsent_end, np) are */
+    MPI_Request *req;     /* the buckets of this step */
+    int nreq, capreq;
+} allreduce_impl;
+
+typedef struct {
+    double bucket_kb;
+} allreduce_opts;
+
+static const dt_flag allreduce_flags[] = {
+    {"bucket-kb", DT_AT_FLOAT(allreduce_opts, bucket_kb), .def = "32", .min = 0, .max = 1e7,
+     .help = "reduce the gradients in buckets of this many KB while backward goes on (0: one allreduce after it)"},
+};
+
+static dt_status allreduce_start(dt_scheme *s, dt_step_ctx *c) {
+    allreduce_impl *a = calloc(1, sizeof *a);
+    if (!a) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    s->impl = a;
+    const size_t np = dt_model_num_params(c->model);
+    if (s->codec.kind == DT_CODEC_NONE) { /* none: exactly the plain allreduce */
+        const double kb = ((const allreduce_opts *)s->opts)->bucket_kb;
+        a->bucket = (size_t)(kb * 1024 / sizeof(float));
+        if (kb > 0 && a->bucket == 0) a->bucket = 1;
+        a->unsent_end = np;
+        /* at most a bucket per layer's call and one after backward: the tensors bound the layers with parameters */
+        a->capreq = dt_model_num_tensors(c->model) + 2;
+        a->req = malloc((size_t)a->capreq * sizeof *a->req);
+        if (!a->req) return dt_fail(DT_ERR_NOMEM, "out of memory");
+        return DT_OK;
+    }
+    a->compressed = 1;
+    dt_status st = dt_grad_payload_init(&a->pay, &s->codec, np);
+    if (st != DT_OK) return st;
+    if (!(a->recv = malloc(a->pay.bytes * (size_t)c->comm->size + 1)))
+        return dt_fail(DT_ERR_NOMEM, "out of memory (compression buffers)");
+    return DT_OK;
+}
+
+/* starts the bucket [from, unsent_end) */
+static dt_status start_bucket(allreduce_impl *a, dt_step_ctx *c, size_t from) {
+    assert(a->nreq < a->capreq);
+    dt_status st = dt_iallreduce_sum(c->comm, dt_model_grads(c->model) + from, a->unsent_end - from, &a->req[a->nreq]);
+    if (st != DT_OK) return st;
+    a->nreq++;
+    a->unsent_end = from;
+    return DT_OK;
+}
+
+static dt_status allreduce_grads_ready(dt_scheme *s, dt_step_ctx *c, size_t from) {
+    allreduce_impl *a = s->impl;
+    if (a->compressed || a->bucket == 0) return DT_OK;
+    dt_status st = DT_OK;
+    /* the last slot is kept for the rest, after backward */
+    if (a->unsent_end - from >= a->bucket && a->nreq < a->capreq - 1) st = start_bucket(a, c, from);
+    if (st == DT_OK && a->nreq > 0) { /* let MPI move the buckets along */
+        int done;
+        st = dt_test_all(c->comm, a->nreq, a->req, &done, "MPI_Testall (gradient buckets)");
+    }
+    return st;
+}
+
+static dt_status allreduce_after_backward(dt_scheme *s, dt_step_ctx *c) {
+    allreduce_impl *a = s->impl;
+    dt_comm *comm = c->comm;
+    float *g = dt_model_grads(c->model);
+    const size_t np = dt_model_num_params(c->model);
+    dt_status st = DT_OK;
+    if (!a->compressed && a->bucket > 0) {
+        if (a->unsent_end > 0) st = start_bucket(a, c, 0);
+        const dt_status waited = dt_wait_all(comm, a->nreq, a->req, "MPI_Waitall (gradient buckets)");
+        if (st == DT_OK) st = waited;
+        a->nreq = 0;
+        a->unsent_end = np;
+        const float inv = 1.0f / (float)comm->size;
+        for (size_t i = 0; i < np; i++) g[i] *= inv;
+    } else if (!a->compressed) {
+        st = dt_allreduce_mean(comm, g, np);
+    } else {
+        const double t0 = dt_comm_time_begin(comm); /* the codec's time is communication's */
+        dt_grad_payload_encode(&a->pay, g);
+        st = dt_allgather_bytes(comm, a->pay.send, a->recv, a->pay.bytes);
+        if (st == DT_OK) dt_grad_payload_mean(&a->pay, a->recv, comm->size, g);
+        dt_comm_time_end(comm, t0);
+    }
+    /* it always sends everything: the baseline is what it sent (the trainer's default) */
+    return st;
+}
+
+/* checkpoints: the error-feedback residual */
+static dt_status allreduce_save(dt_scheme *s, dt_step_ctx *c, dt_records *out) {
+    allreduce_impl *a = s->impl;
+    (void)c;
+    return a->compressed ? dt_grad_payload_save(&a->pay, "residual", out) : DT_OK;
+}
+
+static dt_status allreduce_load(dt_scheme *s, dt_step_ctx *c, const dt_tfile *f, const char *path) {
+    allreduce_impl *a = s->impl;
+    (void)c;
+    return a->compressed ? dt_grad_payload_load(&a->pay, "residual", f, path) : DT_OK;
+}
+
+static void allreduce_destroy(dt_scheme *s) {
+    allreduce_impl *a = s->impl;
+    if (!a) return;
+    if (a->compressed) dt_grad_payload_free(&a->pay);
+    free(a->recv);
+    free(a->req);
+    free(a);
+}
+
+static const dt_scheme_ops allreduce_ops = {
+    .start = allreduce_start,
+    .grads_ready = allreduce_grads_ready,
+    .after_backward = allreduce_after_backward,
+    .save_state = allreduce_save,
+    .load_state = allreduce_load,
+    .destroy = allreduce_destroy,
+};
+
+static dt_status allreduce_create(dt_scheme *s) {
+    s->ops = &allreduce_ops;
+    return DT_OK;
+}
+
+const dt_scheme_def dt_scheme_allreduce = {
+    .name = "allreduce", .summary = "average the gradients every step (MPI_Allreduce, in buckets during backward)",
+    DT_SCHEME_FLAGS(allreduce_flags, allreduce_opts),
+    .compress = DT_COMPRESS_YES, .create = allreduce_create,
+};

@@ -1,0 +1,371 @@
+/* downpour: an asynchronous parameter server (Dean et al. 2012, "Downpour SGD").
+ *
+ * Ranks [0, S) serve (--servers S), each owning a contiguous slice of the flat parameter
+ * vector; the other ranks are workers that pull parameters every --fetch-every steps and push
+ * (accumulated) gradients every --push-every steps, without waiting for each other. Servers
+ * apply a push at once with the run's SGD over their slice, record its staleness, and drop a
+ * worker silent for --worker-timeout seconds. The design in full (messages, progress
+ * reports, time to accuracy, dropping, never blocking forever, accounting, --compress):
+ * docs/downpour.md.
+ *
+ * This file: set-up, the end of the run (collective) and the figures; the worker's side is
+ * downpour_worker.c, the server's downpour_server.c, their shared state downpour_state.h. */
+#include "schemes/downpour_state.h"
+#include "comm/watch.h"
+
+/* ------------------------------------------------------------------ the end (collective) */
+
+/* Servers' figures gathered on rank 0 (measurement, not counted): the staleness line on
+ * stdout, and what the summary line says (dp_summary). */
+static dt_status report_stats(dp_impl *p, dt_step_ctx *t) {
+    const int W = p->W, len = 3 + 3 * W;
+    double *mine = calloc((size_t)len, sizeof(double));
+    double *all = t->comm->rank == 0 ? calloc((size_t)len * (size_t)t->comm->size, sizeof(double)) : NULL;
+    if (!mine || (t->comm->rank == 0 && !all)) { free(mine); free(all); return dt_fail(DT_ERR_NOMEM, "out of memory"); }
+    if (p->server >= 0) {
+        mine[0] = p->stale_sum; mine[1] = p->stale_n; mine[2] = p->stale_max;
+        for (int w = 0; w < W; w++) {
+            mine[3 + w] = (double)p->pushes[w];
+            mine[3 + W + w] = p->wdropped[w];
+            mine[3 + 2 * W + w] = p->silent[w];
+        }
+    }
+    int err = MPI_Gather(mine, len, MPI_DOUBLE, all, len, MPI_DOUBLE, 0, t->comm->comm);
+    free(mine);
+    if (err != MPI_SUCCESS) { free(all); return dt_mpi_check(err, "MPI_Gather (downpour figures)"); }
+    if (t->comm->rank != 0) return DT_OK;
+    double sum = 0, n = 0, mx = 0, total = 0;
+    p->f_per_worker = calloc((size_t)W * 3 + 1, sizeof(double));
+    if (!p->f_per_worker) { free(all); return dt_fail(DT_ERR_NOMEM, "out of memory"); }
+    double *pushes = p->f_per_worker, *dropped = pushes + W, *silent = pushes + 2 * W;
+    p->f_dropped = dropped;
+    p->f_silent = silent;
+    for (int k = 0; k < p->S; k++) {
+        const double *r = all + (size_t)k * len;
+        sum += r[0]; n += r[1];
+        if (r[2] > mx) mx = r[2];
+        for (int w = 0; w < W; w++) {
+            /* a push reaches every server: count it once */
+            if (r[3 + w] > pushes[w]) pushes[w] = r[3 + w];
+            if (r[3 + W + w] > 0) dropped[w] = 1;
+            if (r[3 + 2 * W + w] > silent[w]) silent[w] = r[3 + 2 * W + w];
+        }
+    }
+    free(all);
+    for (int w = 0; w < W; w++) total += pushes[w];
+    p->f_pushes = total;
+    p->f_mean = n > 0 ? sum / n : 0;
+    p->f_max = mx;
+    if (!t->run.quiet) {
+        printf("downpour: %.0f pushes, staleness mean %.2f max %.0f; dropped workers: ", total, p->f_mean, mx);
+        int any = 0;
+        for (int w = 0; w < W; w++)
+            if (dropped[w]) printf("%srank %d (silent %.1f s)", any++ ? ", " : "", p->S + w, silent[w]);
+        printf("%s\n", any ? "" : "none");
+        fflush(stdout);
+    }
+    return DT_OK;
+}
+
+/* rank 0: the summary's downpour members */
+static void dp_summary(dt_scheme *s, dt_json *j) {
+    dp_impl *p = s->impl;
+    if (!p->f_per_worker) return;
+    dt_json_int(j, "servers", p->S);
+    dt_json_fixed(j, "staleness_mean", p->f_mean, 4);
+    dt_json_num(j, "staleness_max", p->f_max);
+    dt_json_num(j, "pushes", p->f_pushes);
+    dt_json_begin_array(j, "pushes_per_worker");
+    for (int w = 0; w < p->W; w++) dt_json_num(j, NULL, p->f_per_worker[w]);
+    dt_json_end_array(j);
+    dt_json_begin_array(j, "dropped");
+    for (int w = 0; w < p->W; w++)
+        if (p->f_dropped[w]) dt_json_int(j, NULL, p->S + w);
+    dt_json_end_array(j);
+    dt_json_begin_array(j, "dropped_silent_s");
+    for (int w = 0; w < p->W; w++)
+        if (p->f_dropped[w]) dt_json_fixed(j, NULL, p->f_silent[w], 2);
+    dt_json_end_array(j);
+}
+
+/* After the servers' last messages: which workers are gone for good (any server's verdict,
+ * collected by rank 0 and sent to every rank still here, point to point: a gone rank must not
+ * be waited for). When some are, the ranks still here go on, for the end of the run (final
+ * model, evaluation, figures), on a communicator of their own. */
+static dt_status settle_gone(dp_impl *p, dt_step_ctx *t) {
+    dt_comm *c = t->comm;
+    const int W = p->W, S = p->S;
+    int err = MPI_SUCCESS;
+    if (c->rank == 0) {
+        int *other = malloc((size_t)W * sizeof(int));
+        if (!other) return dt_fail(DT_ERR_NOMEM, "out of memory");
+        for (int k = 1; k < S && err == MPI_SUCCESS; k++) {
+            err = MPI_Recv(other, W, MPI_INT, k, TAG_GONE_MASK, c->comm, MPI_STATUS_IGNORE);
+            for (int w = 0; w < W && err == MPI_SUCCESS; w++) p->gone[w] |= other[w];
+        }
+        free(other);
+        for (int r = 1; r < c->size && err == MPI_SUCCESS; r++)
+            if (r < S || !p->gone[r - S]) err = MPI_Send(p->gone, W, MPI_INT, r, TAG_GONE, c->comm);
+    } else {
+        if (p->server >= 0) err = MPI_Send(p->gone, W, MPI_INT, 0, TAG_GONE_MASK, c->comm);
+        if (err == MPI_SUCCESS) err = MPI_Recv(p->gone, W, MPI_INT, 0, TAG_GONE, c->comm, MPI_STATUS_IGNORE);
+    }
+    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Send/MPI_Recv (downpour: agreeing on gone workers)");
+    int ngone = 0, gone_ranks[8];
+    for (int w = 0; w < W; w++)
+        if (p->gone[w]) { if (ngone < 8) gone_ranks[ngone] = S + w; ngone++; }
+    if (!ngone) return DT_OK;
+    if (p->server < 0 && p->gone[c->rank - S])
+        return dt_fail(DT_ERR_MPI, "downpour: rank %d was silent too long and the servers ended the run without it", c->rank);
+    dt_watch_dropped(gone_ranks, ngone < 8 ? ngone : 8); /* dtrain run ends them; MPI_Finalize would wait for them */
+    MPI_Group world, live;
+    p->live_world = malloc((size_t)(c->size - ngone) * sizeof(int));
+    if (!p->live_world) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    int n = 0;
+    for (int r = 0; r < c->size; r++)
+        if (r < S || !p->gone[r - S]) p->live_world[n++] = r;
+    err = MPI_Comm_group(c->comm, &world);
+    if (err == MPI_SUCCESS) err = MPI_Group_incl(world, n, p->live_world, &live);
+    if (err == MPI_SUCCESS) err = MPI_Comm_create_group(c->comm, live, TAG_LIVE_COMM, &p->live);
+    if (err == MPI_SUCCESS) {
+        MPI_Group_free(&live);
+        MPI_Group_free(&world);
+        p->has_live = 1;
+        MPI_Comm_set_errhandler(p->live, MPI_ERRORS_RETURN);
+        c->comm = p->live;
+        c->world_ranks = p->live_world;
+        MPI_Comm_rank(p->live, &c->rank);
+        MPI_Comm_size(p->live, &c->size);
+    }
+    return dt_mpi_check(err, "MPI_Comm_create_group (downpour: the ranks still here)");
+}
+
+static dt_status dp_finish(dt_scheme *s, dt_step_ctx *t) {
+    dp_impl *p = s->impl;
+    dt_status st = p->server < 0 ? dp_worker_finish(t, p) : dp_server_finish(t, p);
+    if (st == DT_OK) st = settle_gone(p, t);
+    /* every rank still here reaches this point unless it failed (and then the run is aborted) */
+    return st != DT_OK ? st : report_stats(p, t);
+}
+
+/* The servers' parameters (each its slice) and the mean of the workers' batch-norm state. */
+static dt_status dp_model_for_eval(dt_scheme *s, dt_step_ctx *t, float *params, float *state) {
+    dp_impl *p = s->impl;
+    memset(params, 0, p->np * sizeof(float));
+    if (p->server >= 0)
+        memcpy(params + p->lo[p->server], dt_model_params(t->model) + p->lo[p->server],
+               dp_slice_n(p, p->server) * sizeof(float));
+    int err = MPI_Allreduce(MPI_IN_PLACE, params, (int)p->np, MPI_FLOAT, MPI_SUM, t->comm->comm);
+    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Allreduce (downpour final model)");
+    if (p->ns) {
+        if (p->server >= 0) memset(state, 0, p->ns * sizeof(float));
+        else memcpy(state, dt_model_state(t->model), p->ns * sizeof(float));
+        err = MPI_Allreduce(MPI_IN_PLACE, state, (int)p->ns, MPI_FLOAT, MPI_SUM, t->comm->comm);
+        if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Allreduce (downpour final state)");
+        int live_workers = p->W;
+        for (int w = 0; w < p->W; w++) live_workers -= p->gone[w];
+        const float inv = 1.0f / (float)live_workers;
+        for (size_t i = 0; i < p->ns; i++) state[i] *= inv;
+    }
+    return DT_OK;
+}
+
+/* ------------------------------------------------------------------ set-up */
+
+static char **alloc_bufs(int n, size_t bytes) {
+    char **b = calloc((size_t)n, sizeof *b);
+    if (!b) return NULL;
+    for (int i = 0; i < n; i++)
+        if (!(b[i] = malloc(bytes))) return b; /* the caller checks the last one */
+    return b;
+}
+
+static int bufs_ok(char **b, int n) { return b && (n == 0 || b[n - 1]); }
+
+static void free_bufs(char **b, int n) {
+    if (!b) return;
+    for (int i = 0; i < n; i++) free(b[i]);
+    free(b);
+}
+
+static dt_status dp_start(dt_scheme *s, dt_step_ctx *t) {
+    dp_impl *p = s->impl;
+    const int S = s->nservers, W = t->run.nworkers;
+    p->S = S;
+    p->W = W;
+    p->np = dt_model_num_params(t->model);
+    p->ns = dt_model_num_state(t->model);
+    p->server = t->run.worker < 0 ? t->comm->rank : -1;
+    p->gone = calloc((size_t)(W > 0 ? W : 1), sizeof(int));
+    if (!p->gone) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    p->deadline = 4 * p->timeout > 120 ? 4 * p->timeout : 120;
+    p->last_reported = 0;
+    p->lo = malloc((size_t)(S + 1) * sizeof *p->lo);
+    if (!p->lo) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    for (int k = 0; k <= S; k++) p->lo[k] = (size_t)((unsigned long long)p->np * (unsigned long long)k / (unsigned long long)S);
+    size_t biggest = 0, bigpay = 0;
+    p->pbytes = malloc((size_t)S * sizeof *p->pbytes);
+    if (!p->pbytes) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    const int zip = p->spec.kind != DT_CODEC_NONE;
+    for (int k = 0; k < S; k++) {
+        if (dp_slice_n(p, k) > biggest) biggest = dp_slice_n(p, k);
+        p->pbytes[k] = zip ? dt_codec_bytes(&p->spec, dp_slice_n(p, k)) : dp_slice_n(p, k) * sizeof(float);
+        if (p->pbytes[k] > bigpay) bigpay = p->pbytes[k];
+    }
+    if ((HDR + (biggest > p->ns ? biggest : p->ns) * sizeof(float)) > (size_t)2147483647 || HDR + bigpay > (size_t)2147483647)
+        return dt_fail(DT_ERR_ARG, "downpour: a slice of %zu parameters is too large for one message (use more --servers)", biggest);
+    if (zip) { /* scratch for the largest slice: encoding and decoding allocate nothing */
+        dt_status st = dt_codec_create(&p->spec, biggest, &p->codec);
+        if (st != DT_OK) return st;
+    }
+    if (p->server >= 0) {
+        const size_t mine = dp_slice_n(p, p->server), pay = dp_pay_bytes(p, p->server);
+        p->incap = HDR + (pay > p->ns * sizeof(float) ? pay : p->ns * sizeof(float));
+        p->inbuf = malloc(p->incap);
+        p->obuf = alloc_bufs(W, HDR + pay);
+        p->oreq = malloc((size_t)W * sizeof *p->oreq);
+        p->last_heard = calloc((size_t)W, sizeof(double));
+        p->silent = calloc((size_t)W, sizeof(double));
+        p->done = calloc((size_t)W, sizeof(int));
+        p->wdropped = calloc((size_t)W, sizeof(int));
+        p->wep = calloc((size_t)W, sizeof(int));
+        p->pushes = calloc((size_t)W, sizeof(int64_t));
+        if (!p->inbuf || !bufs_ok(p->obuf, W) || !p->oreq || !p->last_heard || !p->silent || !p->done ||
+            !p->wdropped || !p->wep || !p->pushes)
+            return dt_fail(DT_ERR_NOMEM, "out of memory");
+        for (int w = 0; w < W; w++) p->oreq[w] = MPI_REQUEST_NULL;
+        if (p->codec) {
+            p->scopy = malloc(((size_t)W * mine > 0 ? (size_t)W * mine : 1) * sizeof(float));
+            p->grad = malloc((mine ? mine : 1) * sizeof(float));
+            if (!p->scopy || !p->grad) return dt_fail(DT_ERR_NOMEM, "out of memory (compression buffers)");
+        }
+        p->reports = S == 1 && t->comm->rank == 0;
+        if (p->reports) {
+            const size_t E = (size_t)t->run.epochs + 1;
+            p->e_loss = calloc(E * 4, sizeof(double));
+            p->e_state = calloc(E * (p->ns ? p->ns : 1), sizeof(float));
+            p->eval_state = calloc(p->ns ? p->ns : 1, sizeof(float));
+            if (!p->e_loss || !p->e_state || !p->eval_state) return dt_fail(DT_ERR_NOMEM, "out of memory");
+            /* evaluations before the first epoch's report: the model's initial state */
+            if (p->ns) memcpy(p->eval_state, dt_model_state(t->model), p->ns * sizeof(float));
+            p->next_eval = t->run.eval_every_steps;
+            p->e_seen = p->e_loss + E;
+            p->e_correct = p->e_loss + 2 * E;
+            p->e_n = p->e_loss + 3 * E;
+        }
+    } else {
+        p->rbuf = calloc((size_t)S, sizeof *p->rbuf);
+        p->sbuf = calloc((size_t)S, sizeof *p->sbuf);
+        if (!p->rbuf || !p->sbuf) return dt_fail(DT_ERR_NOMEM, "out of memory");
+        for (int k = 0; k < S; k++) {
+            p->rbuf[k] = malloc(HDR + dp_pay_bytes(p, k));
+            p->sbuf[k] = malloc(HDR + dp_pay_bytes(p, k));
+            if (!p->rbuf[k] || !p->sbuf[k]) return dt_fail(DT_ERR_NOMEM, "out of memory");
+        }
+        p->req = malloc((size_t)(2 * S) * sizeof *p->req);
+        p->sts = malloc((size_t)(2 * S) * sizeof *p->sts);
+        p->version = calloc((size_t)S, sizeof *p->version);
+        p->ebuf = malloc(HDR + p->ns * sizeof(float));
+        if (p->push_every > 1) p->accum = calloc(p->np, sizeof(float));
+        if (!p->req || !p->sts || !p->version || !p->ebuf || (p->push_every > 1 && !p->accum))
+            return dt_fail(DT_ERR_NOMEM, "out of memory");
+        for (int i = 0; i < 2 * S; i++) p->req[i] = MPI_REQUEST_NULL;
+        if (p->codec) {
+            const size_t n1 = p->np ? p->np : 1;
+            p->residual = calloc(n1, sizeof(float));
+            if (p->fetch_every > 1) p->wcopy = malloc(n1 * sizeof(float));
+            if (!p->residual || (p->fetch_every > 1 && !p->wcopy))
+                return dt_fail(DT_ERR_NOMEM, "out of memory (compression buffers)");
+        }
+    }
+    if (!p->codec) return DT_OK;
+    /* set-up, not counted: every copy of server k's slice starts equal to server k's */
+    float *x = dt_model_params(t->model);
+    for (int k = 0; k < S; k++) {
+        dt_status st = dt_bcast_setup(t->comm, x + p->lo[k], dp_slice_n(p, k), k, "MPI_Bcast (downpour starting weights)");
+        if (st != DT_OK) return st;
+    }
+    if (p->server >= 0) {
+        const size_t n = dp_slice_n(p, p->server);
+        for (int w = 0; w < W; w++) memcpy(p->scopy + (size_t)w * n, x + p->lo[p->server], n * sizeof(float));
+    } else if (p->wcopy) {
+        memcpy(p->wcopy, x, p->np * sizeof(float));
+    }
+    return DT_OK;
+}
+
+static void dp_destroy(dt_scheme *s) {
+    dp_impl *p = s->impl;
+    if (!p) return;
+    free(p->lo);
+    if (p->rbuf) free_bufs(p->rbuf, p->S);
+    if (p->sbuf) free_bufs(p->sbuf, p->S);
+    free(p->req); free(p->sts); free(p->accum); free(p->version); free(p->ebuf);
+    free(p->inbuf);
+    free_bufs(p->obuf, p->W);
+    free(p->oreq); free(p->last_heard); free(p->silent); free(p->done); free(p->wdropped); free(p->wep);
+    free(p->gone);
+    if (p->has_live) MPI_Comm_free(&p->live);
+    free(p->live_world);
+    free(p->pushes); free(p->e_loss); free(p->e_state); free(p->eval_state); free(p->f_per_worker);
+    dt_codec_free(p->codec);
+    free(p->pbytes); free(p->residual); free(p->wcopy); free(p->scopy); free(p->grad);
+    free(p);
+}
+
+typedef struct {
+    int servers;
+    long fetch_every, push_every;
+    double worker_timeout;
+    float stall_seconds;
+    long stall_at_step;
+} dp_opts;
+
+static const dt_flag dp_flags[] = {
+    {"servers", DT_AT_INT(dp_opts, servers), .def = "1", .min = 1, .max = 1e6,
+     .help = "parameter-server ranks (each holds a slice of the model)"},
+    {"fetch-every", DT_AT_INT(dp_opts, fetch_every), .def = "1", .min = 1, .max = 1e9,
+     .help = "pull the parameters every N steps"},
+    {"push-every", DT_AT_INT(dp_opts, push_every), .def = "1", .min = 1, .max = 1e9,
+     .help = "push the accumulated gradients every N steps"},
+    {"worker-timeout", DT_AT_FLOAT(dp_opts, worker_timeout), .def = "30", .min = 0, .max = 1e9, .min_open = 1,
+     .help = "drop a worker silent this long, seconds"},
+    {"stall-seconds", DT_AT_FLOAT(dp_opts, stall_seconds), .def = "0", .min = 0, .max = 1e9,
+     .help = "(tests) the last worker stalls this long once", .hidden = 1},
+    {"stall-at-step", DT_AT_INT(dp_opts, stall_at_step), .def = "0", .min = 0, .max = 1e9,
+     .help = "(tests) ... at this step of its first epoch (0: halfway through it)", .hidden = 1},
+};
+
+static const dt_scheme_ops dp_ops = {
+    .start = dp_start,
+    .serve = dp_serve,
+    .begin_step = dp_begin_step,
+    .optimizer_step = dp_optimizer_step,
+    .end_epoch = dp_end_epoch,
+    .finish = dp_finish,
+    .model_for_eval = dp_model_for_eval,
+    .summary = dp_summary,
+    .destroy = dp_destroy,
+};
+
+static dt_status dp_create(dt_scheme *s) {
+    dp_impl *p = calloc(1, sizeof *p);
+    if (!p) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    s->impl = p;
+    s->ops = &dp_ops;
+    const dp_opts *o = s->opts;
+    s->nservers = o->servers;
+    s->own_baseline = 1; /* a pull every step and a push every step, counted as they would be */
+    p->spec = s->codec; /* the codec is made at start */
+    p->fetch_every = o->fetch_every;
+    p->push_every = o->push_every;
+    p->timeout = o->worker_timeout;
+    p->stall_seconds = o->stall_seconds;
+    p->stall_at_step = o->stall_at_step;
+    return DT_OK;
+}
+
+const dt_scheme_def dt_scheme_downpour = {
+    .name = "downpour", .summary = "asynchronous parameter server: workers push gradients and pull parameters",
+    DT_SCHEME_FLAGS(dp_flags, dp_opts), .compress = DT_COMPRESS_YES, .create = dp_create,
+};

@@ -1,0 +1,272 @@
+/* downpour: the server's side (design: docs/downpour.md). */
+#include "schemes/downpour_state.h"
+
+#include "comm/watch.h"
+
+static int all_finished(const dp_impl *p, int count_dropped) {
+    for (int w = 0; w < p->W; w++)
+        if (!p->done[w] && !p->gone[w] && !(count_dropped && p->wdropped[w])) return 0;
+    return 1;
+}
+
+/* At the end: a dropped worker that has not said DONE in 3 x --worker-timeout since it was
+ * last heard is stopped or hung (a live one learns it was dropped at its next message and says
+ * DONE at once). The end goes on without it. */
+static void mark_gone(dt_step_ctx *t, dp_impl *p) {
+    const double now = dt_now();
+    for (int w = 0; w < p->W; w++) {
+        if (!p->wdropped[w] || p->done[w] || p->gone[w] || now - p->last_heard[w] < 3 * p->timeout) continue;
+        p->gone[w] = 1;
+        fprintf(stderr, "dtrain: warning: downpour: worker rank %d still silent after %.0f s: left out of the end of the run "
+                "(server rank %d)\n", p->S + w, now - p->last_heard[w], t->comm->rank);
+        fflush(stderr);
+    }
+}
+
+/* Rank 0 with one server: evaluates its parameters now, for epoch e's report (e > 0) or
+ * between epochs (e == 0). Once an evaluation reaches --target-acc the model stays as it is
+ * (later pushes are discarded) and every pull is answered with STOP. */
+static dt_status server_eval(dt_step_ctx *t, dp_impl *p, int e) {
+    const dt_counters *c = &t->comm->c;
+    dt_server_eval ev = {.params = dt_model_params(t->model), .state = p->eval_state, .step = (long)(p->applied / p->W),
+                         /* every counted message is one this server sent or received */
+                         .msgs = (double)(c->msgs_sent + c->msgs_recv), .bytes = (double)(c->bytes_sent + c->bytes_recv),
+                         /* per worker step begun (pulled, with --fetch-every 1) or applied: a pull
+                          * request and a push from the worker, the server's reply */
+                         .baseline = 3.0 * (double)(p->pulls > p->applied ? p->pulls : p->applied)};
+    const double t0 = dt_now();
+    dt_status st = e > 0 ? t->report_epoch(t->host, e, p->e_loss[e] / p->e_seen[e], p->e_correct[e] / p->e_seen[e], &ev)
+                         : t->report_step(t->host, &ev);
+    /* the server was not listening meanwhile: that is no worker's silence */
+    const double busy = dt_now() - t0;
+    for (int w = 0; w < p->W; w++) p->last_heard[w] += busy;
+    if (ev.reached) p->stopping = 1;
+    return st;
+}
+
+/* Rank 0 with one server: reports epoch e once every live worker has finished it (after the
+ * target was reached there is nothing new to report: the model is the one that reached it). */
+static dt_status maybe_report(dt_step_ctx *t, dp_impl *p) {
+    if (!p->reports) return DT_OK;
+    const int epochs = t->run.epochs;
+    while (!p->stopping) {
+        int e = p->last_reported + 1;
+        while (e <= epochs && p->e_n[e] == 0) e++;
+        if (e > epochs) return DT_OK;
+        for (int w = 0; w < p->W; w++)
+            if (!p->done[w] && !p->wdropped[w] && p->wep[w] < e) return DT_OK;
+        for (size_t i = 0; i < p->ns; i++) p->eval_state[i] = (float)(p->e_state[(size_t)e * p->ns + i] / p->e_n[e]);
+        p->last_reported = e;
+        dt_status st = server_eval(t, p, e);
+        if (st != DT_OK) return st;
+    }
+    return DT_OK;
+}
+
+/* --eval-every-steps N (rank 0, one server): an evaluation each time the workers' mean
+ * position, in the worker steps the server applied, passes a multiple of N, except where an
+ * epoch's own evaluation is planned (the synchronous schemes skip that one too). */
+static dt_status maybe_eval_step(dt_step_ctx *t, dp_impl *p) {
+    const long N = t->run.eval_every_steps, spe = t->run.steps_per_epoch, every = t->run.eval_every;
+    if (!p->reports || N <= 0 || p->stopping) return DT_OK;
+    const long step = (long)(p->applied / p->W), e = step / spe;
+    if (step < p->next_eval) return DT_OK;
+    p->next_eval = (step / N + 1) * N;
+    if (step % spe == 0 && (e == t->run.epochs || (every > 0 && e % every == 0))) return DT_OK;
+    return server_eval(t, p, 0);
+}
+
+static dt_status evaluations(dt_step_ctx *t, dp_impl *p) {
+    dt_status st = maybe_report(t, p);
+    return st != DT_OK ? st : maybe_eval_step(t, p);
+}
+
+static void check_timeouts(dt_step_ctx *t, dp_impl *p) {
+    const double now = dt_now();
+    p->last_check = now;
+    if (p->timeout <= 0) return;
+    for (int w = 0; w < p->W; w++) {
+        if (p->done[w] || p->wdropped[w] || now - p->last_heard[w] <= p->timeout) continue;
+        p->wdropped[w] = 1;
+        p->silent[w] = now - p->last_heard[w];
+        fprintf(stderr, "dtrain: warning: downpour: worker rank %d silent for %.1f s (--worker-timeout %g): dropped by server rank %d, the other workers carry on\n",
+                p->S + w, p->silent[w], p->timeout, t->comm->rank);
+        fflush(stderr);
+    }
+}
+
+static dt_status server_reply(dt_step_ctx *t, dp_impl *p, int w) {
+    const int dest = p->S + w;
+    double t0 = dt_now();
+    int err = MPI_SUCCESS;
+    if (p->oreq[w] != MPI_REQUEST_NULL) err = MPI_Wait(&p->oreq[w], MPI_STATUS_IGNORE);
+    msg_hdr h = {.version = p->sversion};
+    memcpy(p->obuf[w], &h, HDR);
+    size_t bytes = HDR;
+    const int tag = p->wdropped[w] ? TAG_DROPPED : p->stopping ? TAG_STOP : TAG_REPLY;
+    if (tag == TAG_REPLY) {
+        const size_t n = dp_slice_n(p, p->server);
+        const float *x = dt_model_params(t->model) + p->lo[p->server];
+        if (p->codec) /* parameter payload: the change since the copy worker w holds */
+            dt_codec_encode_delta(p->codec, x, p->scopy + (size_t)w * n, n, p->obuf[w] + HDR);
+        else
+            memcpy(p->obuf[w] + HDR, x, n * sizeof(float));
+        bytes += dp_pay_bytes(p, p->server);
+    }
+    if (err == MPI_SUCCESS) err = MPI_Isend(p->obuf[w], (int)bytes, MPI_BYTE, dest, tag, t->comm->comm, &p->oreq[w]);
+    t->comm->c.t_comm += dt_now() - t0;
+    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Isend (downpour reply)");
+    dt_count_send(t->comm, 1, bytes);
+    /* a run communicating at every step learns to stop so too (the worker adds its request) */
+    if (tag == TAG_STOP) t->comm->c.baseline_msgs++;
+    return DT_OK;
+}
+
+static dt_status server_apply(dt_step_ctx *t, dp_impl *p, int w, const msg_hdr *h, const float *g) {
+    const int k = p->server;
+    const double stale = (double)(p->sversion - h->version);
+    p->stale_sum += stale;
+    p->stale_n += 1;
+    if (stale > p->stale_max) p->stale_max = stale;
+    p->pushes[w]++;
+    p->applied += h->count;
+    const float lr = dt_schedule_lr(t->sched, h->epoch_pos, t->run.epochs);
+    /* the run's SGD over this server's slice; the momentum buffer is the slice of t->opt */
+    dt_sgd view = *t->opt;
+    view.n = dp_slice_n(p, k);
+    view.buf = t->opt->buf ? t->opt->buf + p->lo[k] : NULL;
+    double t0 = dt_now();
+    dt_sgd_step(&view, dt_model_params(t->model) + p->lo[k], g, lr);
+    t->comm->c.t_compute += dt_now() - t0;
+    t->opt->started = view.started;
+    p->sversion++;
+    return DT_OK;
+}
+
+static dt_status server_handle(dt_step_ctx *t, dp_impl *p, MPI_Message *msg, MPI_Status *status) {
+    int cnt = 0;
+    dt_status gs = dt_mpi_check(MPI_Get_count(status, MPI_BYTE, &cnt), "MPI_Get_count (downpour)");
+    if (gs != DT_OK) return gs;
+    const int src = status->MPI_SOURCE, tag = status->MPI_TAG, w = src - p->S;
+    if (w < 0 || w >= p->W || cnt < (int)HDR || (size_t)cnt > p->incap) {
+        /* take it anyway (into a scratch buffer) so that it is not left unmatched */
+        char *junk = malloc(cnt > 0 ? (size_t)cnt : 1);
+        int err = junk ? MPI_Mrecv(junk, cnt, MPI_BYTE, msg, MPI_STATUS_IGNORE) : MPI_SUCCESS;
+        free(junk);
+        if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Mrecv (downpour, unexpected message)");
+        return dt_fail(DT_ERR_MPI, "downpour: server rank %d got an unexpected message from rank %d (tag %d, %d bytes)",
+                       t->comm->rank, src, tag, cnt);
+    }
+    double t0 = dt_now();
+    int err = MPI_Mrecv(p->inbuf, cnt, MPI_BYTE, msg, MPI_STATUS_IGNORE);
+    t->comm->c.t_comm += dt_now() - t0;
+    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Mrecv (downpour)");
+    /* EPOCH is measurement and DONE control (docs/accounting.md): not training traffic */
+    if (tag == TAG_PULL || tag == TAG_PUSH) dt_count_recv(t->comm, 1, (uint64_t)cnt);
+    p->last_heard[w] = dt_now();
+    msg_hdr h;
+    memcpy(&h, p->inbuf, HDR);
+    const float *payload = (const float *)(p->inbuf + HDR);
+    const int live = !p->wdropped[w] && !p->done[w];
+    switch (tag) {
+    case TAG_PULL:
+        p->pulls += live;
+        return server_reply(t, p, w);
+    case TAG_PUSH:
+        if ((size_t)cnt != HDR + dp_pay_bytes(p, p->server))
+            return dt_fail(DT_ERR_MPI, "downpour: push of %d bytes from rank %d, expected %zu", cnt, src,
+                           HDR + dp_pay_bytes(p, p->server));
+        if (!live || p->stopping) return DT_OK; /* a dropped worker's, or after --target-acc: discarded */
+        if (p->codec) {
+            t0 = dt_now();
+            dt_codec_decode(p->codec, p->inbuf + HDR, dp_slice_n(p, p->server), p->grad);
+            t->comm->c.t_comm += dt_now() - t0;
+            payload = p->grad;
+        }
+        return server_apply(t, p, w, &h, payload);
+    case TAG_EPOCH:
+        if ((size_t)cnt != HDR + p->ns * sizeof(float) || h.epoch < 1 || h.epoch > t->run.epochs)
+            return dt_fail(DT_ERR_MPI, "downpour: bad epoch report from rank %d", src);
+        if ((int)h.epoch > p->epochs_reported) p->epochs_reported = (int)h.epoch;
+        if (live && p->reports) {
+            const int e = (int)h.epoch;
+            p->e_loss[e] += h.loss_sum;
+            p->e_seen[e] += (double)h.count;
+            p->e_correct[e] += h.correct;
+            p->e_n[e] += 1;
+            for (size_t i = 0; i < p->ns; i++) p->e_state[(size_t)e * p->ns + i] += payload[i];
+            p->wep[w] = e;
+        }
+        return DT_OK;
+    case TAG_DONE:
+        p->done[w] = 1;
+        t->comm->c.baseline_msgs += (uint64_t)h.steps; /* one reply per step, had it pulled every step */
+        return DT_OK;
+    default:
+        return dt_fail(DT_ERR_MPI, "downpour: server rank %d got tag %d from rank %d", t->comm->rank, tag, src);
+    }
+}
+
+/* Serves until every worker is done (drain) or done or dropped (!drain). */
+static dt_status server_loop(dt_step_ctx *t, dp_impl *p, int drain) {
+    dt_status st = DT_OK;
+    while (!all_finished(p, !drain)) {
+        int flag = 0;
+        MPI_Message msg;
+        MPI_Status status;
+        double t0 = dt_now();
+        int err = MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, t->comm->comm, &flag, &msg, &status);
+        t->comm->c.t_comm += dt_now() - t0;
+        if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Improbe (downpour)");
+        if (flag) {
+            if ((st = server_handle(t, p, &msg, &status)) != DT_OK) return st;
+            /* where the server is, for its board: the trainer's loop, which marks the workers'
+             * steps, does not run on a server */
+            const int e = p->epochs_reported < t->run.epochs ? p->epochs_reported + 1 : t->run.epochs;
+            dt_watch_progress(e, (long)(p->applied / (p->W > 0 ? p->W : 1)));
+            /* judge silence also when messages keep coming, but not on every one */
+            if (!drain && dt_now() - p->last_check > p->timeout / 4) check_timeouts(t, p);
+            if ((st = evaluations(t, p)) != DT_OK) return st;
+            continue;
+        }
+        if (!drain) check_timeouts(t, p);
+        else mark_gone(t, p);
+        if ((st = evaluations(t, p)) != DT_OK) return st;
+        dp_nap(100000);
+    }
+    return evaluations(t, p);
+}
+
+dt_status dp_serve(dt_scheme *s, dt_step_ctx *t) {
+    dp_impl *p = s->impl;
+    const double now = dt_now();
+    for (int w = 0; w < p->W; w++) p->last_heard[w] = now;
+    p->last_check = now;
+    return server_loop(t, p, 0);
+}
+
+dt_status dp_server_finish(dt_step_ctx *t, dp_impl *p) {
+    /* dropped workers still send what they had in flight, then DONE */
+    dt_status st = server_loop(t, p, 1);
+    for (int w = 0; st == DT_OK && w < p->W; w++) {
+        if (p->oreq[w] == MPI_REQUEST_NULL) continue;
+        if (p->gone[w]) { /* nobody will take it: let MPI forget it */
+            MPI_Request_free(&p->oreq[w]);
+            continue;
+        }
+        /* every reply answers a pull whose worker waits for it */
+        double t0 = dt_now(), end = t0 + p->deadline;
+        int flag = 0;
+        while (!flag) {
+            int err = MPI_Test(&p->oreq[w], &flag, MPI_STATUS_IGNORE);
+            if (err != MPI_SUCCESS) { st = dt_mpi_check(err, "MPI_Test (downpour reply)"); break; }
+            if (!flag && dt_now() > end) {
+                st = dt_fail(DT_ERR_MPI, "downpour: worker rank %d did not take its last reply", p->S + w);
+                break;
+            }
+            if (!flag) dp_nap(50000);
+        }
+        t->comm->c.t_comm += dt_now() - t0;
+    }
+    return st;
+}

@@ -1,0 +1,87 @@
+/* dpsgd: decentralized neighbour averaging every step (Lian et al. 2017). Every tensor goes
+ * to every neighbour every step through the one-sided windows of gossip.h, in lock-step, and
+ * step k mixes the neighbours' x_j(k) before the local gradient step. It is EventGraD in
+ * lock-step with threshold 0, and the tests hold the two equal bit for bit.
+ * --compress: parameter payloads against copies (gossip.h). */
+#include <stdlib.h>
+
+#include "schemes/gossip.h"
+#include "comm/topology.h"
+
+typedef struct {
+    dt_gossip *g;   /* first: gossip.h's shared hooks find it there */
+    int *all;     /* every tensor index */
+    int T;
+} dpsgd_impl;
+
+typedef struct {
+    int topology; /* dt_topology_kinds */
+} dpsgd_opts;
+
+static const dt_flag dpsgd_flags[] = {
+    {"topology", DT_AT_CHOICE(dpsgd_opts, topology, dt_topology_kinds), .def = "ring",
+     .help = "ring | torus | exponential | complete"},
+};
+
+static dt_status dpsgd_start(dt_scheme *s, dt_step_ctx *c) {
+    dpsgd_impl *d = s->impl;
+    d->T = dt_model_num_tensors(c->model);
+    if (!(d->all = malloc((size_t)d->T * sizeof *d->all))) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < d->T; i++) d->all[i] = i;
+    const dpsgd_opts *o = s->opts;
+    return dt_gossip_create(c, dt_topology_kinds[o->topology], &s->codec, &d->g);
+}
+
+static dt_status dpsgd_after_backward(dt_scheme *s, dt_step_ctx *c) {
+    dpsgd_impl *d = s->impl;
+    float *x = dt_model_params(c->model);
+    dt_status st = dt_gossip_send(d->g, c->comm, d->all, d->T, x);
+    if (st == DT_OK) st = dt_gossip_receive_sync(d->g, c->comm);
+    if (st == DT_OK) dt_gossip_mix(d->g, x); /* x(k+1) before the gradient step */
+    return st;
+}
+
+static dt_status dpsgd_save(dt_scheme *s, dt_step_ctx *c, dt_records *out) {
+    dpsgd_impl *d = s->impl;
+    (void)c;
+    return dt_gossip_save(d->g, NULL, 0, out);
+}
+
+static dt_status dpsgd_load(dt_scheme *s, dt_step_ctx *c, const dt_tfile *f, const char *path) {
+    dpsgd_impl *d = s->impl;
+    return dt_gossip_load(d->g, c->comm, NULL, 0, "--topology", f, path);
+}
+
+static void dpsgd_destroy(dt_scheme *s) {
+    dpsgd_impl *d = s->impl;
+    if (!d) return;
+    dt_gossip_free(d->g);
+    free(d->all);
+    free(d);
+}
+
+static const dt_scheme_ops dpsgd_ops = {
+    .start = dpsgd_start,
+    .after_backward = dpsgd_after_backward,
+    .end_epoch = dt_gossip_hook_end_epoch,
+    .finish = dt_gossip_hook_finish,
+    .save_state = dpsgd_save,
+    .load_state = dpsgd_load,
+    .abandon = dt_gossip_hook_abandon,
+    .destroy = dpsgd_destroy,
+};
+
+static dt_status dpsgd_create(dt_scheme *s) {
+    dpsgd_impl *d = calloc(1, sizeof *d);
+    if (!d) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    s->impl = d;
+    s->ops = &dpsgd_ops;
+    s->decentralized = 1;
+    s->own_baseline = 1; /* it sends less than every tensor every step */
+    return DT_OK;
+}
+
+const dt_scheme_def dt_scheme_dpsgd = {
+    .name = "dpsgd", .summary = "average with the graph neighbours every step (one-sided, lock-step)",
+    DT_SCHEME_FLAGS(dpsgd_flags, dpsgd_opts), .compress = DT_COMPRESS_YES, .create = dpsgd_create,
+};

@@ -1,0 +1,153 @@
+/* eventgrad: event-triggered decentralized SGD (docs/algorithms.md).
+ * Each step, after the local gradient at x(k): every tensor whose norm moved by at least its
+ * threshold since it was last sent (the sender rule of trigger.h) is written into every
+ * neighbour's window (gossip.h: one-sided, the receiver takes no part); then the rank mixes
+ * its parameters with the last values it received from each neighbour, and the trainer
+ * applies the local gradient step. --sync makes it lock-step (deterministic: with const:0 it
+ * is dpsgd bit for bit); without it nobody waits. --compress needs --sync (gossip.h). */
+#include <math.h>
+#include <stdlib.h>
+
+#include "schemes/gossip.h"
+#include "schemes/trigger.h"
+#include "comm/topology.h"
+
+typedef struct {
+    dt_gossip *g;   /* first: gossip.h's shared hooks find it there */
+    int sync;
+    int mix_fresh;  /* --mix */
+    dt_trigger trig;
+    int *send_list; /* tensors triggered this step */
+} eg_impl;
+
+enum { MIX_AUTO, MIX_EVERY, MIX_FRESH };
+static const char *const mix_words[] = {"auto", "every", "fresh", NULL};
+
+typedef struct {
+    int topology;          /* dt_topology_kinds */
+    dt_trigger_opts trig;  /* the sender rule's flags */
+    int sync, mix, max_lag;
+} eg_opts;
+
+static const dt_flag eg_flags[] = {
+    {"topology", DT_AT_CHOICE(eg_opts, topology, dt_topology_kinds), .def = "ring",
+     .help = "ring | torus | exponential | complete"},
+    {"threshold", DT_AT_CUSTOM(eg_opts, trig.threshold, dt_threshold, dt_threshold_parse, dt_threshold_format),
+     .def = "adaptive", .help = "adaptive | const:C"},
+    {"horizon", DT_AT_FLOAT(eg_opts, trig.horizon), .def = "1", .min = 0, .max = 1e9, .min_open = 1,
+     .help = "the threshold is horizon x the mean slope"},
+    {"history", DT_AT_INT(eg_opts, trig.history), .def = "2", .min = 1, .max = 1000,
+     .help = "adaptive thresholds: slopes averaged"},
+    {"threshold-decay", DT_AT_FLOAT(eg_opts, trig.decay), .def = "1", .min = 0, .max = 1, .min_open = 1,
+     .help = "threshold factor per step without a send, (0, 1]"},
+    {"warmup-steps", DT_AT_INT(eg_opts, trig.warmup), .def = "30", .min = 0, .max = 1e9,
+     .help = "always send during the first N steps"},
+    {"sync", DT_AT_SWITCH(eg_opts, sync), .def = "0", .help = "lock-step, deterministic"},
+    {"mix", DT_AT_CHOICE(eg_opts, mix, mix_words), .def = "auto",
+     .help = "every: mix every tensor every step with the last copies (the paper) | fresh: only tensors of which "
+             "something new arrived | auto: fresh without --sync"},
+    {"max-lag", DT_AT_INT(eg_opts, max_lag), .def = "6", .min = 0, .max = 1000,
+     .help = "asynchronous: steps a round of sends may be on its way while the next ones compute (0: each send waits "
+             "for the link)"},
+};
+
+static dt_status eg_start(dt_scheme *s, dt_step_ctx *c) {
+    eg_impl *e = s->impl;
+    const eg_opts *o = s->opts;
+    const int T = dt_model_num_tensors(c->model);
+    dt_status st = dt_trigger_init(&e->trig, T, &o->trig);
+    if (st != DT_OK) return st;
+    if (!(e->send_list = malloc((size_t)(T ? T : 1) * sizeof *e->send_list))) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    st = dt_gossip_create(c, dt_topology_kinds[o->topology], &s->codec, &e->g);
+    /* without --sync nobody waits for anyone, the link included: sends overlap the next steps */
+    if (st == DT_OK && !e->sync && o->max_lag > 0) st = dt_gossip_overlap(e->g, o->max_lag);
+    return st;
+}
+
+static double tensor_norm(const float *x, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
+    return sqrt(s);
+}
+
+static dt_status eg_grads_ready(dt_scheme *s, dt_step_ctx *c, size_t from) {
+    eg_impl *e = s->impl;
+    (void)c;
+    (void)from;
+    return e->sync ? DT_OK : dt_gossip_progress(e->g);
+}
+
+static dt_status eg_after_backward(dt_scheme *s, dt_step_ctx *c) {
+    eg_impl *e = s->impl;
+    float *x = dt_model_params(c->model);
+    int nsend = 0;
+    for (int i = 0; i < e->trig.T; i++) {
+        const dt_tensor_view *v = dt_model_tensor(c->model, i);
+        if (dt_trigger_decide(&e->trig, i, c->step, tensor_norm(x + v->offset, v->numel))) e->send_list[nsend++] = i;
+    }
+    /* all triggered tensors to all neighbours: one flush round per step */
+    dt_status st = dt_gossip_send(e->g, c->comm, e->send_list, nsend, x);
+    if (st == DT_OK) st = e->sync ? dt_gossip_receive_sync(e->g, c->comm) : dt_gossip_receive(e->g, c->comm);
+    if (st == DT_OK) { /* x(k+1) before the gradient step */
+        if (e->mix_fresh) dt_gossip_mix_fresh(e->g, x);
+        else dt_gossip_mix(e->g, x);
+    }
+    return st;
+}
+
+/* Checkpoints: the sender rule's state per tensor and the gossip state; --history shapes
+ * the saved slopes, so it is part of the graph record */
+static dt_status eg_save(dt_scheme *s, dt_step_ctx *c, dt_records *out) {
+    eg_impl *e = s->impl;
+    (void)c;
+    dt_status st = dt_gossip_save(e->g, &e->trig.history, 1, out);
+    return st == DT_OK ? dt_trigger_save(&e->trig, out) : st;
+}
+
+static dt_status eg_load(dt_scheme *s, dt_step_ctx *c, const dt_tfile *f, const char *path) {
+    eg_impl *e = s->impl;
+    dt_status st = dt_gossip_load(e->g, c->comm, &e->trig.history, 1, "--topology or --history", f, path);
+    return st == DT_OK ? dt_trigger_load(&e->trig, f, path) : st;
+}
+
+static void eg_destroy(dt_scheme *s) {
+    eg_impl *e = s->impl;
+    if (!e) return;
+    dt_gossip_free(e->g);
+    dt_trigger_free(&e->trig);
+    free(e->send_list);
+    free(e);
+}
+
+static const dt_scheme_ops eg_ops = {
+    .start = eg_start,
+    .grads_ready = eg_grads_ready,
+    .after_backward = eg_after_backward,
+    .end_epoch = dt_gossip_hook_end_epoch,
+    .finish = dt_gossip_hook_finish,
+    .save_state = eg_save,
+    .load_state = eg_load,
+    .abandon = dt_gossip_hook_abandon,
+    .destroy = eg_destroy,
+};
+
+static dt_status eg_create(dt_scheme *s) {
+    const eg_opts *o = s->opts;
+    if (s->codec.kind != DT_CODEC_NONE && !o->sync)
+        return dt_fail(DT_ERR_ARG, "--compress %s: eventgrad needs --sync (a one-sided slot keeps only the newest "
+                       "write, so a change could be overwritten before it is read)", s->cfg->compress);
+    eg_impl *e = calloc(1, sizeof *e);
+    if (!e) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    e->sync = o->sync;
+    e->mix_fresh = o->mix == MIX_FRESH || (o->mix == MIX_AUTO && !o->sync);
+    s->impl = e;
+    s->ops = &eg_ops;
+    s->decentralized = 1;
+    s->own_baseline = 1; /* it sends less than every tensor every step */
+    return DT_OK;
+}
+
+const dt_scheme_def dt_scheme_eventgrad = {
+    .name = "eventgrad", .summary = "send a tensor to the neighbours only when its norm moved past a threshold",
+    DT_SCHEME_FLAGS(eg_flags, eg_opts), .compress = DT_COMPRESS_WITH_SYNC, .create = eg_create,
+};

@@ -1,0 +1,162 @@
+/* fedavg (local SGD / federated averaging): every rank trains on its shard for K steps
+ * (--local-steps K, or --local-epochs E = E epochs of steps), then the models are averaged
+ * with aggregation weights: average 1/N; samples proportional to the shard size; loss
+ * proportional to the rank's mean training loss over the round (worse ranks count more).
+ * One allreduce carries w_r*x_r and w_r together, so the weights need no extra message.
+ *
+ * --compress C (not none): the models are averaged through rank 0 with parameter payloads
+ * against copies in both directions (paramavg.h), w_r riding in the uplink message; a round
+ * is then a gather and a broadcast (N-1 messages at rank 0, 1 elsewhere). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "schemes/paramavg.h"
+#include "schemes/scheme.h"
+
+typedef struct {
+    dt_param_weighting agg;
+    long every;        /* K */
+    long since;        /* steps since the last averaging */
+    double round_loss; /* sum of the round's batch losses (--aggregate loss) */
+    long round_batches;
+    double saved[3];   /* checkpoints: since, round_loss, round_batches (records keep pointers) */
+    float *buf;        /* [w*x | w*state | w] */
+    dt_param_avg *avg; /* --compress */
+} fedavg_impl;
+
+typedef struct {
+    long local_steps;
+    int local_epochs, local_epochs_given;
+    dt_param_weighting aggregate;
+} fedavg_opts;
+
+static const dt_flag fedavg_flags[] = {
+    {"local-steps", DT_AT_INT(fedavg_opts, local_steps), .def = "0", .min = 0, .max = 1e9,
+     .help = "steps between averagings (0: --local-epochs)"},
+    {"local-epochs", DT_AT_INT(fedavg_opts, local_epochs), DT_GIVEN(fedavg_opts, local_epochs_given), .def = "1",
+     .min = 1, .max = 1e6, .help = "epochs between averagings"},
+    {"aggregate", DT_AT_CHOICE(fedavg_opts, aggregate, dt_param_weighting_words), .def = "average",
+     .help = "average | samples | loss (weights of the ranks' models)"},
+};
+
+/* One allreduce of [w*x | w*state | w]: the weighted mean without an extra message for w. */
+static dt_status allreduce_average(dt_step_ctx *c, fedavg_impl *f, float w) {
+    const size_t np = dt_model_num_params(c->model), ns = dt_model_num_state(c->model);
+    float *x = dt_model_params(c->model), *state = dt_model_state(c->model);
+    for (size_t i = 0; i < np; i++) f->buf[i] = w * x[i];
+    for (size_t i = 0; i < ns; i++) f->buf[np + i] = w * state[i];
+    f->buf[np + ns] = w;
+    dt_status st = dt_allreduce_sum(c->comm, f->buf, np + ns + 1);
+    if (st != DT_OK) return st;
+    const float inv = 1.0f / f->buf[np + ns];
+    for (size_t i = 0; i < np; i++) x[i] = f->buf[i] * inv;
+    for (size_t i = 0; i < ns; i++) state[i] = f->buf[np + i] * inv;
+    return DT_OK;
+}
+
+static dt_status fedavg_average(dt_step_ctx *c, fedavg_impl *f) {
+    const float w = dt_param_weight(f->agg, c->run.shard_n, f->round_loss, f->round_batches);
+    dt_status st = f->avg ? dt_param_avg_run(f->avg, c->comm, dt_model_params(c->model), dt_model_state(c->model), w)
+                          : allreduce_average(c, f, w);
+    f->round_loss = 0;
+    f->round_batches = 0;
+    f->since = 0;
+    return st;
+}
+
+static dt_status fedavg_start(dt_scheme *s, dt_step_ctx *c) {
+    fedavg_impl *f = s->impl;
+    const fedavg_opts *o = s->opts;
+    f->every = o->local_steps > 0 ? o->local_steps : (long)o->local_epochs * c->run.steps_per_epoch;
+    if (s->codec.kind != DT_CODEC_NONE)
+        return dt_param_avg_create(&s->codec, c->comm, dt_model_params(c->model), dt_model_num_params(c->model),
+                                   dt_model_num_state(c->model), &f->avg);
+    const size_t n = dt_model_num_params(c->model) + dt_model_num_state(c->model) + 1;
+    if (!(f->buf = malloc(n * sizeof(float)))) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    return DT_OK;
+}
+
+/* messages of one averaging: what averaging at every step would send per step */
+static uint64_t round_msgs(const dt_step_ctx *c, const fedavg_impl *f) {
+    if (f->avg) return dt_param_avg_round_msgs(c->comm);
+    return c->comm->size > 1 ? 2 * (uint64_t)(c->comm->size - 1) : 0;
+}
+
+static dt_status fedavg_end_step(dt_scheme *s, dt_step_ctx *c) {
+    fedavg_impl *f = s->impl;
+    f->round_loss += c->loss;
+    f->round_batches++;
+    c->comm->c.baseline_msgs += round_msgs(c, f);
+    if (++f->since < f->every) return DT_OK;
+    return fedavg_average(c, f);
+}
+
+/* the last round may be short: average what there is */
+static dt_status fedavg_finish(dt_scheme *s, dt_step_ctx *c) {
+    fedavg_impl *f = s->impl;
+    return f->since > 0 ? fedavg_average(c, f) : DT_OK;
+}
+
+/* checkpoints: where the round stands (steps since the last averaging, the loss summed for
+ * --aggregate loss) and, with --compress, the copies */
+static dt_status fedavg_save(dt_scheme *s, dt_step_ctx *c, dt_records *out) {
+    fedavg_impl *f = s->impl;
+    f->saved[0] = (double)f->since;
+    f->saved[1] = f->round_loss;
+    f->saved[2] = (double)f->round_batches;
+    dt_status st = dt_records_add_raw(out, "round", f->saved, sizeof f->saved);
+    if (st == DT_OK && f->avg) st = dt_param_avg_save(f->avg, c->comm, out);
+    return st;
+}
+
+static dt_status fedavg_load(dt_scheme *s, dt_step_ctx *c, const dt_tfile *tf, const char *path) {
+    fedavg_impl *f = s->impl;
+    double round[3];
+    dt_status st = dt_tfile_take(tf, path, "round", round, sizeof round);
+    if (st != DT_OK) return st;
+    /* numbers from a file are checked before the cast (a NaN or 1e300 cast to long is
+     * undefined), even under a valid checksum */
+    if (!(round[0] >= 0 && round[0] <= 1e15) || !(round[2] >= 0 && round[2] <= 1e15))
+        return dt_fail(DT_ERR_FORMAT, "%s: fedavg:round holds %g steps and %g batches, expected counts >= 0 (a corrupt "
+                       "or forged checkpoint)", path, round[0], round[2]);
+    f->since = (long)round[0];
+    f->round_loss = round[1];
+    f->round_batches = (long)round[2];
+    return f->avg ? dt_param_avg_load(f->avg, c->comm, tf, path) : DT_OK;
+}
+
+static void fedavg_destroy(dt_scheme *s) {
+    fedavg_impl *f = s->impl;
+    if (!f) return;
+    free(f->buf);
+    dt_param_avg_free(f->avg);
+    free(f);
+}
+
+static const dt_scheme_ops fedavg_ops = {
+    .start = fedavg_start,
+    .end_step = fedavg_end_step,
+    .finish = fedavg_finish,
+    .save_state = fedavg_save,
+    .load_state = fedavg_load,
+    .destroy = fedavg_destroy,
+};
+
+static dt_status fedavg_create(dt_scheme *s) {
+    const fedavg_opts *o = s->opts;
+    if (o->local_steps > 0 && o->local_epochs_given)
+        return dt_fail(DT_ERR_ARG, "--local-steps and --local-epochs: give one of them");
+    fedavg_impl *f = calloc(1, sizeof *f);
+    if (!f) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    f->agg = o->aggregate;
+    s->impl = f;
+    s->ops = &fedavg_ops;
+    s->decentralized = 1;
+    s->own_baseline = 1; /* it sends less than every tensor every step */
+    return DT_OK;
+}
+
+const dt_scheme_def dt_scheme_fedavg = {
+    .name = "fedavg", .summary = "local SGD for K steps or E epochs, then average the models (weighted)",
+    DT_SCHEME_FLAGS(fedavg_flags, fedavg_opts), .compress = DT_COMPRESS_YES, .create = fedavg_create,
+};

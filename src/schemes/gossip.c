@@ -1,0 +1,269 @@
+/* Gossip with graph neighbours through one-sided windows (see gossip.h): set-up, sending,
+ * reading, mixing, the end. The transport line is gossip_report.c's, the checkpoint records
+ * gossip_records.c's. */
+#include "schemes/gossip_state.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/topology.h"
+#include "comm/watch.h"
+
+enum { TAG_READY = 7101, TAG_READ = 7102, TAG_INIT = 7103 };
+
+void dt_gossip_free(dt_gossip *g) {
+    if (!g) return;
+    free(g->nbrs); free(g->off); free(g->len); free(g->xhat); free(g->req); free(g->statuses);
+    free(g->seq_out); free(g->seq_in); free(g->fresh_epoch);
+    dt_codec_free(g->codec);
+    free(g->cself); free(g->enc); free(g->eoff); free(g->ebytes); free(g->send_src); free(g->send_bytes);
+    free(g->rbuf);
+    free(g->graph);
+    free(g->fresh_t);
+    free(g);
+}
+
+/* --compress: codec, copies and buffers, a byte window with each tensor's encoded size as its
+ * capacity, and the starting copies: cself = x, xhat_j = neighbour j's x (exchanged once, not
+ * counted; equal to x from the common seed unless the ranks resumed from their own
+ * checkpoints). */
+static dt_status start_compressed(dt_gossip *g, const dt_codec_spec *spec, dt_comm *c, const float *x) {
+    size_t maxlen = 0, total = 0, maxb = 0;
+    for (int i = 0; i < g->T; i++) if (g->len[i] > maxlen) maxlen = g->len[i];
+    g->eoff = malloc((size_t)g->T * sizeof *g->eoff);
+    g->ebytes = malloc((size_t)g->T * sizeof *g->ebytes);
+    g->send_src = malloc((size_t)g->T * sizeof *g->send_src);
+    g->send_bytes = malloc((size_t)g->T * sizeof *g->send_bytes);
+    g->cself = malloc((g->np ? g->np : 1) * sizeof *g->cself);
+    if (!g->eoff || !g->ebytes || !g->send_src || !g->send_bytes || !g->cself)
+        return dt_fail(DT_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < g->T; i++) {
+        g->eoff[i] = total;
+        g->ebytes[i] = dt_codec_bytes(spec, g->len[i]);
+        total += g->ebytes[i];
+        if (g->ebytes[i] > maxb) maxb = g->ebytes[i];
+    }
+    g->enc = malloc(total ? total : 1);
+    g->rbuf = malloc(maxb ? maxb : 1);
+    if (!g->enc || !g->rbuf) return dt_fail(DT_ERR_NOMEM, "out of memory for %zu bytes of encoded payloads", total + maxb);
+    dt_status st = dt_codec_create(spec, maxlen, &g->codec);
+    if (st != DT_OK) return st;
+    memcpy(g->cself, x, g->np * sizeof(float));
+    if ((st = dt_win_create_bytes(c, g->nbrs, g->nn, g->ebytes, g->T, &g->win)) != DT_OK) return st;
+    double t0 = dt_now();
+    int err = MPI_SUCCESS;
+    for (int k = 0; k < g->nn && err == MPI_SUCCESS; k++) {
+        err = MPI_Irecv(g->xhat + (size_t)k * g->np, (int)g->np, MPI_FLOAT, g->nbrs[k], TAG_INIT, c->comm, &g->req[k]);
+        if (err == MPI_SUCCESS)
+            err = MPI_Isend(x, (int)g->np, MPI_FLOAT, g->nbrs[k], TAG_INIT, c->comm, &g->req[g->nn + k]);
+    }
+    if (err == MPI_SUCCESS) err = MPI_Waitall(2 * g->nn, g->req, g->statuses);
+    c->c.t_comm += dt_now() - t0;
+    return dt_mpi_check(err, "gossip --compress: exchanging the starting parameters");
+}
+
+static dt_status gossip_create(dt_step_ctx *ctx, const char *topology, const dt_codec_spec *spec, dt_gossip *g) {
+    dt_comm *c = ctx->comm;
+    int n = 0;
+    dt_status st = dt_topology_neighbors(topology, c->rank, c->size, NULL, 0, &n);
+    if (st != DT_OK && !dt_topology_known(topology)) return st;
+    if (!(g->nbrs = malloc((size_t)(n ? n : 1) * sizeof *g->nbrs))) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if ((st = dt_topology_neighbors(topology, c->rank, c->size, g->nbrs, n, &g->nn)) != DT_OK) return st;
+    g->W = 1.0f / (float)(g->nn + 1);
+    dt_model *m = ctx->model;
+    g->T = dt_model_num_tensors(m);
+    g->np = dt_model_num_params(m);
+    const size_t nn1 = (size_t)(g->nn ? g->nn : 1);
+    g->off = malloc((size_t)g->T * sizeof *g->off);
+    g->len = malloc((size_t)g->T * sizeof *g->len);
+    g->xhat = malloc(nn1 * g->np * sizeof(float));
+    g->req = malloc(2 * nn1 * sizeof *g->req);
+    g->statuses = malloc(2 * nn1 * sizeof *g->statuses);
+    g->seq_out = calloc(nn1 * (size_t)g->T, sizeof *g->seq_out);
+    g->seq_in = calloc(nn1 * (size_t)g->T, sizeof *g->seq_in);
+    g->fresh_epoch = calloc(nn1, sizeof *g->fresh_epoch);
+    g->fresh_t = calloc((size_t)g->T, 1);
+    if (!g->off || !g->len || !g->xhat || !g->req || !g->statuses || !g->seq_out || !g->seq_in || !g->fresh_epoch ||
+        !g->fresh_t)
+        return dt_fail(DT_ERR_NOMEM, "out of memory for %d neighbour copies of %zu parameters", g->nn, g->np);
+    for (int i = 0; i < g->T; i++) {
+        const dt_tensor_view *v = dt_model_tensor(m, i);
+        g->off[i] = v->offset;
+        g->len[i] = v->numel;
+    }
+    /* every rank starts from the same weights, so that is what each neighbour holds */
+    const float *x = dt_model_params(m);
+    for (int k = 0; k < g->nn; k++) memcpy(g->xhat + (size_t)k * g->np, x, g->np * sizeof(float));
+    g->overwritten_mark = c->c.overwritten;
+    if (spec->kind == DT_CODEC_NONE) return dt_win_create(c, g->nbrs, g->nn, g->np, g->off, g->len, g->T, &g->win);
+    return start_compressed(g, spec, c, x);
+}
+
+dt_status dt_gossip_create(dt_step_ctx *c, const char *topology, const dt_codec_spec *spec, dt_gossip **out) {
+    *out = NULL;
+    dt_gossip *g = calloc(1, sizeof *g);
+    if (!g) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    /* returned even on failure: what start made with every rank is freed with every rank */
+    *out = g;
+    return gossip_create(c, topology, spec, g);
+}
+
+dt_status dt_gossip_send(dt_gossip *g, dt_comm *c, const int *ts, int n, const float *x) {
+    c->c.baseline_msgs += (uint64_t)g->nn * (uint64_t)g->T;
+    g->sent_epoch += (uint64_t)g->nn * (uint64_t)n;
+    if (!g->codec) return dt_win_put_tensors(g->win, ts, n, x);
+    /* the change against the copy every neighbour holds, encoded; cself += decode */
+    double t0 = dt_now();
+    for (int q = 0; q < n; q++) {
+        const int i = ts[q];
+        unsigned char *buf = g->enc + g->eoff[i];
+        g->send_bytes[q] = dt_codec_encode_delta(g->codec, x + g->off[i], g->cself + g->off[i], g->len[i], buf);
+        g->send_src[q] = buf;
+    }
+    c->c.t_comm += dt_now() - t0;
+    return dt_win_put_tensors_bytes(g->win, ts, n, g->send_src, g->send_bytes);
+}
+
+/* Control messages to and from every neighbour: with out/in (T sequence numbers per
+ * neighbour: "my writes to you up to these have completed") or empty ("I have read"). */
+static dt_status exchange_tokens(dt_gossip *g, dt_comm *c, int tag, const uint64_t *out, uint64_t *in) {
+    static char token;
+    double t0 = dt_now();
+    const int cnt = out ? g->T : 0;
+    int err = MPI_SUCCESS, posted = 0;
+    for (int k = 0; k < g->nn && err == MPI_SUCCESS; k++) {
+        err = MPI_Irecv(in ? (void *)(in + (size_t)k * g->T) : &token, cnt, MPI_UINT64_T, g->nbrs[k], tag, c->comm, &g->req[k]);
+        if (err == MPI_SUCCESS)
+            err = MPI_Isend(out ? (const void *)(out + (size_t)k * g->T) : &token, cnt, MPI_UINT64_T, g->nbrs[k], tag,
+                            c->comm, &g->req[g->nn + k]);
+        posted = k + 1;
+    }
+    if (err == MPI_SUCCESS) err = MPI_Waitall(2 * posted, g->req, g->statuses);
+    c->c.t_comm += dt_now() - t0;
+    return dt_mpi_check(err, "gossip lock-step tokens (MPI_Irecv/MPI_Isend/MPI_Waitall)");
+}
+
+/* Reads tensor i of neighbour j into xhat: the floats themselves, or with --compress the
+ * encoded change, added to xhat; a change can only be applied if no write was missed. */
+static dt_status read_slot(dt_gossip *g, dt_comm *c, int j, int i, int *fresh) {
+    float *dst = g->xhat + (size_t)j * g->np + g->off[i];
+    if (!g->codec) return dt_win_read(g->win, j, i, dst, NULL, fresh);
+    const uint64_t before = dt_win_read_seq(g->win, j, i);
+    uint64_t seq = 0;
+    dt_status st = dt_win_read_bytes(g->win, j, i, g->rbuf, g->ebytes[i], &seq, fresh);
+    if (st != DT_OK || !*fresh) return st;
+    if (seq != before + 1)
+        return dt_fail(DT_ERR_STATE, "gossip --compress: writes %llu..%llu of tensor %d from rank %d were "
+                       "overwritten before they were read: the copies would diverge",
+                       (unsigned long long)before + 1, (unsigned long long)seq - 1, i, g->nbrs[j]);
+    double t0 = dt_now();
+    dt_codec_decode_add(g->codec, g->rbuf, g->len[i], dst);
+    c->c.t_comm += dt_now() - t0;
+    return DT_OK;
+}
+
+/* MPICH may apply a completed put only when this rank next calls into MPI, so read each
+ * tensor until the sequence number the neighbour announced has arrived. */
+static dt_status read_expected_spin(dt_gossip *g, dt_comm *c) {
+    const double deadline = dt_now() + 120.0;
+    for (int j = 0; j < g->nn; j++)
+        for (int i = 0; i < g->T; i++) {
+            const uint64_t want = g->seq_in[(size_t)j * g->T + i];
+            while (dt_win_read_seq(g->win, j, i) < want) {
+                int fresh = 0;
+                dt_status st = read_slot(g, c, j, i, &fresh);
+                if (st != DT_OK) return st;
+                g->fresh_epoch[j] += (uint64_t)fresh;
+                if (fresh) { g->fresh_t[i] = 1; continue; }
+                if ((st = dt_win_progress(g->win)) != DT_OK) return st;
+                if (dt_now() > deadline)
+                    return dt_fail(DT_ERR_MPI, "gossip: write %llu of tensor %d announced by rank %d did "
+                                   "not arrive within 120 s (slot header at %llu, last read %llu)",
+                                   (unsigned long long)want, i, g->nbrs[j],
+                                   (unsigned long long)dt_win_slot_seq(g->win, j, i),
+                                   (unsigned long long)dt_win_read_seq(g->win, j, i));
+            }
+        }
+    return DT_OK;
+}
+
+static dt_status read_expected(dt_gossip *g, dt_comm *c) {
+    dt_watch_wait_begin("a neighbour's announced put (lock-step)");
+    dt_status st = read_expected_spin(g, c);
+    dt_watch_wait_end();
+    return st;
+}
+
+static dt_status announce_and_read(dt_gossip *g, dt_comm *c) {
+    for (int j = 0; j < g->nn; j++)
+        for (int i = 0; i < g->T; i++) g->seq_out[(size_t)j * g->T + i] = dt_win_sent_seq(g->win, j, i);
+    dt_status st = exchange_tokens(g, c, TAG_READY, g->seq_out, g->seq_in);
+    return st == DT_OK ? read_expected(g, c) : st;
+}
+
+dt_status dt_gossip_receive_sync(dt_gossip *g, dt_comm *c) {
+    dt_status st = announce_and_read(g, c);
+    return st == DT_OK ? exchange_tokens(g, c, TAG_READ, NULL, NULL) : st;
+}
+
+dt_status dt_gossip_receive(dt_gossip *g, dt_comm *c) {
+    dt_status st = dt_win_progress(g->win);
+    for (int j = 0; j < g->nn && st == DT_OK; j++)
+        for (int i = 0; i < g->T && st == DT_OK; i++) {
+            int fresh = 0;
+            st = read_slot(g, c, j, i, &fresh);
+            g->fresh_epoch[j] += (uint64_t)fresh;
+            if (fresh) g->fresh_t[i] = 1;
+        }
+    return st;
+}
+
+/* x[lo, hi) <- W (x + sum_j xhat_j) */
+static void mix_range(const dt_gossip *g, float *x, size_t lo, size_t hi) {
+    for (size_t p = lo; p < hi; p++) {
+        float sum = x[p];
+        for (int j = 0; j < g->nn; j++) sum += g->xhat[(size_t)j * g->np + p];
+        x[p] = g->W * sum;
+    }
+}
+
+void dt_gossip_mix_fresh(dt_gossip *g, float *x) {
+    for (int i = 0; i < g->T; i++) {
+        if (!g->fresh_t[i]) continue;
+        g->fresh_t[i] = 0;
+        mix_range(g, x, g->off[i], g->off[i] + g->len[i]);
+    }
+}
+
+void dt_gossip_mix(const dt_gossip *g, float *x) { mix_range(g, x, 0, g->np); }
+
+/* Waiting for announced numbers, not a barrier: this MPICH can show a write's header before
+ * its data even after the writer's flush returned (docs/transport.md). */
+dt_status dt_gossip_drain(dt_gossip *g, dt_comm *c) {
+    dt_status st = dt_win_complete(g->win); /* every write started or waiting has left */
+    if (st == DT_OK) st = announce_and_read(g, c);
+    /* nobody frees (collective) while a neighbour still reads */
+    dt_status st2 = dt_win_free(&g->win);
+    return st != DT_OK ? st : st2;
+}
+
+dt_status dt_gossip_overlap(dt_gossip *g, int max_lag) { return dt_win_set_overlap(g->win, 1, max_lag); }
+
+dt_status dt_gossip_progress(dt_gossip *g) { return dt_win_progress(g->win); }
+
+void dt_gossip_abandon(dt_gossip *g) {
+    if (g) dt_win_free(&g->win);
+}
+
+/* ------------------------------------------------------------------ shared hooks */
+
+static dt_gossip *of_scheme(const dt_scheme *s) { return *(dt_gossip *const *)s->impl; }
+
+dt_status dt_gossip_hook_end_epoch(dt_scheme *s, dt_step_ctx *c) { return dt_gossip_end_epoch(of_scheme(s), c); }
+
+dt_status dt_gossip_hook_finish(dt_scheme *s, dt_step_ctx *c) { return dt_gossip_drain(of_scheme(s), c->comm); }
+
+void dt_gossip_hook_abandon(dt_scheme *s, dt_step_ctx *c) {
+    (void)c;
+    dt_gossip_abandon(of_scheme(s));
+}

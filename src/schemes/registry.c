@@ -1,0 +1,224 @@
+/* The table of training schemes (schemes.def) and their options: lookup, checking the
+ * values given against each scheme's declared flags (core/flag.h) into its options struct. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "schemes/scheme.h"
+#include "core/suggest.h"
+
+#define DT_SCHEME(x) extern const dt_scheme_def dt_scheme_##x;
+#include "schemes/schemes.def"
+#undef DT_SCHEME
+
+static const dt_scheme_def *const builtin[] = {
+#define DT_SCHEME(x) &dt_scheme_##x,
+#include "schemes/schemes.def"
+#undef DT_SCHEME
+};
+
+/* The built-in schemes, then those registered at run time (dt_scheme_register), in order. */
+#define MAX_SCHEMES 32
+static const dt_scheme_def *schemes[MAX_SCHEMES];
+static int nschemes;
+
+static void fill_builtin(void) {
+    if (nschemes) return;
+    for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; i++) schemes[nschemes++] = builtin[i];
+}
+
+const dt_scheme_def *const *dt_schemes(int *n) {
+    fill_builtin();
+    *n = nschemes;
+    return schemes;
+}
+
+const dt_scheme_def *dt_scheme_find(const char *name) {
+    fill_builtin();
+    for (int i = 0; i < nschemes; i++)
+        if (!strcmp(schemes[i]->name, name)) return schemes[i];
+    return NULL;
+}
+
+const char *dt_scheme_names(void) {
+    static char buf[512];
+    fill_builtin();
+    size_t o = 0;
+    buf[0] = 0;
+    for (int i = 0; i < nschemes && o < sizeof buf; i++)
+        o += (size_t)snprintf(buf + o, sizeof buf - o, "%s%s", i ? ", " : "", schemes[i]->name);
+    return buf;
+}
+
+static const dt_flag *scheme_flag(const dt_scheme_def *sc, const char *name) {
+    return dt_flag_find(sc->flags, sc->nflags, name);
+}
+
+/* A registered scheme's name is a word of the command line (--algo NAME, a log's "algo"):
+ * lower-case letters, digits, '-' and '_', starting with a letter. */
+static int good_name(const char *name) {
+    if (!name || !(name[0] >= 'a' && name[0] <= 'z') || strlen(name) > 31) return 0;
+    for (const char *p = name; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '_')) return 0;
+    return 1;
+}
+
+dt_status dt_scheme_register(const dt_scheme_def *def) {
+    fill_builtin();
+    if (!def || !good_name(def->name))
+        return dt_fail(DT_ERR_ARG, "dt_scheme_register: the name '%s' is not a scheme name (a-z, 0-9, - and _, "
+                       "starting with a letter, up to 31)", def && def->name ? def->name : "(null)");
+    if (!def->create) return dt_fail(DT_ERR_ARG, "dt_scheme_register %s: no create function", def->name);
+    if (dt_scheme_find(def->name)) {
+        if (dt_scheme_find(def->name) == def) return DT_OK; /* registered twice: once */
+        return dt_fail(DT_ERR_ARG, "dt_scheme_register %s: a scheme of that name exists", def->name);
+    }
+    if (nschemes == MAX_SCHEMES) return dt_fail(DT_ERR_ARG, "dt_scheme_register %s: %d schemes at most", def->name, MAX_SCHEMES);
+    /* the flags fit the options struct and their defaults parse (a mistake in the table, named) */
+    if (def->nflags > 0 && !def->flags) return dt_fail(DT_ERR_ARG, "dt_scheme_register %s: nflags without flags", def->name);
+    for (int i = 0; i < def->nflags; i++) {
+        const dt_flag *f = &def->flags[i];
+        if (!f->name || !f->name[0] || f->at + f->size > def->opts_size)
+            return dt_fail(DT_ERR_ARG, "dt_scheme_register %s: flag %d has no name or lies outside the options struct "
+                           "(DT_SCHEME_FLAGS(table, struct))", def->name, i);
+    }
+    if (def->opts_size) {
+        void *probe = calloc(1, def->opts_size);
+        if (!probe) return dt_fail(DT_ERR_NOMEM, "out of memory");
+        const dt_status st = dt_flags_defaults(def->flags, def->nflags, probe);
+        free(probe);
+        char why[256];
+        snprintf(why, sizeof why, "%s", dt_last_error());
+        if (st != DT_OK) return dt_fail(DT_ERR_ARG, "dt_scheme_register %s: %s", def->name, why);
+    }
+    /* a flag two schemes declare is one flag of the command line: the same kind and default */
+    for (int i = 0; i < def->nflags; i++) {
+        const dt_flag *f = &def->flags[i];
+        for (int k = 0; k < nschemes; k++) {
+            const dt_flag *g = scheme_flag(schemes[k], f->name);
+            if (g && (g->kind != f->kind || (g->def != f->def && (!g->def || !f->def || strcmp(g->def, f->def)))))
+                return dt_fail(DT_ERR_ARG, "dt_scheme_register %s: --%s is a flag of %s with another kind or default",
+                               def->name, f->name, schemes[k]->name);
+        }
+    }
+    schemes[nschemes++] = def;
+    return DT_OK;
+}
+
+dt_status dt_scheme_config_set(dt_scheme_config *a, const char *name, const char *value) {
+    int known = 0, n;
+    const dt_scheme_def *const *all = dt_schemes(&n);
+    for (int i = 0; i < n && !known; i++) known = scheme_flag(all[i], name) != NULL;
+    if (!known) {
+        const char *names[256];
+        int k = 0;
+        for (int i = 0; i < n; i++)
+            for (int f = 0; f < all[i]->nflags && k < 256; f++)
+                if (!all[i]->flags[f].hidden) names[k++] = all[i]->flags[f].name;
+        const char *near = dt_suggest(name, names, k);
+        if (near) return dt_fail(DT_ERR_ARG, "--%s: no scheme takes this flag (did you mean --%s?)", name, near);
+        return dt_fail(DT_ERR_ARG, "--%s: no scheme takes this flag", name);
+    }
+    for (int i = 0; i < a->nset; i++)
+        if (!strcmp(a->set[i].name, name)) { a->set[i].value = value; return DT_OK; }
+    if (a->nset == DT_SCHEME_MAX_SET) return dt_fail(DT_ERR_ARG, "--%s: too many scheme flags given", name);
+    a->set[a->nset].name = name;
+    a->set[a->nset].value = value;
+    a->nset++;
+    return DT_OK;
+}
+
+/* The scheme's options struct: its declared defaults, then the values given (each checked by
+ * its flag, one line naming it). *out NULL for a scheme without flags; freed by the caller. */
+static dt_status fill_opts(const dt_scheme_def *sc, const dt_scheme_config *a, void **out) {
+    *out = NULL;
+    if (!sc->opts_size) return DT_OK;
+    void *o = calloc(1, sc->opts_size);
+    if (!o) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    dt_status st = dt_flags_defaults(sc->flags, sc->nflags, o);
+    for (int i = 0; st == DT_OK && a && i < a->nset; i++) {
+        const dt_flag *f = scheme_flag(sc, a->set[i].name);
+        if (f) st = dt_flag_set(f, o, a->set[i].value);
+    }
+    if (st != DT_OK) { free(o); return st; }
+    *out = o;
+    return DT_OK;
+}
+
+dt_status dt_scheme_check(const dt_scheme_config *a) {
+    const char *name = a->name ? a->name : "local";
+    const dt_scheme_def *sc = dt_scheme_find(name);
+    if (!sc) {
+        const char *names[MAX_SCHEMES];
+        for (int i = 0; i < nschemes; i++) names[i] = schemes[i]->name;
+        const char *near = dt_suggest(name, names, nschemes);
+        if (near) return dt_fail(DT_ERR_ARG, "--algo %s: unknown algorithm (did you mean %s?)", name, near);
+        return dt_fail(DT_ERR_ARG, "--algo %s: unknown algorithm (expected one of: %s)", name, dt_scheme_names());
+    }
+    /* a flag of another scheme would be silently ignored: refused, naming who takes it */
+    for (int i = 0; i < a->nset; i++) {
+        if (scheme_flag(sc, a->set[i].name)) continue;
+        char takes[200] = "";
+        size_t o = 0;
+        for (int k = 0; k < nschemes && o < sizeof takes; k++)
+            if (scheme_flag(schemes[k], a->set[i].name))
+                o += (size_t)snprintf(takes + o, sizeof takes - o, "%s%s", o ? ", " : "", schemes[k]->name);
+        if (!o) return dt_fail(DT_ERR_ARG, "--%s: no scheme takes this flag", a->set[i].name);
+        return dt_fail(DT_ERR_ARG, "--%s: a flag of %s, not of --algo %s", a->set[i].name, takes, name);
+    }
+    dt_codec_spec spec;
+    dt_status st = dt_codec_parse(a->compress, &spec);
+    if (st != DT_OK) return st;
+    if (spec.kind != DT_CODEC_NONE && sc->compress == DT_COMPRESS_NO) {
+        char takes[160] = "";
+        size_t o = 0;
+        for (int i = 0; i < nschemes && o < sizeof takes; i++)
+            if (schemes[i]->compress != DT_COMPRESS_NO)
+                o += (size_t)snprintf(takes + o, sizeof takes - o, "%s%s%s", o ? ", " : "", schemes[i]->name,
+                                      schemes[i]->compress == DT_COMPRESS_WITH_SYNC ? " with --sync" : "");
+        return dt_fail(DT_ERR_ARG, "--compress %s: not supported by --algo %s (supported: %s)", a->compress, name, takes);
+    }
+    /* the values, then what create checks across them: a scheme's create touches no MPI, so a
+     * trial create says what is wrong before any rank starts */
+    void *opts;
+    if ((st = fill_opts(sc, a, &opts)) != DT_OK) return st;
+    dt_scheme probe = {.scheme = sc, .cfg = a, .opts = opts, .codec = spec};
+    st = sc->create(&probe);
+    if (probe.ops && probe.ops->destroy) probe.ops->destroy(&probe);
+    free(opts);
+    return st;
+}
+
+dt_status dt_scheme_create(const dt_scheme_config *a, dt_scheme **out) {
+    *out = NULL;
+    dt_status st = dt_scheme_check(a);
+    if (st != DT_OK) return st;
+    dt_scheme *s = calloc(1, sizeof *s);
+    if (!s) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    s->scheme = dt_scheme_find(a->name ? a->name : "local");
+    s->cfg = a;
+    void *opts = NULL;
+    st = fill_opts(s->scheme, a, &opts);
+    s->opts = opts;
+    if (st == DT_OK && (st = dt_codec_parse(a->compress, &s->codec)) == DT_OK) st = s->scheme->create(s);
+    if (st == DT_OK && !s->ops) st = dt_fail(DT_ERR_STATE, "--algo %s: its create set no hooks", s->scheme->name);
+    if (st != DT_OK) { dt_scheme_free(s); return st; }
+    *out = s;
+    return DT_OK;
+}
+
+void dt_scheme_free(dt_scheme *s) {
+    if (!s) return;
+    if (s->ops && s->ops->destroy) s->ops->destroy(s);
+    free((void *)s->opts);
+    free(s);
+}
+
+void dt_scheme_config_json(const dt_scheme_config *a, dt_json *line) {
+    const dt_scheme_def *sc = dt_scheme_find(a->name ? a->name : "local");
+    dt_json_str(line, "compress", a->compress ? a->compress : "none");
+    void *opts = NULL;
+    if (!sc || fill_opts(sc, a, &opts) != DT_OK) return; /* checked before any log is written */
+    for (int i = 0; opts && i < sc->nflags; i++) dt_flag_json(&sc->flags[i], opts, line);
+    free(opts);
+}
