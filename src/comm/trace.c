@@ -98,6 +98,12 @@ static void add(sbuf *s, const char *fmt, ...) {
     }
 }
 
+/* What each rank tells the others first, in the one collective every rank needs anyway. */
+typedef struct {
+    char host[256];
+    double first; /* its first event, on its own clock (1e300: none) */
+} rank_facts;
+
 /* Rank r's clock minus rank 0's. On rank 0's host it is the same clock (CLOCK_MONOTONIC is
  * the host's): 0, exactly, where ping-pongs between oversubscribed ranks would be off by
  * milliseconds. A rank on another host measures it by ping-pongs with rank 0 (the one with
@@ -105,18 +111,14 @@ static void add(sbuf *s, const char *fmt, ...) {
  * PMPI: not counted, not watched. Rank 0 serves those ranks in turn. */
 #define PINGS 8
 #define TAG_CLOCK 0x7ace
-static int clock_offset(MPI_Comm comm, int rank, int size, const char *host, double *offset) {
+static int away_from_0(const rank_facts *facts, int r) { return strcmp(facts[r].host, facts[0].host) != 0; }
+
+static int clock_offset(MPI_Comm comm, int rank, int size, const rank_facts *facts, double *offset) {
     *offset = 0;
-    char host0[256] = "";
-    if (rank == 0) snprintf(host0, sizeof host0, "%s", host ? host : "");
-    int err = PMPI_Bcast(host0, (int)sizeof host0, MPI_CHAR, 0, comm);
-    const int away = host && strncmp(host, host0, sizeof host0 - 1) != 0;
-    int *aways = calloc((size_t)size, sizeof *aways);
-    if (!aways) return MPI_ERR_NO_MEM;
-    if (err == MPI_SUCCESS) err = PMPI_Allgather(&away, 1, MPI_INT, aways, 1, MPI_INT, comm);
+    int err = MPI_SUCCESS;
     double best = 1e30;
     for (int r = 1; r < size && err == MPI_SUCCESS; r++)
-        for (int i = 0; i < PINGS && aways[r]; i++) {
+        for (int i = 0; i < PINGS && away_from_0(facts, r); i++) {
             double t;
             if (rank == 0) {
                 err = PMPI_Recv(&t, 1, MPI_DOUBLE, r, TAG_CLOCK, comm, MPI_STATUS_IGNORE);
@@ -132,7 +134,6 @@ static int clock_offset(MPI_Comm comm, int rank, int size, const char *host, dou
                 if (t2 - t1 < best) { best = t2 - t1; *offset = (t1 + t2) / 2 - t; }
             }
         }
-    free(aways);
     return err;
 }
 
@@ -170,12 +171,16 @@ static void rank_text(sbuf *s, int rank, const char *host, double base, double o
     }
 }
 
-static dt_status write_file(const char *path, const char *text, size_t n) {
+/* head, the ranks' events and tail, written as they are: the events (about a megabyte for the
+ * default window) are not copied into one more buffer on the way */
+static dt_status write_file(const char *path, const char *head, const char *events, size_t n, const char *tail) {
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "wb");
     if (!f) return dt_fail(DT_ERR_IO, "--trace %s: cannot write %s: %s", path, tmp, strerror(errno));
-    int bad = fwrite(text, 1, n, f) != n;
+    int bad = fputs(head, f) == EOF;
+    bad |= fwrite(events, 1, n, f) != n;
+    bad |= fputs(tail, f) == EOF;
     bad |= fclose(f) != 0;
     if (bad || rename(tmp, path) != 0) {
         int e = errno;
@@ -185,25 +190,42 @@ static dt_status write_file(const char *path, const char *text, size_t n) {
     return DT_OK;
 }
 
+/* Collectives between oversubscribed ranks cost milliseconds each (a rank spins while the
+ * one it waits for needs the core), so the writing takes three on one host: the facts, the
+ * figures and the events; four across hosts (the time origin, after the clock offsets). */
 dt_status dt_trace_write(MPI_Comm comm, const char *path, const char *host, const char *scheme) {
     recording = 0;
     int rank = 0, size = 1;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
-    double offset = 0;
-    int err = clock_offset(comm, rank, size, host, &offset);
-    /* the time origin: the first event of any rank, on rank 0's clock */
-    double first = 1e300, base = 0;
+    rank_facts me = {.first = 1e300};
+    snprintf(me.host, sizeof me.host, "%s", host ? host : "");
     for (size_t i = 0; i < nev; i++)
-        if (evs[i].ts - offset < first) first = evs[i].ts - offset;
-    if (err == MPI_SUCCESS) err = PMPI_Allreduce(&first, &base, 1, MPI_DOUBLE, MPI_MIN, comm);
+        if (evs[i].ts < me.first) me.first = evs[i].ts;
+    rank_facts *facts = calloc((size_t)size, sizeof *facts);
+    if (!facts) return dt_fail(DT_ERR_NOMEM, "--trace: out of memory");
+    int err = PMPI_Allgather(&me, (int)sizeof me, MPI_BYTE, facts, (int)sizeof me, MPI_BYTE, comm);
+    double offset = 0;
+    if (err == MPI_SUCCESS) err = clock_offset(comm, rank, size, facts, &offset);
+    /* the time origin: the first event of any rank, on rank 0's clock */
+    double base = 1e300;
+    int any_away = 0;
+    for (int r = 0; r < size && err == MPI_SUCCESS; r++) {
+        any_away |= away_from_0(facts, r);
+        if (facts[r].first < base) base = facts[r].first;
+    }
+    if (any_away && err == MPI_SUCCESS) {
+        const double first = me.first - offset;
+        err = PMPI_Allreduce(&first, &base, 1, MPI_DOUBLE, MPI_MIN, comm);
+    }
+    free(facts);
     if (base == 1e300) base = 0;
     sbuf s = {0};
     rank_text(&s, rank, host, base, offset);
     free(evs);
     evs = NULL;
-    long long mine[2] = {(long long)dropped, (long long)(offset * 1e6)};
-    int len = s.oom ? 0 : (int)s.n;
+    const long long len = s.oom ? 0 : (long long)s.n;
+    long long mine[3] = {(long long)dropped, (long long)(offset * 1e6), len};
     int *lens = NULL, *displs = NULL;
     long long *figs = NULL;
     char *all = NULL;
@@ -211,33 +233,31 @@ dt_status dt_trace_write(MPI_Comm comm, const char *path, const char *host, cons
     if (rank == 0) {
         lens = calloc((size_t)size, sizeof *lens);
         displs = calloc((size_t)size, sizeof *displs);
-        figs = calloc(2 * (size_t)size, sizeof *figs);
+        figs = calloc(3 * (size_t)size, sizeof *figs);
     }
     /* every rank takes part in the collectives whatever went wrong, so none is left waiting */
-    if (err == MPI_SUCCESS) err = PMPI_Gather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, comm);
-    if (err == MPI_SUCCESS) err = PMPI_Gather(mine, 2, MPI_LONG_LONG, figs, 2, MPI_LONG_LONG, 0, comm);
+    if (err == MPI_SUCCESS) err = PMPI_Gather(mine, 3, MPI_LONG_LONG, figs, 3, MPI_LONG_LONG, 0, comm);
     size_t total = 0;
-    if (rank == 0 && lens && displs) {
-        for (int r = 0; r < size; r++) { displs[r] = (int)total; total += (size_t)lens[r]; }
-        all = malloc(total + 1);
+    if (rank == 0 && lens && displs && figs && err == MPI_SUCCESS) {
+        for (int r = 0; r < size; r++) { lens[r] = (int)figs[3 * r + 2]; displs[r] = (int)total; total += (size_t)lens[r]; }
+        all = malloc(total + 1); /* + 1: never malloc(0) */
     }
-    if (err == MPI_SUCCESS) err = PMPI_Gatherv(s.p ? s.p : "", len, MPI_CHAR, all, lens, displs, MPI_CHAR, 0, comm);
+    if (err == MPI_SUCCESS) err = PMPI_Gatherv(s.p ? s.p : "", (int)len, MPI_CHAR, all, lens, displs, MPI_CHAR, 0, comm);
     if (err != MPI_SUCCESS) st = dt_mpi_check(err, "--trace: gathering the ranks' events");
     if (rank == 0 && st == DT_OK) {
         if (!lens || !displs || !figs || !all || s.oom) st = dt_fail(DT_ERR_NOMEM, "--trace: out of memory");
         sbuf out = {0};
         if (st == DT_OK) {
-            /* every part starts with a comma: the first one's goes */
-            all[total] = 0;
-            add(&out, "{\"traceEvents\":[%s", all + (total ? 1 : 0));
             add(&out, "\n],\"displayTimeUnit\":\"ms\",\"metadata\":{\"tool\":\"dtrain\",\"scheme\":\"%s\",\"ranks\":%d,"
                 "\"steps_from\":%ld,\"steps_to\":%ld,\"clock_offset_us\":[", scheme ? scheme : "", size, win_from, win_to);
-            for (int r = 0; r < size; r++) add(&out, "%s%lld", r ? "," : "", figs[2 * r + 1]);
+            for (int r = 0; r < size; r++) add(&out, "%s%lld", r ? "," : "", figs[3 * r + 1]);
             add(&out, "],\"dropped_events\":[");
-            for (int r = 0; r < size; r++) add(&out, "%s%lld", r ? "," : "", figs[2 * r]);
+            for (int r = 0; r < size; r++) add(&out, "%s%lld", r ? "," : "", figs[3 * r]);
             add(&out, "]}}\n");
+            /* every part starts with a comma: the first one's goes */
+            const size_t skip = total ? 1 : 0;
             if (out.oom) st = dt_fail(DT_ERR_NOMEM, "--trace: out of memory");
-            else st = write_file(path, out.p, out.n);
+            else st = write_file(path, "{\"traceEvents\":[", all + skip, total - skip, out.p);
         }
         free(out.p);
     }
