@@ -51,7 +51,7 @@ expect_error "epochs 0"           "--epochs 0: expected an integer >= 1" -- trai
 expect_error "unknown flag"       "unknown flag '--learning-rate' (see dtrain train --help)" -- train --data-dir "$T/good" --learning-rate 0.1
 expect_error "misspelt flag: the nearest" "dtrain train: unknown flag '--epoch' (did you mean --epochs?)" -- train --data-dir "$T/good" --epoch 2
 expect_error "misspelt run flag" "dtrain run: unknown flag '--max-restart' (did you mean --max-restarts?)" -- "$DTRAIN" run -n 2 --algo allreduce --max-restart 1
-expect_error "misspelt --algo"    "--algo alreduce: unknown algorithm (did you mean allreduce?)" -- train --data-dir "$T/good" --algo alreduce
+expect_error "misspelt --algo"    "--algo alreduce: unknown scheme (did you mean allreduce?)" -- train --data-dir "$T/good" --algo alreduce
 expect_error "another scheme's flag" "--local-steps: a flag of fedavg, not of --algo allreduce" -- train --data-dir "$T/good" --algo allreduce --local-steps 5
 expect_error "a shared flag, not of this scheme" "--topology: a flag of dpsgd, eventgrad, not of --algo ps" -- train --data-dir "$T/good" --algo ps --topology ring
 expect_error "a scheme's flag, no --algo" "--servers: a flag of downpour, not of --algo local" -- train --data-dir "$T/good" --servers 1
@@ -90,7 +90,7 @@ printf '#!/bin/sh\ncase "$1" in --version) echo "HYDRA build details: fake"; exi
 chmod +x "$T/fake-mpiexec"
 mkdir -p "$T/tmp" # the supervisor's folders of the launched runs
 launch() { TMPDIR="$T/tmp" DTRAIN_MPIEXEC="$T/fake-mpiexec" "$DTRAIN" run "$@"; }
-expect_error "run, bad --algo: not launched" "--algo gossip: unknown algorithm" -- launch -n 2 --algo gossip --data-dir "$T/good" --no-save
+expect_error "run, bad --algo: not launched" "--algo gossip: unknown scheme" -- launch -n 2 --algo gossip --data-dir "$T/good" --no-save
 expect_error "run, misspelt --algo: not launched" "(did you mean eventgrad?)" -- launch -n 2 --algo eventgrd --data-dir "$T/good" --no-save
 expect_error "run -n 2 without --algo: not launched" "dtrain run: -n 2 needs --algo" -- launch -n 2 --data-dir "$T/good" --no-save
 expect_error "run -n 2 --algo local: not launched" "dtrain run: --algo local trains on one process, but -n 2" -- launch -n 2 --algo local --data-dir "$T/good" --no-save

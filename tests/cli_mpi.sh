@@ -52,7 +52,7 @@ expect_error "missing data with 3 ranks: one error line, exit 2" "nothing/train-
 expect_error "--algo local with 2 ranks: one error line" "trains on one process" -- \
     "$DTRAIN" run -n 2 --algo local "${C[@]}" --no-save
 expect_error "bad flag under run: one line" "--lr -1: expected a number > 0" -- "$DTRAIN" run -n 2 --algo allreduce --lr -1
-expect_error "unknown --algo with 2 ranks: one line" "unknown algorithm" -- "$DTRAIN" run -n 2 --algo gossip "${C[@]}" --no-save
+expect_error "unknown --algo with 2 ranks: one line" "unknown scheme" -- "$DTRAIN" run -n 2 --algo gossip "${C[@]}" --no-save
 "$DTRAIN" run -n 2 --algo allreduce "${C[@]}" --out "$T/o.w" >"$T/o" 2>"$T/e"
 [ "$(grep -c '^epoch' "$T/o")" -eq 1 ]; check "only rank 0 prints (one epoch line with 2 ranks)" $? "$(grep -c '^epoch' "$T/o") epoch lines"
 

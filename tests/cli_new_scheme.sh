@@ -34,6 +34,6 @@ compare "... the configuration line names its flag's value" "$(log_query "$T/s.j
 # the flag's declared range is checked, in one line, before any rank starts
 expect_error "a bad --sign-scale" "--sign-scale -1: expected a number > 0" -- "$NEW" run -n 2 --algo signsgd --sign-scale -1 "${C[@]}"
 # and the dtrain without the file does not know it (the comparison can fail)
-expect_error "the dtrain without the file refuses --algo signsgd" "--algo signsgd: unknown algorithm" -- "$DTRAIN" train --algo signsgd "${C[@]}"
+expect_error "the dtrain without the file refuses --algo signsgd" "--algo signsgd: unknown scheme" -- "$DTRAIN" train --algo signsgd "${C[@]}"
 
 finish

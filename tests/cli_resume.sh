@@ -34,6 +34,8 @@ resume_case fedavg-k7-fp16    3 --algo fedavg --local-steps 7 --compress fp16
 resume_case dpsgd             3 --algo dpsgd
 resume_case eventgrad-sync    3 --algo eventgrad --sync --threshold adaptive --warmup-steps 5
 resume_case eventgrad-int8    3 --algo eventgrad --sync --threshold const:0.01 --warmup-steps 5 --compress int8
+resume_case choco-topk        3 --algo choco --compress topk:0.1
+resume_case choco-trigger     3 --algo choco --trigger 0.05 --gossip-every 2
 
 # the comparison can fail: a checkpoint resumed one epoch later than it was taken differs
 d="$T/eventgrad-sync"

@@ -100,7 +100,7 @@ static void test_registry_refusals(void) {
     CHECK(has_text(msg, "--algo sgd"));
     /* a misspelt scheme: the nearest name; a far one: the list */
     a = config("allreduse");
-    CHECK(dt_scheme_check(&a) == DT_ERR_ARG && has_text(dt_last_error(), "--algo allreduse: unknown algorithm (did you mean allreduce?)"));
+    CHECK(dt_scheme_check(&a) == DT_ERR_ARG && has_text(dt_last_error(), "--algo allreduse: unknown scheme (did you mean allreduce?)"));
     a = config("gossip");
     CHECK(dt_scheme_check(&a) == DT_ERR_ARG && has_text(dt_last_error(), "(expected one of: local, allreduce"));
 

@@ -135,7 +135,7 @@ int main(void) {
     small(&c);
     CHECK(dt_scheme_config_set(&c.scheme, "no-such-flag", "1") == DT_ERR_ARG && strstr(dt_last_error(), "--no-such-flag"));
     c.scheme.name = "nosuch";
-    CHECK(dt_train(&c, &r) == DT_ERR_ARG && strstr(dt_last_error(), "--algo nosuch: unknown algorithm"));
+    CHECK(dt_train(&c, &r) == DT_ERR_ARG && strstr(dt_last_error(), "--algo nosuch: unknown scheme"));
     small(&c);
     c.scheme.name = "allreduce"; /* another scheme's flag: refused, not ignored */
     CHECK(dt_scheme_config_set(&c.scheme, "local-steps", "5") == DT_OK);

@@ -41,17 +41,6 @@ static dt_status dpsgd_after_backward(dt_scheme *s, dt_step_ctx *c) {
     return st;
 }
 
-static dt_status dpsgd_save(dt_scheme *s, dt_step_ctx *c, dt_records *out) {
-    dpsgd_impl *d = s->impl;
-    (void)c;
-    return dt_gossip_save(d->g, NULL, 0, out);
-}
-
-static dt_status dpsgd_load(dt_scheme *s, dt_step_ctx *c, const dt_tfile *f, const char *path) {
-    dpsgd_impl *d = s->impl;
-    return dt_gossip_load(d->g, c->comm, NULL, 0, "--topology", f, path);
-}
-
 static void dpsgd_destroy(dt_scheme *s) {
     dpsgd_impl *d = s->impl;
     if (!d) return;
@@ -65,8 +54,8 @@ static const dt_scheme_ops dpsgd_ops = {
     .after_backward = dpsgd_after_backward,
     .end_epoch = dt_gossip_hook_end_epoch,
     .finish = dt_gossip_hook_finish,
-    .save_state = dpsgd_save,
-    .load_state = dpsgd_load,
+    .save_state = dt_gossip_hook_save,
+    .load_state = dt_gossip_hook_load,
     .abandon = dt_gossip_hook_abandon,
     .destroy = dpsgd_destroy,
 };

@@ -11,6 +11,8 @@
 
 enum { TAG_READY = 7101, TAG_READ = 7102, TAG_INIT = 7103 };
 
+int dt_gossip_num_neighbours(const dt_gossip *g) { return g->nn; }
+
 void dt_gossip_free(dt_gossip *g) {
     if (!g) return;
     free(g->nbrs); free(g->off); free(g->len); free(g->xhat); free(g->req); free(g->statuses);
@@ -111,7 +113,11 @@ dt_status dt_gossip_create(dt_step_ctx *c, const char *topology, const dt_codec_
 dt_status dt_gossip_send(dt_gossip *g, dt_comm *c, const int *ts, int n, const float *x) {
     c->c.baseline_msgs += (uint64_t)g->nn * (uint64_t)g->T;
     g->sent_epoch += (uint64_t)g->nn * (uint64_t)n;
-    if (!g->codec) return dt_win_put_tensors(g->win, ts, n, x);
+    if (!g->codec) {
+        for (int q = 0; q < n && g->cself; q++) /* dt_gossip_keep_own_copy */
+            memcpy(g->cself + g->off[ts[q]], x + g->off[ts[q]], g->len[ts[q]] * sizeof(float));
+        return dt_win_put_tensors(g->win, ts, n, x);
+    }
     /* the change against the copy every neighbour holds, encoded; cself += decode */
     double t0 = dt_now();
     for (int q = 0; q < n; q++) {
@@ -237,6 +243,24 @@ void dt_gossip_mix_fresh(dt_gossip *g, float *x) {
 
 void dt_gossip_mix(const dt_gossip *g, float *x) { mix_range(g, x, 0, g->np); }
 
+void dt_gossip_mix_consensus(const dt_gossip *g, float *x, float gamma) {
+    const float a = gamma * g->W;
+    for (size_t p = 0; p < g->np; p++) {
+        float d = 0;
+        for (int j = 0; j < g->nn; j++) d += g->xhat[(size_t)j * g->np + p];
+        x[p] += a * (d - (float)g->nn * g->cself[p]);
+    }
+}
+
+dt_status dt_gossip_keep_own_copy(dt_gossip *g, const float *x) {
+    if (g->cself) return DT_OK; /* --compress keeps it already */
+    if (!(g->cself = malloc((g->np ? g->np : 1) * sizeof *g->cself))) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    memcpy(g->cself, x, g->np * sizeof(float));
+    return DT_OK;
+}
+
+const float *dt_gossip_own_copy(const dt_gossip *g) { return g->cself; }
+
 /* Waiting for announced numbers, not a barrier: this MPICH can show a write's header before
  * its data even after the writer's flush returned (docs/transport.md). */
 dt_status dt_gossip_drain(dt_gossip *g, dt_comm *c) {
@@ -262,6 +286,15 @@ static dt_gossip *of_scheme(const dt_scheme *s) { return *(dt_gossip *const *)s-
 dt_status dt_gossip_hook_end_epoch(dt_scheme *s, dt_step_ctx *c) { return dt_gossip_end_epoch(of_scheme(s), c); }
 
 dt_status dt_gossip_hook_finish(dt_scheme *s, dt_step_ctx *c) { return dt_gossip_drain(of_scheme(s), c->comm); }
+
+dt_status dt_gossip_hook_save(dt_scheme *s, dt_step_ctx *c, dt_records *out) {
+    (void)c;
+    return dt_gossip_save(of_scheme(s), NULL, 0, out);
+}
+
+dt_status dt_gossip_hook_load(dt_scheme *s, dt_step_ctx *c, const dt_tfile *f, const char *path) {
+    return dt_gossip_load(of_scheme(s), c->comm, NULL, 0, "--topology", f, path);
+}
 
 void dt_gossip_hook_abandon(dt_scheme *s, dt_step_ctx *c) {
     (void)c;

@@ -26,6 +26,8 @@ typedef struct dt_gossip dt_gossip;
  * for the model's tensors, every neighbour's copy starting from x (with --compress the
  * starting parameters are exchanged once, not counted). spec: none or a codec. */
 dt_status dt_gossip_create(dt_step_ctx *c, const char *topology, const dt_codec_spec *spec, dt_gossip **out);
+/* This rank's neighbours in the graph. */
+int dt_gossip_num_neighbours(const dt_gossip *g);
 /* Frees the memory; the windows must be gone (dt_gossip_drain or dt_gossip_abandon). */
 void dt_gossip_free(dt_gossip *g);
 
@@ -42,6 +44,17 @@ dt_status dt_gossip_receive_sync(dt_gossip *g, dt_comm *c);
 void dt_gossip_mix_fresh(dt_gossip *g, float *x);
 /* x <- (x + sum_j xhat_j) / (deg + 1) */
 void dt_gossip_mix(const dt_gossip *g, float *x);
+/* Consensus with a step size (CHOCO-SGD, Koloskova et al. 2019): x <- x + gamma W sum_j
+ * (xhat_j - xhat_self), where xhat_self is the copy of x the neighbours hold. The pull is
+ * between copies, so copies several steps old or compressed pull x towards agreement and not
+ * back to an old x; gamma < 1 damps what compression leaves out. Needs the own copy
+ * (--compress, or dt_gossip_keep_own_copy). */
+void dt_gossip_mix_consensus(const dt_gossip *g, float *x, float gamma);
+/* Without --compress: keep the copy of its own tensors the neighbours hold (each send copies
+ * what it sent), for dt_gossip_mix_consensus. Call after dt_gossip_create. */
+dt_status dt_gossip_keep_own_copy(dt_gossip *g, const float *x);
+/* The own copy (NULL without one): what every neighbour holds of this rank's parameters. */
+const float *dt_gossip_own_copy(const dt_gossip *g);
 
 /* Collective, every epoch: logs the transport line (tensors sent, fresh arrivals from each
  * neighbour, overwritten) and warns of a neighbour that sent but of which nothing arrived. */
@@ -70,10 +83,13 @@ dt_status dt_gossip_load(dt_gossip *g, const dt_comm *c, const int *extra, int n
                          const dt_tfile *f, const char *path);
 
 /* The hooks every gossip scheme has alike, for schemes whose state (s->impl) starts with its
- * dt_gossip pointer: the transport line every epoch, the drain at the end, and freeing the
- * windows after a failed start. */
+ * dt_gossip pointer: the transport line every epoch, the drain at the end, freeing the
+ * windows after a failed start, and (dpsgd, choco) the checkpoint records. */
 dt_status dt_gossip_hook_end_epoch(dt_scheme *s, dt_step_ctx *c);
 dt_status dt_gossip_hook_finish(dt_scheme *s, dt_step_ctx *c);
+/* Checkpoints of a scheme whose saved state is gossip's alone, shaped by --topology. */
+dt_status dt_gossip_hook_save(dt_scheme *s, dt_step_ctx *c, dt_records *out);
+dt_status dt_gossip_hook_load(dt_scheme *s, dt_step_ctx *c, const dt_tfile *f, const char *path);
 void dt_gossip_hook_abandon(dt_scheme *s, dt_step_ctx *c);
 
 #endif

@@ -1,5 +1,6 @@
 /* Gossip's checkpoint records (dt_gossip_save, dt_gossip_load; gossip.h): the graph, the
- * neighbours' values this rank holds and, with --compress, the copy of its own they hold. */
+ * neighbours' values this rank holds and (--compress, or kept for consensus) the copy of its own
+ * they hold. */
 #include "schemes/gossip_state.h"
 
 #include <stdlib.h>
@@ -22,7 +23,7 @@ dt_status dt_gossip_save(dt_gossip *g, const int *extra, int nextra, dt_records 
     if (!(g->graph = graph_record(g, extra, nextra, &n))) return dt_fail(DT_ERR_NOMEM, "out of memory");
     dt_status st = dt_records_add_raw(out, "graph", g->graph, n * sizeof *g->graph);
     if (st == DT_OK) st = dt_records_add_raw(out, "neighbours", g->xhat, (size_t)g->nn * g->np * sizeof(float));
-    if (st == DT_OK && g->codec) st = dt_records_add_raw(out, "own_copy", g->cself, g->np * sizeof(float));
+    if (st == DT_OK && g->cself) st = dt_records_add_raw(out, "own_copy", g->cself, g->np * sizeof(float));
     return st;
 }
 
@@ -38,7 +39,7 @@ dt_status dt_gossip_load(dt_gossip *g, const dt_comm *c, const int *extra, int n
         return dt_fail(DT_ERR_ARG, "--resume %s: saved with another %s (this rank's neighbours or the state kept "
                        "differ)", path, what);
     dt_status st = dt_tfile_take(f, path, "neighbours", g->xhat, (size_t)g->nn * g->np * sizeof(float));
-    if (st == DT_OK && g->codec) st = dt_tfile_take(f, path, "own_copy", g->cself, g->np * sizeof(float));
+    if (st == DT_OK && g->cself) st = dt_tfile_take(f, path, "own_copy", g->cself, g->np * sizeof(float));
     g->overwritten_mark = c->c.overwritten; /* the counters were restored first */
     return st;
 }

@@ -152,8 +152,8 @@ dt_status dt_scheme_check(const dt_scheme_config *a) {
         const char *names[MAX_SCHEMES];
         for (int i = 0; i < nschemes; i++) names[i] = schemes[i]->name;
         const char *near = dt_suggest(name, names, nschemes);
-        if (near) return dt_fail(DT_ERR_ARG, "--algo %s: unknown algorithm (did you mean %s?)", name, near);
-        return dt_fail(DT_ERR_ARG, "--algo %s: unknown algorithm (expected one of: %s)", name, dt_scheme_names());
+        if (near) return dt_fail(DT_ERR_ARG, "--algo %s: unknown scheme (did you mean %s?)", name, near);
+        return dt_fail(DT_ERR_ARG, "--algo %s: unknown scheme (expected one of: %s)", name, dt_scheme_names());
     }
     /* a flag of another scheme would be silently ignored: refused, naming who takes it */
     for (int i = 0; i < a->nset; i++) {

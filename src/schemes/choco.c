@@ -1,0 +1,131 @@
+/* choco: decentralized SGD with compressed gossip and a consensus step size (CHOCO-SGD,
+ * Koloskova, Stich and Jaggi 2019), with the event trigger and local steps of SPARQ-SGD
+ * (Singh et al. 2019) as options.
+ *
+ * Every rank keeps public copies: xhat_self, the copy of its own parameters that all its
+ * neighbours hold, and xhat_j for each neighbour j. After the local step x - lr g (end_step),
+ * on a communication step (every --gossip-every steps):
+ *     q = C(x - xhat_self) per tensor, sent to every neighbour; xhat_self += q, xhat_j += q_j
+ *     x += gamma W sum_j (xhat_j - xhat_self)
+ * and between two communication steps plain local steps.
+ * C is --compress (topk, int8, ...; none sends x). What C leaves out stays in x - xhat_self
+ * and goes with a later write (error feedback by construction), so nothing is lost, only
+ * delayed; gamma < 1 keeps the lossy copies from pulling too hard. The copies change only by
+ * what was sent, identically on both sides, so a write must be read exactly once: lock-step
+ * (gossip.h's tokens). With --trigger R a tensor is written only when x - xhat_self moved
+ * past R times the norm of xhat_self (SPARQ's event, relative per tensor); the consensus
+ * step still runs every step on the copies held. --trigger 0 --gossip-every 1 is CHOCO-SGD. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "schemes/gossip.h"
+#include "comm/topology.h"
+
+typedef struct {
+    dt_gossip *g;  /* first: gossip.h's shared hooks find it there */
+    int T, *send_list;
+    float gamma, trigger;
+    int local_steps;
+} choco_impl;
+
+typedef struct {
+    int topology; /* dt_topology_kinds */
+    float gamma, trigger;
+    long local_steps;
+} choco_opts;
+
+static const dt_flag choco_flags[] = {
+    {"topology", DT_AT_CHOICE(choco_opts, topology, dt_topology_kinds), .def = "ring",
+     .help = "ring | torus | exponential | complete"},
+    {"gamma", DT_AT_FLOAT(choco_opts, gamma), .def = "0.5", .min = 0, .max = 1, .min_open = 1,
+     .help = "consensus step size, (0, 1]"},
+    {"trigger", DT_AT_FLOAT(choco_opts, trigger), .def = "0", .min = 0, .max = 1e9,
+     .help = "send a tensor only when |x - copy| > R |copy| (0: every communication step)"},
+    {"gossip-every", DT_AT_INT(choco_opts, local_steps), .def = "1", .min = 1, .max = 1e6,
+     .help = "communicate every N steps (SPARQ's local steps)"},
+};
+
+static dt_status choco_start(dt_scheme *s, dt_step_ctx *c) {
+    choco_impl *k = s->impl;
+    const choco_opts *o = s->opts;
+    k->T = dt_model_num_tensors(c->model);
+    if (!(k->send_list = malloc((size_t)(k->T ? k->T : 1) * sizeof *k->send_list)))
+        return dt_fail(DT_ERR_NOMEM, "out of memory");
+    dt_status st = dt_gossip_create(c, dt_topology_kinds[o->topology], &s->codec, &k->g);
+    return st == DT_OK ? dt_gossip_keep_own_copy(k->g, dt_model_params(c->model)) : st;
+}
+
+static double dist2(const float *a, const float *b, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+    return s;
+}
+
+static double norm2(const float *a, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)a[i] * a[i];
+    return s;
+}
+
+/* after the optimiser's step: CHOCO's x(t + 1/2) */
+static dt_status choco_end_step(dt_scheme *s, dt_step_ctx *c) {
+    choco_impl *k = s->impl;
+    float *x = dt_model_params(c->model);
+    const float *own = dt_gossip_own_copy(k->g);
+    if ((c->step + 1) % k->local_steps != 0) {
+        /* a local step (SPARQ): no consensus either, or the same pull would be added again at
+         * every step between two exchanges; the every-step version would have sent every
+         * tensor to every neighbour */
+        dt_count_baseline(c->comm, (uint64_t)dt_gossip_num_neighbours(k->g) * (uint64_t)k->T);
+        return DT_OK;
+    }
+    int n = 0;
+    const double r2 = (double)k->trigger * k->trigger;
+    for (int i = 0; i < k->T; i++) {
+        const dt_tensor_view *v = dt_model_tensor(c->model, i);
+        if (k->trigger == 0 || dist2(x + v->offset, own + v->offset, v->numel) > r2 * norm2(own + v->offset, v->numel))
+            k->send_list[n++] = i;
+    }
+    dt_status st = dt_gossip_send(k->g, c->comm, k->send_list, n, x);
+    if (st == DT_OK) st = dt_gossip_receive_sync(k->g, c->comm);
+    if (st == DT_OK) dt_gossip_mix_consensus(k->g, x, k->gamma);
+    return st;
+}
+
+static void choco_destroy(dt_scheme *s) {
+    choco_impl *k = s->impl;
+    if (!k) return;
+    dt_gossip_free(k->g);
+    free(k->send_list);
+    free(k);
+}
+
+static const dt_scheme_ops choco_ops = {
+    .start = choco_start,
+    .end_step = choco_end_step,
+    .end_epoch = dt_gossip_hook_end_epoch,
+    .finish = dt_gossip_hook_finish,
+    .save_state = dt_gossip_hook_save,
+    .load_state = dt_gossip_hook_load,
+    .abandon = dt_gossip_hook_abandon,
+    .destroy = choco_destroy,
+};
+
+static dt_status choco_create(dt_scheme *s) {
+    const choco_opts *o = s->opts;
+    choco_impl *k = calloc(1, sizeof *k);
+    if (!k) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    k->gamma = o->gamma;
+    k->trigger = o->trigger;
+    k->local_steps = (int)o->local_steps;
+    s->impl = k;
+    s->ops = &choco_ops;
+    s->decentralized = 1;
+    s->own_baseline = 1; /* it sends less than every tensor every step */
+    return DT_OK;
+}
+
+const dt_scheme_def dt_scheme_choco = {
+    .name = "choco", .summary = "compressed gossip with a consensus step size (CHOCO-SGD; SPARQ's trigger and local steps)",
+    DT_SCHEME_FLAGS(choco_flags, choco_opts), .compress = DT_COMPRESS_YES, .create = choco_create,
+};

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# choco (CHOCO-SGD: compressed gossip with a consensus step size; SPARQ's trigger and local
+# steps; docs/algorithms.md "choco"). On 2 ranks with --gamma 1 and nothing compressed, every
+# step averages the two ranks' x - lr g: that is allreduce's step (no momentum), so the models
+# agree to rounding, and --gamma 0.5 does not (the check can fail). topk:0.01 sends 1% of the
+# entries (8 bytes each) of every tensor with every put read exactly once and trains;
+# --gossip-every 4 sends a quarter of the messages; --trigger sends fewer and still trains.
+. "$(dirname "$0")/lib.sh"
+require_mnist
+
+S=(--model cnn1 --data mnist --epochs 1 --max-steps 30 --batch 16 --lr 0.05 --seed 4)
+C=(--model cnn1 --data mnist --train-limit 6000 --test-limit 1000 --epochs 1 --batch 16 --lr 0.05 --momentum 0.5 --seed 5)
+
+# gamma 1, uncompressed, 2 ranks == allreduce (to rounding: (a + b) / 2 against x - lr (ga + gb) / 2)
+run -n 2 --algo allreduce "${S[@]}" --out "$T/ar.w" --log "$T/ar.jsonl"
+run -n 2 --algo choco --gamma 1 "${S[@]}" --out "$T/c1.w" --log "$T/c1.jsonl"
+run -n 2 --algo choco --gamma 0.5 "${S[@]}" --out "$T/c05.w" --log "$T/c05.jsonl"
+same "choco --gamma 1 on 2 ranks == allreduce (to rounding)" "$T/ar.w" "$T/c1.w" 2e-5
+differ "... and --gamma 0.5 is not (the check can fail)" "$T/ar.w" "$T/c05.w" 1e-4
+compare "... its two ranks hold the same model (the spread, to rounding)" "$(last_epoch_field "$T/c1.jsonl" spread)" '<' 1e-6
+compare "... and --gamma 0.5's do not" "$(last_epoch_field "$T/c05.jsonl" spread)" '>' 1e-4
+
+# topk:0.01 on 4 ranks: trains near dpsgd, 8 bytes for 1% of each tensor's entries (at least one)
+run -n 4 --algo dpsgd "${C[@]}" --no-save --log "$T/dp.jsonl"
+f="$T/topk.jsonl"
+run -n 4 --algo choco --compress topk:0.01 "${C[@]}" --no-save --log "$f"
+a0=$(acc "$T/dp.jsonl")
+within "choco topk:0.01: test accuracy (dpsgd $a0; compressed copies catch up slowly in a short run)" "$(acc "$f")" "$(awk -v a="$a0" 'BEGIN { print a - 0.12 }')" 1
+# cnn1's tensors: 250, 10, 5000, 20, 32000, 100, 1000, 10 entries: 3 (or 2), 1, 50, 1, 320, 1, 10,
+# 1 sent, 386-387 of 38,390 floats: 8 x 387 / (4 x 38390) = 0.0202
+within "choco topk:0.01: bytes / dpsgd's" "$(ratio "$(bytes "$f")" "$(bytes "$T/dp.jsonl")")" 0.0200 0.0203
+compare "choco topk:0.01: messages == dpsgd's" "$(msgs "$f")" == "$(msgs "$T/dp.jsonl")"
+sent=$(msgs "$f"); fresh=$(per_rank_sum "$f" fresh_recv); over=$(per_rank_sum "$f" overwritten)
+holds "$sent" == "$fresh" && holds "$over" == 0
+check "choco topk:0.01: every put read exactly once" $? "sent $sent, fresh $fresh, overwritten $over"
+
+# --gossip-every 4: a quarter of the messages (the baseline still counts every step)
+f="$T/every4.jsonl"
+run -n 4 --algo choco --compress topk:0.01 --gossip-every 4 "${C[@]}" --max-steps 80 --no-save --log "$f"
+compare "choco --gossip-every 4: messages %" "$(summary_field "$f" msgs_pct)" == 25
+within "choco --gossip-every 4: test accuracy (local steps between, no consensus in them)" "$(acc "$f")" 0.5 1
+
+# --trigger: fewer messages, still trains, still read exactly once
+f="$T/trig.jsonl"
+run -n 4 --algo choco --compress topk:0.01 --trigger 0.1 "${C[@]}" --no-save --log "$f"
+within "choco --trigger 0.1: messages %" "$(summary_field "$f" msgs_pct)" 1 95
+within "choco --trigger 0.1: test accuracy (dpsgd $a0)" "$(acc "$f")" "$(awk -v a="$a0" 'BEGIN { print a - 0.05 }')" 1
+sent=$(msgs "$f"); fresh=$(per_rank_sum "$f" fresh_recv)
+compare "choco --trigger: every put read once" "$sent" == "$fresh"
+
+expect_error "choco --gamma 0: one line, exit 2" "--gamma" -- "$DTRAIN" train --algo choco --gamma 0 "${S[@]}" --no-save
+
+finish
