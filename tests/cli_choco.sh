@@ -34,6 +34,16 @@ sent=$(msgs "$f"); fresh=$(per_rank_sum "$f" fresh_recv); over=$(per_rank_sum "$
 holds "$sent" == "$fresh" && holds "$over" == 0
 check "choco topk:0.01: every put read exactly once" $? "sent $sent, fresh $fresh, overwritten $over"
 
+# the packed transport (one message per neighbour and step) == the one-sided window with tokens
+run -n 4 --algo choco --compress topk:0.01 --transport window "${C[@]}" --log "$T/win.jsonl" --out "$T/win.w"
+run -n 4 --algo choco --compress topk:0.01 "${C[@]}" --log "$T/pk.jsonl" --out "$T/pk.w"
+identical "choco packed transport == window transport (bit for bit)" "$T/win.w" "$T/pk.w"
+compare "... the same messages" "$(msgs "$T/pk.jsonl")" == "$(msgs "$T/win.jsonl")"
+# the window's bytes are the payloads; a packed message adds a bitmap of cnn1's 8 tensors (1 byte),
+# and every message holds all 8 here (msgs counts tensors)
+compare "... and the payload bytes and a byte per message" "$(bytes "$T/pk.jsonl")" == \
+    "$(( $(bytes "$T/win.jsonl") + $(msgs "$T/pk.jsonl") / 8 ))"
+
 # --gossip-every 4: a quarter of the messages (the baseline still counts every step)
 f="$T/every4.jsonl"
 run -n 4 --algo choco --compress topk:0.01 --gossip-every 4 "${C[@]}" --max-steps 80 --no-save --log "$f"
@@ -42,7 +52,9 @@ within "choco --gossip-every 4: test accuracy (local steps between, no consensus
 
 # --trigger: fewer messages, still trains, still read exactly once
 f="$T/trig.jsonl"
-run -n 4 --algo choco --compress topk:0.01 --trigger 0.1 "${C[@]}" --no-save --log "$f"
+run -n 4 --algo choco --compress topk:0.01 --trigger 0.1 "${C[@]}" --out "$T/trig.w" --log "$f"
+run -n 4 --algo choco --compress topk:0.01 --trigger 0.1 --transport window "${C[@]}" --out "$T/trigw.w" --log "$T/trigw.jsonl"
+identical "choco --trigger 0.1: packed (messages with some tensors) == window, bit for bit" "$T/trigw.w" "$T/trig.w"
 within "choco --trigger 0.1: messages %" "$(summary_field "$f" msgs_pct)" 1 95
 within "choco --trigger 0.1: test accuracy (dpsgd $a0)" "$(acc "$f")" "$(awk -v a="$a0" 'BEGIN { print a - 0.05 }')" 1
 sent=$(msgs "$f"); fresh=$(per_rank_sum "$f" fresh_recv)

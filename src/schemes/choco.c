@@ -12,7 +12,7 @@
  * and goes with a later write (error feedback by construction), so nothing is lost, only
  * delayed; gamma < 1 keeps the lossy copies from pulling too hard. The copies change only by
  * what was sent, identically on both sides, so a write must be read exactly once: lock-step
- * (gossip.h's tokens). With --trigger R a tensor is written only when x - xhat_self moved
+ * (gossip.h's packed transport: one two-sided message per neighbour and step). With --trigger R a tensor is written only when x - xhat_self moved
  * past R times the norm of xhat_self (SPARQ's event, relative per tensor); the consensus
  * step still runs every step on the copies held. --trigger 0 --gossip-every 1 is CHOCO-SGD. */
 #include <math.h>
@@ -32,7 +32,10 @@ typedef struct {
     int topology; /* dt_topology_kinds */
     float gamma, trigger;
     long local_steps;
+    int transport; /* transports[] */
 } choco_opts;
+
+static const char *const transports[] = {"packed", "window", NULL};
 
 static const dt_flag choco_flags[] = {
     {"topology", DT_AT_CHOICE(choco_opts, topology, dt_topology_kinds), .def = "ring",
@@ -43,6 +46,8 @@ static const dt_flag choco_flags[] = {
      .help = "send a tensor only when |x - copy| > R |copy| (0: every communication step)"},
     {"gossip-every", DT_AT_INT(choco_opts, local_steps), .def = "1", .min = 1, .max = 1e6,
      .help = "communicate every N steps (SPARQ's local steps)"},
+    {"transport", DT_AT_CHOICE(choco_opts, transport, transports), .def = "packed", .hidden = 1,
+     .help = "(tests) packed: a message per neighbour and step | window: dpsgd's one-sided puts and tokens"},
 };
 
 static dt_status choco_start(dt_scheme *s, dt_step_ctx *c) {
@@ -51,7 +56,10 @@ static dt_status choco_start(dt_scheme *s, dt_step_ctx *c) {
     k->T = dt_model_num_tensors(c->model);
     if (!(k->send_list = malloc((size_t)(k->T ? k->T : 1) * sizeof *k->send_list)))
         return dt_fail(DT_ERR_NOMEM, "out of memory");
-    dt_status st = dt_gossip_create(c, dt_topology_kinds[o->topology], &s->codec, &k->g);
+    /* lock-step by nature: the packed transport, one message per neighbour and step */
+    const char *topology = dt_topology_kinds[o->topology];
+    dt_status st = o->transport == 0 ? dt_gossip_create_packed(c, topology, &s->codec, &k->g)
+                                     : dt_gossip_create(c, topology, &s->codec, &k->g);
     return st == DT_OK ? dt_gossip_keep_own_copy(k->g, dt_model_params(c->model)) : st;
 }
 

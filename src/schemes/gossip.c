@@ -9,7 +9,7 @@
 #include "comm/topology.h"
 #include "comm/watch.h"
 
-enum { TAG_READY = 7101, TAG_READ = 7102, TAG_INIT = 7103 };
+enum { TAG_READY = 7101, TAG_READ = 7102, TAG_INIT = 7103, TAG_PACKED = 7104 };
 
 int dt_gossip_num_neighbours(const dt_gossip *g) { return g->nn; }
 
@@ -22,6 +22,7 @@ void dt_gossip_free(dt_gossip *g) {
     free(g->rbuf);
     free(g->graph);
     free(g->fresh_t);
+    free(g->pk_send); free(g->pk_recv);
     free(g);
 }
 
@@ -51,7 +52,7 @@ static dt_status start_compressed(dt_gossip *g, const dt_codec_spec *spec, dt_co
     dt_status st = dt_codec_create(spec, maxlen, &g->codec);
     if (st != DT_OK) return st;
     memcpy(g->cself, x, g->np * sizeof(float));
-    if ((st = dt_win_create_bytes(c, g->nbrs, g->nn, g->ebytes, g->T, &g->win)) != DT_OK) return st;
+    if (!g->packed && (st = dt_win_create_bytes(c, g->nbrs, g->nn, g->ebytes, g->T, &g->win)) != DT_OK) return st;
     double t0 = dt_now();
     int err = MPI_SUCCESS;
     for (int k = 0; k < g->nn && err == MPI_SUCCESS; k++) {
@@ -62,6 +63,19 @@ static dt_status start_compressed(dt_gossip *g, const dt_codec_spec *spec, dt_co
     if (err == MPI_SUCCESS) err = MPI_Waitall(2 * g->nn, g->req, g->statuses);
     c->c.t_comm += dt_now() - t0;
     return dt_mpi_check(err, "gossip --compress: exchanging the starting parameters");
+}
+
+/* packed: a message holds a bitmap of the tensors in it, then their payloads in tensor order */
+static dt_status start_packed(dt_gossip *g, const dt_codec_spec *spec) {
+    g->pk_bitmap = ((size_t)g->T + 7) / 8;
+    g->pk_max = g->pk_bitmap;
+    for (int i = 0; i < g->T; i++)
+        g->pk_max += spec->kind == DT_CODEC_NONE ? g->len[i] * sizeof(float) : dt_codec_bytes(spec, g->len[i]);
+    const size_t nn1 = (size_t)(g->nn ? g->nn : 1);
+    g->pk_send = malloc(g->pk_max);
+    g->pk_recv = malloc(nn1 * g->pk_max);
+    if (!g->pk_send || !g->pk_recv) return dt_fail(DT_ERR_NOMEM, "out of memory for %zu-byte messages", g->pk_max);
+    return DT_OK;
 }
 
 static dt_status gossip_create(dt_step_ctx *ctx, const char *topology, const dt_codec_spec *spec, dt_gossip *g) {
@@ -97,22 +111,106 @@ static dt_status gossip_create(dt_step_ctx *ctx, const char *topology, const dt_
     const float *x = dt_model_params(m);
     for (int k = 0; k < g->nn; k++) memcpy(g->xhat + (size_t)k * g->np, x, g->np * sizeof(float));
     g->overwritten_mark = c->c.overwritten;
-    if (spec->kind == DT_CODEC_NONE) return dt_win_create(c, g->nbrs, g->nn, g->np, g->off, g->len, g->T, &g->win);
+    if (g->packed && (st = start_packed(g, spec)) != DT_OK) return st;
+    if (spec->kind == DT_CODEC_NONE)
+        return g->packed ? DT_OK : dt_win_create(c, g->nbrs, g->nn, g->np, g->off, g->len, g->T, &g->win);
     return start_compressed(g, spec, c, x);
 }
 
-dt_status dt_gossip_create(dt_step_ctx *c, const char *topology, const dt_codec_spec *spec, dt_gossip **out) {
+static dt_status create(dt_step_ctx *c, const char *topology, const dt_codec_spec *spec, int packed, dt_gossip **out) {
     *out = NULL;
     dt_gossip *g = calloc(1, sizeof *g);
     if (!g) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    g->packed = packed;
     /* returned even on failure: what start made with every rank is freed with every rank */
     *out = g;
     return gossip_create(c, topology, spec, g);
 }
 
+dt_status dt_gossip_create(dt_step_ctx *c, const char *topology, const dt_codec_spec *spec, dt_gossip **out) {
+    return create(c, topology, spec, 0, out);
+}
+
+dt_status dt_gossip_create_packed(dt_step_ctx *c, const char *topology, const dt_codec_spec *spec, dt_gossip **out) {
+    return create(c, topology, spec, 1, out);
+}
+
+/* packed: this step's message (bitmap, payloads; cself follows what is sent), posted to every
+ * neighbour with a receive from each; dt_gossip_receive_sync completes them */
+static dt_status send_packed(dt_gossip *g, dt_comm *c, const int *ts, int n, const float *x) {
+    double t0 = dt_now();
+    unsigned char *m = g->pk_send;
+    memset(m, 0, g->pk_bitmap);
+    for (int q = 0; q < n; q++) m[ts[q] / 8] |= (unsigned char)(1u << (ts[q] % 8));
+    size_t pos = g->pk_bitmap;
+    for (int i = 0; i < g->T; i++) { /* tensor order: the receiver walks the bitmap */
+        if (!(m[i / 8] >> (i % 8) & 1)) continue;
+        if (g->codec) {
+            pos += dt_codec_encode_delta(g->codec, x + g->off[i], g->cself + g->off[i], g->len[i], m + pos);
+        } else {
+            memcpy(m + pos, x + g->off[i], g->len[i] * sizeof(float));
+            if (g->cself) memcpy(g->cself + g->off[i], x + g->off[i], g->len[i] * sizeof(float));
+            pos += g->len[i] * sizeof(float);
+        }
+    }
+    g->pk_len = pos;
+    int err = MPI_SUCCESS;
+    for (int k = 0; k < g->nn && err == MPI_SUCCESS; k++) {
+        err = MPI_Irecv(g->pk_recv + (size_t)k * g->pk_max, (int)g->pk_max, MPI_BYTE, g->nbrs[k], TAG_PACKED, c->comm,
+                        &g->req[k]);
+        if (err == MPI_SUCCESS) err = MPI_Isend(m, (int)pos, MPI_BYTE, g->nbrs[k], TAG_PACKED, c->comm, &g->req[g->nn + k]);
+        /* n tensors as n messages (as the one-sided transport counts them), the bytes as they go */
+        if (err == MPI_SUCCESS) dt_count_send(c, (uint64_t)n, pos);
+    }
+    c->c.t_comm += dt_now() - t0;
+    return dt_mpi_check(err, "gossip (packed): MPI_Irecv/MPI_Isend");
+}
+
+/* packed: waits for every neighbour's message and adds it to that neighbour's copies */
+static dt_status receive_packed(dt_gossip *g, dt_comm *c) {
+    double t0 = dt_now();
+    int err = MPI_Waitall(2 * g->nn, g->req, g->statuses);
+    dt_status st = dt_mpi_check(err, "gossip (packed): MPI_Waitall");
+    for (int k = 0; k < g->nn && st == DT_OK; k++) {
+        const unsigned char *m = g->pk_recv + (size_t)k * g->pk_max;
+        int got = 0;
+        MPI_Get_count(&g->statuses[k], MPI_BYTE, &got);
+        size_t want = g->pk_bitmap, n = 0;
+        for (int i = 0; i < g->T && (size_t)got >= g->pk_bitmap; i++)
+            if (m[i / 8] >> (i % 8) & 1) {
+                want += g->codec ? dt_codec_bytes(dt_codec_get_spec(g->codec), g->len[i]) : g->len[i] * sizeof(float);
+                n++;
+            }
+        if ((size_t)got != want) {
+            st = dt_fail(DT_ERR_STATE, "gossip (packed): a message of %d bytes from rank %d, expected %zu for the "
+                         "tensors its bitmap names", got, g->nbrs[k], want);
+            break;
+        }
+        size_t pos = g->pk_bitmap;
+        float *xhat = g->xhat + (size_t)k * g->np;
+        for (int i = 0; i < g->T; i++) {
+            if (!(m[i / 8] >> (i % 8) & 1)) continue;
+            if (g->codec) {
+                dt_codec_decode_add(g->codec, m + pos, g->len[i], xhat + g->off[i]);
+                pos += dt_codec_bytes(dt_codec_get_spec(g->codec), g->len[i]);
+            } else {
+                memcpy(xhat + g->off[i], m + pos, g->len[i] * sizeof(float));
+                pos += g->len[i] * sizeof(float);
+            }
+            g->fresh_t[i] = 1;
+        }
+        g->fresh_epoch[k] += n;
+        c->c.fresh_recv += n;
+        dt_count_recv(c, n, (uint64_t)got);
+    }
+    c->c.t_comm += dt_now() - t0;
+    return st;
+}
+
 dt_status dt_gossip_send(dt_gossip *g, dt_comm *c, const int *ts, int n, const float *x) {
     c->c.baseline_msgs += (uint64_t)g->nn * (uint64_t)g->T;
     g->sent_epoch += (uint64_t)g->nn * (uint64_t)n;
+    if (g->packed) return send_packed(g, c, ts, n, x);
     if (!g->codec) {
         for (int q = 0; q < n && g->cself; q++) /* dt_gossip_keep_own_copy */
             memcpy(g->cself + g->off[ts[q]], x + g->off[ts[q]], g->len[ts[q]] * sizeof(float));
@@ -208,11 +306,13 @@ static dt_status announce_and_read(dt_gossip *g, dt_comm *c) {
 }
 
 dt_status dt_gossip_receive_sync(dt_gossip *g, dt_comm *c) {
+    if (g->packed) return receive_packed(g, c);
     dt_status st = announce_and_read(g, c);
     return st == DT_OK ? exchange_tokens(g, c, TAG_READ, NULL, NULL) : st;
 }
 
 dt_status dt_gossip_receive(dt_gossip *g, dt_comm *c) {
+    if (g->packed) return dt_fail(DT_ERR_STATE, "gossip (packed): lock-step only");
     dt_status st = dt_win_progress(g->win);
     for (int j = 0; j < g->nn && st == DT_OK; j++)
         for (int i = 0; i < g->T && st == DT_OK; i++) {
@@ -264,6 +364,7 @@ const float *dt_gossip_own_copy(const dt_gossip *g) { return g->cself; }
 /* Waiting for announced numbers, not a barrier: this MPICH can show a write's header before
  * its data even after the writer's flush returned (docs/transport.md). */
 dt_status dt_gossip_drain(dt_gossip *g, dt_comm *c) {
+    if (g->packed) return DT_OK; /* lock-step: every message was taken in its step */
     dt_status st = dt_win_complete(g->win); /* every write started or waiting has left */
     if (st == DT_OK) st = announce_and_read(g, c);
     /* nobody frees (collective) while a neighbour still reads */
@@ -271,9 +372,11 @@ dt_status dt_gossip_drain(dt_gossip *g, dt_comm *c) {
     return st != DT_OK ? st : st2;
 }
 
-dt_status dt_gossip_overlap(dt_gossip *g, int max_lag) { return dt_win_set_overlap(g->win, 1, max_lag); }
+dt_status dt_gossip_overlap(dt_gossip *g, int max_lag) {
+    return g->packed ? DT_OK : dt_win_set_overlap(g->win, 1, max_lag);
+}
 
-dt_status dt_gossip_progress(dt_gossip *g) { return dt_win_progress(g->win); }
+dt_status dt_gossip_progress(dt_gossip *g) { return g->packed ? DT_OK : dt_win_progress(g->win); }
 
 void dt_gossip_abandon(dt_gossip *g) {
     if (g) dt_win_free(&g->win);

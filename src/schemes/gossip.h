@@ -28,6 +28,12 @@ typedef struct dt_gossip dt_gossip;
 dt_status dt_gossip_create(dt_step_ctx *c, const char *topology, const dt_codec_spec *spec, dt_gossip **out);
 /* This rank's neighbours in the graph. */
 int dt_gossip_num_neighbours(const dt_gossip *g);
+/* The same graph and copies with a packed lock-step transport: every dt_gossip_send is one
+ * two-sided message to each neighbour (a bitmap of the tensors in it, then their payloads,
+ * whose sizes both sides know from the codec), every dt_gossip_receive_sync takes one from
+ * each. No per-tensor puts, headers, flushes or token rounds: what crosses the link is the
+ * counted bytes and MPI's envelope. Lock-step only (dt_gossip_receive is refused). */
+dt_status dt_gossip_create_packed(dt_step_ctx *c, const char *topology, const dt_codec_spec *spec, dt_gossip **out);
 /* Frees the memory; the windows must be gone (dt_gossip_drain or dt_gossip_abandon). */
 void dt_gossip_free(dt_gossip *g);
 

@@ -28,6 +28,12 @@ struct dt_gossip {
     unsigned char *rbuf;   /* max ebytes: a payload read from the window */
     int *graph;            /* the saved graph record (records keep pointers until written) */
     unsigned char *fresh_t; /* T: a neighbour's tensor t arrived since it was last mixed */
+    /* packed (dt_gossip_create_packed; win NULL): one two-sided message per neighbour a step */
+    int packed;
+    size_t pk_bitmap, pk_max; /* bitmap bytes; the largest message: bitmap + every payload */
+    unsigned char *pk_send;   /* pk_max: this step's message */
+    unsigned char *pk_recv;   /* nn x pk_max */
+    size_t pk_len;            /* this step's message length */
 };
 
 #endif
