@@ -53,7 +53,7 @@ expect_error "misspelt flag: the nearest" "dtrain train: unknown flag '--epoch' 
 expect_error "misspelt run flag" "dtrain run: unknown flag '--max-restart' (did you mean --max-restarts?)" -- "$DTRAIN" run -n 2 --algo allreduce --max-restart 1
 expect_error "misspelt --algo"    "--algo alreduce: unknown scheme (did you mean allreduce?)" -- train --data-dir "$T/good" --algo alreduce
 expect_error "another scheme's flag" "--local-steps: a flag of fedavg, not of --algo allreduce" -- train --data-dir "$T/good" --algo allreduce --local-steps 5
-expect_error "a shared flag, not of this scheme" "--topology: a flag of dpsgd, eventgrad, not of --algo ps" -- train --data-dir "$T/good" --algo ps --topology ring
+expect_error "a shared flag, not of this scheme" "--topology: a flag of dpsgd, eventgrad, choco, not of --algo ps" -- train --data-dir "$T/good" --algo ps --topology ring
 expect_error "a scheme's flag, no --algo" "--servers: a flag of downpour, not of --algo local" -- train --data-dir "$T/good" --servers 1
 expect_error "flag without value" "--seed needs a value"            -- train --data-dir "$T/good" --seed
 expect_error "bad schedule"       "--schedule 'warm'"               -- train --data-dir "$T/good" --schedule warm

@@ -63,7 +63,7 @@ identical "fedavg --local-steps 1 == ps --ps-mode weight, both --compress topk:0
 expect_error "--algo eventgrad (async) --compress fp16: one error line, exit 2" "--compress fp16: eventgrad needs --sync" -- \
     "$DTRAIN" run -n 2 --algo eventgrad "${S[@]}" --compress fp16 --no-save
 expect_error "--algo local --compress int8: one error line, exit 2" \
-    "not supported by --algo local (supported: allreduce, ps, fedavg, dpsgd, eventgrad with --sync, downpour)" -- \
+    "not supported by --algo local (supported: allreduce, ps, fedavg, dpsgd, eventgrad with --sync, choco, downpour)" -- \
     "$DTRAIN" train --algo local "${S[@]}" --compress int8 --no-save
 for bad in topk:0 topk:1.5 topk fp8; do
     expect_error "--compress $bad: one error line, exit 2" "--compress $bad:" -- \

@@ -53,6 +53,11 @@ differ "... and the models differ between the two families (the checks can fail)
 # every message taken (downpour)
 hrun ega --algo eventgrad --threshold adaptive --warmup-steps 10
 hrun dw --algo downpour
+# choco's packed transport: one two-sided message per neighbour and step, read exactly once
+hrun ch --algo choco --compress topk:0.1
+sent=$(msgs "$T/ch.jsonl"); fresh=$(per_rank_sum "$T/ch.jsonl" fresh_recv)
+holds "$sent" '>' 0 && holds "$sent" == "$fresh"
+check "choco (packed): every tensor sent ($sent) read once ($fresh)" $? ""
 for f in dp eg0 ega; do
     sent=$(msgs "$T/$f.jsonl"); fresh=$(per_rank_sum "$T/$f.jsonl" fresh_recv)
     over=$(per_rank_sum "$T/$f.jsonl" overwritten)
@@ -78,14 +83,16 @@ balanced "downpour" "$T/dw.jsonl"
 # (the model is 38,390 floats, 153,560 bytes). algo: what the MPI collective algorithm sends
 # beyond the scheme's payload, which is what dtrain counts (docs/accounting.md). It is 0 but
 # for ps's root: MPICH reduces a large vector by a reduce-scatter and a gather (Rabenseifner),
-# in which the root also sends (N-1)/N of the vector, half the model here, every step.
+# in which the root also sends (N-1)/N of the vector, half the model here, every step; and for
+# choco the starting parameters, once to the neighbour (set-up, not counted: one model).
 model=153560
-for f in ar psg dp eg0 ega dw; do
+for f in ar psg dp eg0 ega dw ch; do
     for r in 0 1; do
         tx=$(awk -v h=$r '$1 == h { print $2 }' "$T/$f.tx")
         b=$(rank_field "$T/$f.jsonl" $r bytes_sent)
         algo=0
         if [ "$f" = psg ] && [ $r = 0 ]; then algo=$(($(rank_field "$T/$f.jsonl" 0 steps) * model / 2)); fi
+        if [ "$f" = ch ]; then algo=$model; fi
         hi=$(awk -v b="$b" -v a="$algo" -v m=$model 'BEGIN { printf "%d", 1.12 * (b + a) + 2 * m + 524288 }')
         holds "$b" '>' 0 && holds "$tx" '>=' "$b" && holds "$tx" '<=' "$hi"
         check "$f: host $r sent $tx bytes on its link, dtrain counted $b (bound $b..$hi)" $? \

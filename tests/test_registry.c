@@ -72,7 +72,8 @@ static void test_registry_table(void) {
                   dt_last_error());
         dt_scheme_free(st);
     }
-    CHECK_MSG(topo_seen == 2, "--topology declared by dpsgd and eventgrad (pairs seen: %d)", topo_seen);
+    /* ordered pairs of schemes that declare it: dpsgd, eventgrad and choco */
+    CHECK_MSG(topo_seen == 6, "--topology declared by dpsgd, eventgrad and choco (pairs seen: %d)", topo_seen);
     CHECK(dt_scheme_find("nope") == NULL);
     const dt_scheme_def *loc = dt_scheme_find("local");
     CHECK(loc && loc->compress == DT_COMPRESS_NO);
@@ -113,7 +114,7 @@ static void test_registry_refusals(void) {
     CHECK(dt_scheme_create(&a, &none) == DT_ERR_ARG && none == NULL);
     a = config("fedavg");
     dt_scheme_config_set(&a, "topology", "ring");
-    CHECK_MSG(dt_scheme_check(&a) == DT_ERR_ARG && !strcmp(dt_last_error(), "--topology: a flag of dpsgd, eventgrad, not of --algo fedavg"),
+    CHECK_MSG(dt_scheme_check(&a) == DT_ERR_ARG && !strcmp(dt_last_error(), "--topology: a flag of dpsgd, eventgrad, choco, not of --algo fedavg"),
               "%s", dt_last_error());
     a = config(NULL); /* local takes no scheme flag */
     dt_scheme_config_set(&a, "servers", "1");

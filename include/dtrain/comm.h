@@ -38,6 +38,8 @@ typedef struct dt_counters {
     uint64_t fresh_recv;       /* tensors received that were new when read (one-sided schemes) */
     uint64_t overwritten;      /* tensors sent to us that were replaced before we read them */
     uint64_t torn_retries;     /* reads that caught a write in progress and kept the old value */
+    uint64_t other_bytes;      /* sent beside the payloads: set-up copies, the model averaged for an
+                                * evaluation, protocol headers and tokens (docs/accounting.md) */
     double t_comm, t_compute;  /* seconds */
 } dt_counters;
 
@@ -69,6 +71,8 @@ static inline void dt_count_recv(dt_comm *c, uint64_t msgs, uint64_t bytes) {
     c->c.msgs_recv += msgs;
     c->c.bytes_recv += bytes;
 }
+/* Bytes this rank sent that are not a scheme's payload (set-up, evaluation, protocol). */
+static inline void dt_count_other(dt_comm *c, uint64_t bytes) { c->c.other_bytes += bytes; }
 /* The messages this rank would have sent had it communicated every tensor at this step (the
  * denominator of "messages %"). Only for a scheme that sets own_baseline (dtrain/scheme.h);
  * for the others the trainer takes what they sent. */

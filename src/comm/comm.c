@@ -176,7 +176,7 @@ dt_status dt_reduce_sum(dt_comm *c, const float *buf, float *sum, size_t n) {
     return DT_OK;
 }
 
-dt_status dt_bcast_setup(dt_comm *c, float *buf, size_t n, int root, const char *what) {
+static dt_status bcast_floats(dt_comm *c, float *buf, size_t n, int root, const char *what) {
     for (size_t off = 0; off < n; off += CHUNK) {
         int cnt = (int)(n - off < CHUNK ? n - off : CHUNK);
         int err = MPI_Bcast(buf + off, cnt, MPI_FLOAT, root, c->comm);
@@ -185,9 +185,15 @@ dt_status dt_bcast_setup(dt_comm *c, float *buf, size_t n, int root, const char 
     return DT_OK;
 }
 
+dt_status dt_bcast_setup(dt_comm *c, float *buf, size_t n, int root, const char *what) {
+    /* not a payload, but it crosses the links: as a broadcast from the root is counted */
+    if (c->rank == root && c->size > 1) dt_count_other(c, (uint64_t)(c->size - 1) * n * sizeof(float));
+    return bcast_floats(c, buf, n, root, what);
+}
+
 dt_status dt_bcast(dt_comm *c, float *buf, size_t n, int root) {
     double t0 = dt_comm_time_begin(c), tt = dt_trace_t0();
-    dt_status st = dt_bcast_setup(c, buf, n, root, "MPI_Bcast");
+    dt_status st = bcast_floats(c, buf, n, root, "MPI_Bcast");
     if (st != DT_OK) { dt_comm_time_end(c, t0); return st; }
     if (c->size > 1) {
         uint64_t bytes = (uint64_t)n * sizeof(float);

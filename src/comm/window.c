@@ -210,6 +210,7 @@ void dt_win_count_puts(dt_win *w, int n, size_t bytes) {
     w->st.put_bytes += (uint64_t)n * (uint64_t)bytes;
     w->st.header_puts += (uint64_t)n;
     w->st.header_bytes += (uint64_t)n * HDR_BYTES;
+    dt_count_other(w->c, (uint64_t)n * HDR_BYTES); /* protocol: each data put's checked header */
 }
 
 /* Data and header in one round trip: dt_win_read accepts a copy only when it hashes to the

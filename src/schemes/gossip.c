@@ -55,6 +55,7 @@ static dt_status start_compressed(dt_gossip *g, const dt_codec_spec *spec, dt_co
     if (!g->packed && (st = dt_win_create_bytes(c, g->nbrs, g->nn, g->ebytes, g->T, &g->win)) != DT_OK) return st;
     double t0 = dt_now();
     int err = MPI_SUCCESS;
+    dt_count_other(c, (uint64_t)g->nn * g->np * sizeof(float)); /* set-up: not a payload */
     for (int k = 0; k < g->nn && err == MPI_SUCCESS; k++) {
         err = MPI_Irecv(g->xhat + (size_t)k * g->np, (int)g->np, MPI_FLOAT, g->nbrs[k], TAG_INIT, c->comm, &g->req[k]);
         if (err == MPI_SUCCESS)
@@ -235,6 +236,7 @@ static dt_status exchange_tokens(dt_gossip *g, dt_comm *c, int tag, const uint64
     double t0 = dt_now();
     const int cnt = out ? g->T : 0;
     int err = MPI_SUCCESS, posted = 0;
+    dt_count_other(c, (uint64_t)g->nn * (uint64_t)cnt * sizeof(uint64_t)); /* protocol: the sequence numbers */
     for (int k = 0; k < g->nn && err == MPI_SUCCESS; k++) {
         err = MPI_Irecv(in ? (void *)(in + (size_t)k * g->T) : &token, cnt, MPI_UINT64_T, g->nbrs[k], tag, c->comm, &g->req[k]);
         if (err == MPI_SUCCESS)

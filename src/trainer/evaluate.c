@@ -43,6 +43,9 @@ static dt_status mean_model(dt_trainer *t) {
     const int trains = t->ctx.run.worker >= 0;
     for (size_t i = 0; i < np; i++) t->eval_params[i] = trains ? dt_model_params(m)[i] : 0.0f;
     for (size_t i = 0; i < ns; i++) t->eval_state[i] = trains ? dt_model_state(m)[i] : 0.0f;
+    /* beside the payloads (an evaluation, not training), counted as an allreduce is */
+    const int N = t->comm.size;
+    if (N > 1) dt_count_other(&t->comm, 2 * (uint64_t)(N - 1) * (np + ns) * sizeof(float) / (uint64_t)N);
     int err = MPI_Allreduce(MPI_IN_PLACE, t->eval_params, (int)np, MPI_FLOAT, MPI_SUM, t->comm.comm);
     if (err == MPI_SUCCESS && ns) err = MPI_Allreduce(MPI_IN_PLACE, t->eval_state, (int)ns, MPI_FLOAT, MPI_SUM, t->comm.comm);
     if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Allreduce (model average)");

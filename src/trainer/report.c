@@ -311,7 +311,7 @@ dt_status dt_trainer_epoch_report(dt_trainer *t, double loss_sum, long seen, lon
 /* ------------------------------------------------------------------ summary */
 
 enum { R_MSGS_SENT, R_BYTES_SENT, R_MSGS_RECV, R_BYTES_RECV, R_BASELINE, R_FRESH, R_OVERWRITTEN, R_TORN, R_COMM,
-       R_COMPUTE, R_STEPS, R_N };
+       R_COMPUTE, R_STEPS, R_OTHER, R_N };
 
 /* Exposed communication: the share of a training step's time spent waiting in communication
  * calls (MPI, and the codecs' encoding and decoding), in %; what overlaps the computation is
@@ -341,13 +341,17 @@ static void print_table(const dt_trainer *t, const double *rows, const double *t
         printf("largest distance of a rank's parameters from their mean before the final averaging: %.4g\n", spread_before);
     printf("%s: test accuracy %.2f%% with %.1f%% of the messages (%.2f MB) in %.1f s\n", t->scheme->scheme->name,
            100 * t->last.test_acc, pct, tot[R_BYTES_SENT] / 1e6, wall);
+    if (tot[R_OTHER] > 0)
+        printf("sent beside the payloads: %.2f MB (set-up copies, models averaged for evaluation, protocol headers "
+               "and tokens)\n", tot[R_OTHER] / 1e6);
 }
 
 static void summary_line(dt_trainer *t, dt_json *j, const double *rows, const double *tot, double pct,
                          double spread_before, double wall) {
     const dt_train_config *c = t->cfg;
     static const char *const per_rank[R_N] = {"msgs_sent", "bytes_sent", "msgs_recv", "bytes_recv", "baseline_msgs",
-                                              "fresh_recv", "overwritten", "torn_retries", "comm_s", "compute_s", "steps"};
+                                              "fresh_recv", "overwritten", "torn_retries", "comm_s", "compute_s", "steps",
+                                              "other_bytes_sent"};
     dt_json_begin(j, NULL);
     dt_json_str(j, "type", "summary");
     dt_json_str(j, "model", c->model);
@@ -365,6 +369,8 @@ static void summary_line(dt_trainer *t, dt_json *j, const double *rows, const do
     dt_json_fixed(j, "baseline_msgs", tot[R_BASELINE], 0);
     dt_json_fixed(j, "msgs_pct", pct, 4);
     dt_json_fixed(j, "mb_sent", tot[R_BYTES_SENT] / 1e6, 4);
+    /* beside the payloads: set-up copies, models averaged for evaluation, protocol headers, tokens */
+    dt_json_fixed(j, "other_mb_sent", tot[R_OTHER] / 1e6, 4);
     num6(j, "spread_before_avg", spread_before);
     dt_json_fixed(j, "wall_s", wall, 3);
     dt_json_fixed(j, "eval_s", t->eval_s, 3);
@@ -402,7 +408,8 @@ dt_status dt_trainer_summary(dt_trainer *t, double spread_before, double wall) {
     const dt_counters *k = &t->comm.c;
     const double mine[R_N] = {(double)k->msgs_sent, (double)k->bytes_sent, (double)k->msgs_recv, (double)k->bytes_recv,
                               (double)k->baseline_msgs, (double)k->fresh_recv, (double)k->overwritten,
-                              (double)k->torn_retries, k->t_comm, k->t_compute, (double)t->ctx.step};
+                              (double)k->torn_retries, k->t_comm, k->t_compute, (double)t->ctx.step,
+                              (double)k->other_bytes};
     double *rows = t->comm.rank == 0 ? calloc((size_t)t->comm.size * R_N, sizeof *rows) : NULL;
     if (t->comm.rank == 0 && !rows) return dt_fail(DT_ERR_NOMEM, "out of memory");
     int err = MPI_Gather(mine, R_N, MPI_DOUBLE, rows, R_N, MPI_DOUBLE, 0, t->comm.comm);
