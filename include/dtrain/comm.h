@@ -107,8 +107,9 @@ dt_status dt_reduce_sum(dt_comm *c, const float *buf, float *sum, size_t n);
 /* The sum of dt_allreduce_sum, started (MPI_Iallreduce, in place): counted when started; buf
  * is not to be touched until *req completes (dt_wait_all). n < 2^31. */
 dt_status dt_iallreduce_sum(dt_comm *c, float *buf, size_t n, MPI_Request *req);
-/* The broadcast of dt_bcast, neither counted nor timed: set-up traffic (e.g. equal starting
- * copies). what names the call in an error. */
+/* The broadcast of dt_bcast for set-up traffic (e.g. equal starting copies): not a payload
+ * and not timed, counted beside the payloads (other_bytes, at the root as a broadcast is).
+ * what names the call in an error. */
 dt_status dt_bcast_setup(dt_comm *c, float *buf, size_t n, int root, const char *what);
 /* Encoded payloads: B bytes from every rank.
  * allgather: every rank gets all N payloads in rank order (recv holds N*B bytes), counted as a

@@ -45,7 +45,8 @@
  *     dt_bcast, ...): they count messages and bytes (docs/accounting.md) and time themselves.
  *     MPI called directly: count each payload with dt_count_send/dt_count_recv and put the
  *     calls (and any encoding) between dt_comm_time_begin and dt_comm_time_end. Set-up
- *     traffic (in start) is not counted: dt_bcast_setup, or MPI itself.
+ *     traffic (in start) is not a payload: dt_bcast_setup counts it beside the payloads
+ *     (other_bytes); MPI called directly, add it with dt_count_other.
  * C7  The baseline ("messages %": sent / what communicating every tensor every step would
  *     send). By default dtrain takes what the scheme sent: 100%, right for a scheme that sends
  *     everything every step. A scheme that sends less sets s->own_baseline = 1 in create and
