@@ -167,6 +167,9 @@ static dt_status send_packed(dt_gossip *g, dt_comm *c, const int *ts, int n, con
     return dt_mpi_check(err, "gossip (packed): MPI_Irecv/MPI_Isend");
 }
 
+/* packed: the bytes of tensor i in a message (start_compressed's sizes, or the floats) */
+static size_t packed_bytes(const dt_gossip *g, int i) { return g->codec ? g->ebytes[i] : g->len[i] * sizeof(float); }
+
 /* packed: waits for every neighbour's message and adds it to that neighbour's copies */
 static dt_status receive_packed(dt_gossip *g, dt_comm *c) {
     double t0 = dt_now();
@@ -179,7 +182,7 @@ static dt_status receive_packed(dt_gossip *g, dt_comm *c) {
         size_t want = g->pk_bitmap, n = 0;
         for (int i = 0; i < g->T && (size_t)got >= g->pk_bitmap; i++)
             if (m[i / 8] >> (i % 8) & 1) {
-                want += g->codec ? dt_codec_bytes(dt_codec_get_spec(g->codec), g->len[i]) : g->len[i] * sizeof(float);
+                want += packed_bytes(g, i);
                 n++;
             }
         if ((size_t)got != want) {
@@ -191,13 +194,9 @@ static dt_status receive_packed(dt_gossip *g, dt_comm *c) {
         float *xhat = g->xhat + (size_t)k * g->np;
         for (int i = 0; i < g->T; i++) {
             if (!(m[i / 8] >> (i % 8) & 1)) continue;
-            if (g->codec) {
-                dt_codec_decode_add(g->codec, m + pos, g->len[i], xhat + g->off[i]);
-                pos += dt_codec_bytes(dt_codec_get_spec(g->codec), g->len[i]);
-            } else {
-                memcpy(xhat + g->off[i], m + pos, g->len[i] * sizeof(float));
-                pos += g->len[i] * sizeof(float);
-            }
+            if (g->codec) dt_codec_decode_add(g->codec, m + pos, g->len[i], xhat + g->off[i]);
+            else memcpy(xhat + g->off[i], m + pos, g->len[i] * sizeof(float));
+            pos += packed_bytes(g, i);
             g->fresh_t[i] = 1;
         }
         g->fresh_epoch[k] += n;
