@@ -12,9 +12,10 @@
  * and goes with a later write (error feedback by construction), so nothing is lost, only
  * delayed; gamma < 1 keeps the lossy copies from pulling too hard. The copies change only by
  * what was sent, identically on both sides, so a write must be read exactly once: lock-step
- * (gossip.h's packed transport: one two-sided message per neighbour and step). With --trigger R a tensor is written only when x - xhat_self moved
- * past R times the norm of xhat_self (SPARQ's event, relative per tensor); the consensus
- * step still runs every step on the copies held. --trigger 0 --gossip-every 1 is CHOCO-SGD. */
+ * (gossip.h's packed transport: one two-sided message per neighbour and step). With
+ * --trigger R a tensor is written only when x - xhat_self moved past R times the norm of
+ * xhat_self (SPARQ's event, relative per tensor); the consensus step still runs at every
+ * communication step on the copies held. --trigger 0 --gossip-every 1 is CHOCO-SGD. */
 #include <math.h>
 #include <stdlib.h>
 

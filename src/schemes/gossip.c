@@ -66,12 +66,15 @@ static dt_status start_compressed(dt_gossip *g, const dt_codec_spec *spec, dt_co
     return dt_mpi_check(err, "gossip --compress: exchanging the starting parameters");
 }
 
-/* packed: a message holds a bitmap of the tensors in it, then their payloads in tensor order */
-static dt_status start_packed(dt_gossip *g, const dt_codec_spec *spec) {
+/* packed: the bytes of tensor i in a message (start_compressed's sizes, or the floats) */
+static size_t packed_bytes(const dt_gossip *g, int i) { return g->codec ? g->ebytes[i] : g->len[i] * sizeof(float); }
+
+/* packed, after start_compressed: a message holds a bitmap of the tensors in it, then their
+ * payloads in tensor order */
+static dt_status start_packed(dt_gossip *g) {
     g->pk_bitmap = ((size_t)g->T + 7) / 8;
     g->pk_max = g->pk_bitmap;
-    for (int i = 0; i < g->T; i++)
-        g->pk_max += spec->kind == DT_CODEC_NONE ? g->len[i] * sizeof(float) : dt_codec_bytes(spec, g->len[i]);
+    for (int i = 0; i < g->T; i++) g->pk_max += packed_bytes(g, i);
     const size_t nn1 = (size_t)(g->nn ? g->nn : 1);
     g->pk_send = malloc(g->pk_max);
     g->pk_recv = malloc(nn1 * g->pk_max);
@@ -112,10 +115,10 @@ static dt_status gossip_create(dt_step_ctx *ctx, const char *topology, const dt_
     const float *x = dt_model_params(m);
     for (int k = 0; k < g->nn; k++) memcpy(g->xhat + (size_t)k * g->np, x, g->np * sizeof(float));
     g->overwritten_mark = c->c.overwritten;
-    if (g->packed && (st = start_packed(g, spec)) != DT_OK) return st;
-    if (spec->kind == DT_CODEC_NONE)
-        return g->packed ? DT_OK : dt_win_create(c, g->nbrs, g->nn, g->np, g->off, g->len, g->T, &g->win);
-    return start_compressed(g, spec, c, x);
+    if (spec->kind != DT_CODEC_NONE && (st = start_compressed(g, spec, c, x)) != DT_OK) return st;
+    if (g->packed) return start_packed(g);
+    if (spec->kind == DT_CODEC_NONE) return dt_win_create(c, g->nbrs, g->nn, g->np, g->off, g->len, g->T, &g->win);
+    return DT_OK;
 }
 
 static dt_status create(dt_step_ctx *c, const char *topology, const dt_codec_spec *spec, int packed, dt_gossip **out) {
@@ -136,8 +139,8 @@ dt_status dt_gossip_create_packed(dt_step_ctx *c, const char *topology, const dt
     return create(c, topology, spec, 1, out);
 }
 
-/* packed: this step's message (bitmap, payloads; cself follows what is sent), posted to every
- * neighbour with a receive from each; dt_gossip_receive_sync completes them */
+/* packed: this step's message (bitmap, payloads; with a codec cself follows what is sent),
+ * posted to every neighbour with a receive from each; dt_gossip_receive_sync completes them */
 static dt_status send_packed(dt_gossip *g, dt_comm *c, const int *ts, int n, const float *x) {
     double t0 = dt_now();
     unsigned char *m = g->pk_send;
@@ -150,11 +153,9 @@ static dt_status send_packed(dt_gossip *g, dt_comm *c, const int *ts, int n, con
             pos += dt_codec_encode_delta(g->codec, x + g->off[i], g->cself + g->off[i], g->len[i], m + pos);
         } else {
             memcpy(m + pos, x + g->off[i], g->len[i] * sizeof(float));
-            if (g->cself) memcpy(g->cself + g->off[i], x + g->off[i], g->len[i] * sizeof(float));
             pos += g->len[i] * sizeof(float);
         }
     }
-    g->pk_len = pos;
     int err = MPI_SUCCESS;
     for (int k = 0; k < g->nn && err == MPI_SUCCESS; k++) {
         err = MPI_Irecv(g->pk_recv + (size_t)k * g->pk_max, (int)g->pk_max, MPI_BYTE, g->nbrs[k], TAG_PACKED, c->comm,
@@ -166,9 +167,6 @@ static dt_status send_packed(dt_gossip *g, dt_comm *c, const int *ts, int n, con
     c->c.t_comm += dt_now() - t0;
     return dt_mpi_check(err, "gossip (packed): MPI_Irecv/MPI_Isend");
 }
-
-/* packed: the bytes of tensor i in a message (start_compressed's sizes, or the floats) */
-static size_t packed_bytes(const dt_gossip *g, int i) { return g->codec ? g->ebytes[i] : g->len[i] * sizeof(float); }
 
 /* packed: waits for every neighbour's message and adds it to that neighbour's copies */
 static dt_status receive_packed(dt_gossip *g, dt_comm *c) {
@@ -210,12 +208,11 @@ static dt_status receive_packed(dt_gossip *g, dt_comm *c) {
 dt_status dt_gossip_send(dt_gossip *g, dt_comm *c, const int *ts, int n, const float *x) {
     c->c.baseline_msgs += (uint64_t)g->nn * (uint64_t)g->T;
     g->sent_epoch += (uint64_t)g->nn * (uint64_t)n;
-    if (g->packed) return send_packed(g, c, ts, n, x);
-    if (!g->codec) {
-        for (int q = 0; q < n && g->cself; q++) /* dt_gossip_keep_own_copy */
+    if (!g->codec) /* dt_gossip_keep_own_copy: the neighbours will hold what goes now */
+        for (int q = 0; q < n && g->cself; q++)
             memcpy(g->cself + g->off[ts[q]], x + g->off[ts[q]], g->len[ts[q]] * sizeof(float));
-        return dt_win_put_tensors(g->win, ts, n, x);
-    }
+    if (g->packed) return send_packed(g, c, ts, n, x);
+    if (!g->codec) return dt_win_put_tensors(g->win, ts, n, x);
     /* the change against the copy every neighbour holds, encoded; cself += decode */
     double t0 = dt_now();
     for (int q = 0; q < n; q++) {

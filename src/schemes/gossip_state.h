@@ -33,7 +33,6 @@ struct dt_gossip {
     size_t pk_bitmap, pk_max; /* bitmap bytes; the largest message: bitmap + every payload */
     unsigned char *pk_send;   /* pk_max: this step's message */
     unsigned char *pk_recv;   /* nn x pk_max */
-    size_t pk_len;            /* this step's message length */
 };
 
 #endif
