@@ -22,6 +22,20 @@ run -n 4 --algo eventgrad --sync --mix every --threshold adaptive "${C[@]}" --ou
 run -n 4 --algo eventgrad --sync --mix fresh --threshold adaptive "${C[@]}" --out "$T/egsf.w"
 differ "... --mix fresh with an adaptive threshold differs from --mix every" "$T/egse.w" "$T/egsf.w" 1e-6
 
+# --mix consensus (the default without --sync): x += gamma W sum_j (xhat_j - xhat_self) for
+# the tensors of which something new arrived. Lock-step with const:0 and gamma 1 that is
+# dpsgd's mixing written as a difference (x + W sum_j (xhat_j - x)): equal to rounding after
+# 10 steps (over whole epochs training amplifies rounding differences), and gamma 0.5 is another
+# model; with an adaptive threshold it differs from --mix fresh
+S10=(--epochs 1 --max-steps 10)
+run -n 4 --algo dpsgd "${C[@]}" "${S10[@]}" --out "$T/dp10.w"
+run -n 4 --algo eventgrad --sync --mix consensus --gamma 1 --threshold const:0 "${C[@]}" "${S10[@]}" --out "$T/egc1.w"
+same "eventgrad --sync --mix consensus --gamma 1 const:0 == dpsgd (to rounding, 10 steps)" "$T/dp10.w" "$T/egc1.w" 1e-6
+run -n 4 --algo eventgrad --sync --mix consensus --gamma 0.5 --threshold const:0 "${C[@]}" "${S10[@]}" --out "$T/egc05.w"
+differ "... --gamma 0.5 is another model" "$T/dp10.w" "$T/egc05.w" 1e-4
+run -n 4 --algo eventgrad --sync --mix consensus --threshold adaptive "${C[@]}" --out "$T/egsc.w"
+differ "... with an adaptive threshold it differs from --mix fresh" "$T/egsf.w" "$T/egsc.w" 1e-6
+
 run -n 4 --algo eventgrad --threshold const:0 --max-lag 0 "${C[@]}" --out "$T/egw.w" --log "$T/egw.jsonl"
 c=$(summary_field "$T/egw.jsonl" msgs_sent); compare "eventgrad const:0 without --sync, sends waiting for the link (--max-lag 0): dpsgd's messages" "$c" == "$a" "$c vs $a"
 
@@ -68,7 +82,15 @@ for topo in torus exponential complete; do
     run -n 4 --algo dpsgd --topology $topo "${C[@]}" --epochs 1 --max-steps 20 --no-save --log "$T/t_$topo.jsonl"
     check "dpsgd --topology $topo runs" $? "msgs $(summary_field "$T/t_$topo.jsonl" msgs_sent)"
 done
-expect_error "bad --mix: one line" "--mix bogus: expected auto, every or fresh" -- \
+# asynchronous, overlapped, adaptive: consensus (the default) against fresh mixing, the same
+# run otherwise; the ranks' mean model is what is evaluated
+run -n 4 --algo eventgrad --threshold adaptive --max-lag 1 "${C[@]}" --epochs 3 --out "$T/egac.w" --log "$T/egac.jsonl"
+run -n 4 --algo eventgrad --threshold adaptive --max-lag 1 --mix fresh "${C[@]}" --epochs 3 --out "$T/egaf.w" --log "$T/egaf.jsonl"
+ac=$(acc "$T/egac.jsonl"); af=$(acc "$T/egaf.jsonl")
+compare "asynchronous consensus learns (3 short epochs)" "$ac" '>' 0.8 "consensus $ac, fresh $af"
+expect_error "bad --gamma: one line" "--gamma 0: expected" -- \
+    "$DTRAIN" run -n 2 --algo eventgrad --gamma 0 "${C[@]}" --no-save
+expect_error "bad --mix: one line" "--mix bogus: expected auto, every, fresh or consensus" -- \
     "$DTRAIN" run -n 2 --algo eventgrad --mix bogus "${C[@]}" --no-save
 expect_error "bad --threshold: one line" "--threshold bogus: expected adaptive or const:C" -- \
     "$DTRAIN" run -n 2 --algo eventgrad --threshold bogus "${C[@]}" --no-save

@@ -36,6 +36,7 @@ resume_case eventgrad-sync    3 --algo eventgrad --sync --threshold adaptive --w
 resume_case eventgrad-int8    3 --algo eventgrad --sync --threshold const:0.01 --warmup-steps 5 --compress int8
 resume_case choco-topk        3 --algo choco --compress topk:0.1
 resume_case choco-trigger     3 --algo choco --trigger 0.05 --gossip-every 2
+resume_case eventgrad-consensus 3 --algo eventgrad --sync --mix consensus --threshold adaptive --warmup-steps 5
 
 # the comparison can fail: a checkpoint resumed one epoch later than it was taken differs
 d="$T/eventgrad-sync"
@@ -45,7 +46,10 @@ differ "... and a run with an extra epoch differs (the comparison can fail)" "$d
 # a checkpoint belongs to its scheme, codec and number of ranks
 expect_error "resume under another --algo: one error line" "saved by a run with --algo eventgrad --compress none on 3 ranks" -- \
     "$DTRAIN" run -n 3 --algo dpsgd "${C[@]}" --epochs 2 --resume "$T/eventgrad-sync/ck" --no-save
-expect_error "resume under another --history: one error line" "saved with another --topology or --history" -- \
+expect_error "resume under another --mix (consensus keeps its own copy): one error line" "saved with another --topology, --history or --mix" -- \
+    "$DTRAIN" run -n 3 --algo eventgrad --sync --mix consensus --threshold adaptive --warmup-steps 5 "${C[@]}" --epochs 2 \
+    --resume "$T/eventgrad-sync/ck" --no-save
+expect_error "resume under another --history: one error line" "saved with another --topology, --history or --mix" -- \
     "$DTRAIN" run -n 3 --algo eventgrad --sync --threshold adaptive --warmup-steps 5 --history 3 "${C[@]}" --epochs 2 \
     --resume "$T/eventgrad-sync/ck" --no-save
 expect_error "resume without the checkpoint's --compress: one error line" "this run has --algo allreduce --compress none" -- \

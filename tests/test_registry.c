@@ -218,8 +218,8 @@ static void test_registry_values(void) {
     dt_scheme_config a = config("eventgrad");
     CHECK(dt_scheme_create(&a, &s) == DT_OK);
     if (s) {
-        const char *want[][2] = {{"history", "2"}, {"warmup-steps", "30"}, {"horizon", "1"}, {"threshold-decay", "1"},
-                                 {"sync", "0"}, {"threshold", "adaptive"}, {"topology", "ring"}, {"mix", "auto"}};
+        const char *want[][2] = {{"history", "2"}, {"warmup-steps", "30"}, {"horizon", "2"}, {"threshold-decay", "1"},
+                                 {"sync", "0"}, {"threshold", "adaptive"}, {"topology", "ring"}, {"mix", "auto"}, {"gamma", "0.5"}};
         for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
             CHECK_MSG(!strcmp(value_of(s, want[i][0]), want[i][1]), "--%s: %s, want %s", want[i][0], value_of(s, want[i][0]),
                       want[i][1]);

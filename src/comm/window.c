@@ -13,7 +13,7 @@ static void win_release(dt_win *w) {
     if (!w) return;
     free(w->nbrs); free(w->peer_slot); free(w->boff); free(w->cap);
     free(w->sent); free(w->last); free(w->hdr_out); free(w->scratch); free(w->stage);
-    free(w->stage2); free(w->which); free(w->pend); free(w->req); free(w->stat);
+    free(w->stage2); free(w->which); free(w->pend); free(w->req); free(w->stat); free(w->round_bytes);
     free(w->probe); free(w->probe_want);
     free(w);
 }

@@ -103,6 +103,11 @@ dt_status dt_win_read(dt_win *w, int k, int t, float *dst, uint64_t *seq, int *f
  * (dt_win_complete).
  * dt_win_put and dt_win_put_bytes need it off. */
 dt_status dt_win_set_overlap(dt_win *w, int on, int max_lag);
+/* Overlap on: from now on, when a round has arrived at every neighbour, its tensors' values
+ * are copied into mirror (the caller's, slot_bytes, tensor t at its place in the slot), so
+ * mirror holds what the neighbours' windows show of this rank, not what was last handed to a
+ * put (a round may be on its way, a newer value waiting). NULL stops it. */
+void dt_win_mirror_arrived(dt_win *w, void *mirror);
 /* Waits until every write started or waiting has left (their origin copies are free; the
  * targets see them once they next run MPI): before announcing sequence numbers. */
 dt_status dt_win_complete(dt_win *w);

@@ -31,7 +31,8 @@ static dt_status overlap_alloc(dt_win *w) {
     w->stat = malloc(nreq * sizeof *w->stat);
     w->probe = calloc(2 * nn, sizeof *w->probe);
     w->probe_want = calloc(nn, sizeof *w->probe_want);
-    if (!w->stage2 || !w->which || !w->pend || !w->req || !w->stat || !w->probe || !w->probe_want)
+    w->round_bytes = calloc((size_t)w->T, sizeof *w->round_bytes);
+    if (!w->stage2 || !w->which || !w->pend || !w->req || !w->stat || !w->probe || !w->probe_want || !w->round_bytes)
         return dt_fail(DT_ERR_NOMEM, "dt_win_set_overlap: out of memory for %zu bytes of second copies", w->slot_bytes);
     for (size_t i = 0; i < nreq; i++) w->req[i] = MPI_REQUEST_NULL;
     w->probe_t = -1;
@@ -88,6 +89,7 @@ static dt_status start_round(dt_win *w) {
                 err = MPI_Rput(hdr, 2, MPI_UINT64_T, target, hdr_disp(w, slot, t), 2, MPI_UINT64_T, w->win, &rq[2 * k + 1]);
         }
         w->which[t] = (unsigned char)which;
+        w->round_bytes[t] = w->pend[t];
         w->pend[t] = 0;
         last = t;
         dt_win_count_puts(w, w->nnbrs, bytes);
@@ -101,6 +103,21 @@ static dt_status start_round(dt_win *w) {
     w->in_flight = 1;
     w->round_call = w->calls;
     return dt_mpi_check(err, "MPI_Rget (has the round arrived?)");
+}
+
+/* The round in flight has arrived: its values are what the neighbours' windows show (the
+ * copies it went from stay unchanged until the next round starts), so into the mirror. */
+static void round_done(dt_win *w) {
+    w->in_flight = 0;
+    for (int t = 0; t < w->T; t++) {
+        if (w->mirror && w->round_bytes[t] > 1) memcpy(w->mirror + w->boff[t], copy_of(w, t, w->which[t]), w->round_bytes[t] - 1);
+        w->round_bytes[t] = 0;
+    }
+}
+
+void dt_win_mirror_arrived(dt_win *w, void *mirror) {
+    assert(w && w->overlap);
+    w->mirror = mirror;
 }
 
 /* Has the round in flight arrived (its puts done, every neighbour's header read back)? Lets
@@ -118,7 +135,7 @@ static dt_status round_arrived(dt_win *w, int *arrived) {
         *arrived = 0;
         if ((err = start_probe(w, k)) != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Rget (has the round arrived?)");
     }
-    if (*arrived) w->in_flight = 0;
+    if (*arrived) round_done(w);
     return DT_OK;
 }
 

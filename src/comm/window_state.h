@@ -44,6 +44,8 @@ struct dt_win {
     uint64_t *probe_want;    /* [k]: the sequence number that shows the round arrived */
     int probe_t;
     MPI_Status *stat;        /* as many (not MPI_STATUSES_IGNORE: GCC 12 warns of MPICH's) */
+    size_t *round_bytes;     /* [t]: 1 + bytes of tensor t in the round in flight; 0: not in it */
+    unsigned char *mirror;   /* dt_win_mirror_arrived's copy (the caller's), or NULL */
     dt_win_stats st;
 };
 

@@ -2,8 +2,9 @@
  * Each step, after the local gradient at x(k): every tensor whose norm moved by at least its
  * threshold since it was last sent (the sender rule of trigger.h) is written into every
  * neighbour's window (gossip.h: one-sided, the receiver takes no part); then the rank mixes
- * its parameters with the last values it received from each neighbour, and the trainer
- * applies the local gradient step. --sync makes it lock-step (deterministic: with const:0 it
+ * its parameters with the last values it received from each neighbour (--mix: as the paper,
+ * only what arrived, or by a consensus step between the copies), and the trainer applies the
+ * local gradient step. --sync makes it lock-step (deterministic: with const:0 it
  * is dpsgd bit for bit); without it nobody waits. --compress needs --sync (gossip.h). */
 #include <math.h>
 #include <stdlib.h>
@@ -15,18 +16,20 @@
 typedef struct {
     dt_gossip *g;   /* first: gossip.h's shared hooks find it there */
     int sync;
-    int mix_fresh;  /* --mix */
+    int mix;        /* --mix: MIX_EVERY, MIX_FRESH or MIX_CONSENSUS (auto resolved) */
+    float gamma;    /* --gamma, for --mix consensus */
     dt_trigger trig;
     int *send_list; /* tensors triggered this step */
 } eg_impl;
 
-enum { MIX_AUTO, MIX_EVERY, MIX_FRESH };
-static const char *const mix_words[] = {"auto", "every", "fresh", NULL};
+enum { MIX_AUTO, MIX_EVERY, MIX_FRESH, MIX_CONSENSUS };
+static const char *const mix_words[] = {"auto", "every", "fresh", "consensus", NULL};
 
 typedef struct {
     int topology;          /* dt_topology_kinds */
     dt_trigger_opts trig;  /* the sender rule's flags */
     int sync, mix, max_lag;
+    float gamma;
 } eg_opts;
 
 static const dt_flag eg_flags[] = {
@@ -34,7 +37,7 @@ static const dt_flag eg_flags[] = {
      .help = "ring | torus | exponential | complete"},
     {"threshold", DT_AT_CUSTOM(eg_opts, trig.threshold, dt_threshold, dt_threshold_parse, dt_threshold_format),
      .def = "adaptive", .help = "adaptive | const:C"},
-    {"horizon", DT_AT_FLOAT(eg_opts, trig.horizon), .def = "1", .min = 0, .max = 1e9, .min_open = 1,
+    {"horizon", DT_AT_FLOAT(eg_opts, trig.horizon), .def = "2", .min = 0, .max = 1e9, .min_open = 1,
      .help = "the threshold is horizon x the mean slope"},
     {"history", DT_AT_INT(eg_opts, trig.history), .def = "2", .min = 1, .max = 1000,
      .help = "adaptive thresholds: slopes averaged"},
@@ -45,7 +48,10 @@ static const dt_flag eg_flags[] = {
     {"sync", DT_AT_SWITCH(eg_opts, sync), .def = "0", .help = "lock-step, deterministic"},
     {"mix", DT_AT_CHOICE(eg_opts, mix, mix_words), .def = "auto",
      .help = "every: mix every tensor every step with the last copies (the paper) | fresh: only tensors of which "
-             "something new arrived | auto: fresh without --sync"},
+             "something new arrived | consensus: x += gamma W sum_j (xhat_j - xhat_self) every step | auto: fresh "
+             "without --sync"},
+    {"gamma", DT_AT_FLOAT(eg_opts, gamma), .def = "0.5", .min = 0, .max = 1, .min_open = 1,
+     .help = "--mix consensus: the consensus step size, (0, 1]"},
     {"max-lag", DT_AT_INT(eg_opts, max_lag), .def = "6", .min = 0, .max = 1000,
      .help = "asynchronous: steps a round of sends may be on its way while the next ones compute (0: each send waits "
              "for the link)"},
@@ -61,6 +67,7 @@ static dt_status eg_start(dt_scheme *s, dt_step_ctx *c) {
     st = dt_gossip_create(c, dt_topology_kinds[o->topology], &s->codec, &e->g);
     /* without --sync nobody waits for anyone, the link included: sends overlap the next steps */
     if (st == DT_OK && !e->sync && o->max_lag > 0) st = dt_gossip_overlap(e->g, o->max_lag);
+    if (st == DT_OK && e->mix == MIX_CONSENSUS) st = dt_gossip_keep_own_copy(e->g, dt_model_params(c->model));
     return st;
 }
 
@@ -89,7 +96,8 @@ static dt_status eg_after_backward(dt_scheme *s, dt_step_ctx *c) {
     dt_status st = dt_gossip_send(e->g, c->comm, e->send_list, nsend, x);
     if (st == DT_OK) st = e->sync ? dt_gossip_receive_sync(e->g, c->comm) : dt_gossip_receive(e->g, c->comm);
     if (st == DT_OK) { /* x(k+1) before the gradient step */
-        if (e->mix_fresh) dt_gossip_mix_fresh(e->g, x);
+        if (e->mix == MIX_CONSENSUS) dt_gossip_mix_consensus_fresh(e->g, x, e->gamma);
+        else if (e->mix == MIX_FRESH) dt_gossip_mix_fresh(e->g, x);
         else dt_gossip_mix(e->g, x);
     }
     return st;
@@ -100,13 +108,15 @@ static dt_status eg_after_backward(dt_scheme *s, dt_step_ctx *c) {
 static dt_status eg_save(dt_scheme *s, dt_step_ctx *c, dt_records *out) {
     eg_impl *e = s->impl;
     (void)c;
-    dt_status st = dt_gossip_save(e->g, &e->trig.history, 1, out);
+    const int shape[2] = {e->trig.history, e->mix == MIX_CONSENSUS}; /* consensus keeps the own copy */
+    dt_status st = dt_gossip_save(e->g, shape, 2, out);
     return st == DT_OK ? dt_trigger_save(&e->trig, out) : st;
 }
 
 static dt_status eg_load(dt_scheme *s, dt_step_ctx *c, const dt_tfile *f, const char *path) {
     eg_impl *e = s->impl;
-    dt_status st = dt_gossip_load(e->g, c->comm, &e->trig.history, 1, "--topology or --history", f, path);
+    const int shape[2] = {e->trig.history, e->mix == MIX_CONSENSUS};
+    dt_status st = dt_gossip_load(e->g, c->comm, shape, 2, "--topology, --history or --mix", f, path);
     return st == DT_OK ? dt_trigger_load(&e->trig, f, path) : st;
 }
 
@@ -139,7 +149,8 @@ static dt_status eg_create(dt_scheme *s) {
     eg_impl *e = calloc(1, sizeof *e);
     if (!e) return dt_fail(DT_ERR_NOMEM, "out of memory");
     e->sync = o->sync;
-    e->mix_fresh = o->mix == MIX_FRESH || (o->mix == MIX_AUTO && !o->sync);
+    e->mix = o->mix != MIX_AUTO ? o->mix : o->sync ? MIX_EVERY : MIX_CONSENSUS;
+    e->gamma = o->gamma;
     s->impl = e;
     s->ops = &eg_ops;
     s->decentralized = 1;

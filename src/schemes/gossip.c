@@ -208,7 +208,7 @@ static dt_status receive_packed(dt_gossip *g, dt_comm *c) {
 dt_status dt_gossip_send(dt_gossip *g, dt_comm *c, const int *ts, int n, const float *x) {
     c->c.baseline_msgs += (uint64_t)g->nn * (uint64_t)g->T;
     g->sent_epoch += (uint64_t)g->nn * (uint64_t)n;
-    if (!g->codec) /* dt_gossip_keep_own_copy: the neighbours will hold what goes now */
+    if (!g->codec && !g->overlap) /* dt_gossip_keep_own_copy: the neighbours will hold what goes now */
         for (int q = 0; q < n && g->cself; q++)
             memcpy(g->cself + g->off[ts[q]], x + g->off[ts[q]], g->len[ts[q]] * sizeof(float));
     if (g->packed) return send_packed(g, c, ts, n, x);
@@ -341,12 +341,22 @@ void dt_gossip_mix_fresh(dt_gossip *g, float *x) {
 
 void dt_gossip_mix(const dt_gossip *g, float *x) { mix_range(g, x, 0, g->np); }
 
-void dt_gossip_mix_consensus(const dt_gossip *g, float *x, float gamma) {
+static void consensus_range(const dt_gossip *g, float *x, float gamma, size_t lo, size_t hi) {
     const float a = gamma * g->W;
-    for (size_t p = 0; p < g->np; p++) {
+    for (size_t p = lo; p < hi; p++) {
         float d = 0;
         for (int j = 0; j < g->nn; j++) d += g->xhat[(size_t)j * g->np + p];
         x[p] += a * (d - (float)g->nn * g->cself[p]);
+    }
+}
+
+void dt_gossip_mix_consensus(const dt_gossip *g, float *x, float gamma) { consensus_range(g, x, gamma, 0, g->np); }
+
+void dt_gossip_mix_consensus_fresh(dt_gossip *g, float *x, float gamma) {
+    for (int i = 0; i < g->T; i++) {
+        if (!g->fresh_t[i]) continue;
+        g->fresh_t[i] = 0;
+        consensus_range(g, x, gamma, g->off[i], g->off[i] + g->len[i]);
     }
 }
 
@@ -354,6 +364,7 @@ dt_status dt_gossip_keep_own_copy(dt_gossip *g, const float *x) {
     if (g->cself) return DT_OK; /* --compress keeps it already */
     if (!(g->cself = malloc((g->np ? g->np : 1) * sizeof *g->cself))) return dt_fail(DT_ERR_NOMEM, "out of memory");
     memcpy(g->cself, x, g->np * sizeof(float));
+    if (g->overlap) dt_win_mirror_arrived(g->win, g->cself);
     return DT_OK;
 }
 
@@ -371,7 +382,12 @@ dt_status dt_gossip_drain(dt_gossip *g, dt_comm *c) {
 }
 
 dt_status dt_gossip_overlap(dt_gossip *g, int max_lag) {
-    return g->packed ? DT_OK : dt_win_set_overlap(g->win, 1, max_lag);
+    if (g->packed) return DT_OK;
+    dt_status st = dt_win_set_overlap(g->win, 1, max_lag);
+    /* the own copy follows what arrived at the neighbours, not what was handed to a put */
+    if (st == DT_OK && !g->codec && g->cself) dt_win_mirror_arrived(g->win, g->cself);
+    g->overlap = st == DT_OK;
+    return st;
 }
 
 dt_status dt_gossip_progress(dt_gossip *g) { return g->packed ? DT_OK : dt_win_progress(g->win); }

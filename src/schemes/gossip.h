@@ -56,8 +56,14 @@ void dt_gossip_mix(const dt_gossip *g, float *x);
  * back to an old x; gamma < 1 damps what compression leaves out. Needs the own copy
  * (--compress, or dt_gossip_keep_own_copy). */
 void dt_gossip_mix_consensus(const dt_gossip *g, float *x, float gamma);
-/* Without --compress: keep the copy of its own tensors the neighbours hold (each send copies
- * what it sent), for dt_gossip_mix_consensus. Call after dt_gossip_create. */
+/* The same, only for the tensors of which something new arrived since they were last mixed
+ * (asynchronous copies stay the same for several steps, and the same pull added at each of
+ * them overshoots): eventgrad's --mix consensus. */
+void dt_gossip_mix_consensus_fresh(dt_gossip *g, float *x, float gamma);
+/* Without --compress: keep the copy of its own tensors the neighbours hold, for
+ * dt_gossip_mix_consensus: each send copies what it sent, or with dt_gossip_overlap the window
+ * mirrors each round into it once the round has arrived (dt_win_mirror_arrived). Call after
+ * dt_gossip_create. */
 dt_status dt_gossip_keep_own_copy(dt_gossip *g, const float *x);
 /* The own copy (NULL without one): what every neighbour holds of this rank's parameters. */
 const float *dt_gossip_own_copy(const dt_gossip *g);

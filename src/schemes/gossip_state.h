@@ -20,7 +20,9 @@ struct dt_gossip {
     uint64_t sent_epoch, *fresh_epoch, overwritten_mark, coalesced_mark; /* this epoch's transport figures */
     /* --compress (NULL codec: the plain float window) */
     dt_codec *codec;
-    float *cself;          /* np: the copy of x every neighbour holds */
+    float *cself;          /* np: the copy of x every neighbour holds (with overlap, the window
+                            * mirrors into it what arrived) */
+    int overlap;           /* dt_gossip_overlap: sends arrive some steps later */
     unsigned char *enc;    /* per tensor ebytes[t] at eoff[t]: this step's encoded change */
     size_t *eoff, *ebytes;
     const void **send_src; /* this step's payloads, in send order */
