@@ -125,8 +125,9 @@ print(f"msgs_sent by epoch {m}, x positions {xs}")
 EOF
 check "--x msgs: messages so far, evenly spaced for allreduce" $? "$out; $(cat "$T/verdict")"
 
-# a downpour-like log (the fast run's with null traffic figures, as a downpour server's epoch
-# lines have them): --x mb leaves it out with one warning and draws the others
+# a log with null traffic figures (the fast run's, as a downpour run's epoch lines had them
+# before its server reported its traffic): --x mb leaves it out with one warning and draws
+# the others
 "$PY" - "$T/fast.jsonl" "$T/nullmb.jsonl" <<'EOF'
 import json, sys
 with open(sys.argv[2], "w") as out:

@@ -166,4 +166,42 @@ expect_error "--fig not an image" "--fig $T/heat.txt: expected a file name endin
     "$REPORT" --area --fig "$T/heat.txt" "$T/area"
 expect_error "unwritable CSV" "t.csv: cannot write" -- "$REPORT" --csv "$T/no/dir/t.csv" "$T/sweep"
 
+# --budgets: hand-made curves (epoch lines with cumulative MB): X reaches 90% at 10 MB and 95%
+# at 100 MB, Y 80% at 5 MB and 97% at 300 MB; two seeds each. Within 50 MB: X (mean of 90 and
+# 92 = 91.00 ± 1.41) beats Y (80, 82); within 8 MB only Y has an evaluation in both seeds (X's
+# seed 2 starts at 9 MB: blank, not a mean of one); within 500 MB Y (97, 98) leads X (95, 95)
+"$PY" - "$T/budget" <<'EOF2'
+import json, os, sys
+out = sys.argv[1]
+def log(name, algo, seed, curve):
+    os.makedirs(f"{out}/{name}")
+    lines = [{"type": "config", "algo": algo, "model": "mlp", "ranks": 4, "lr": 0.1, "seed": seed}]
+    lines += [{"type": "epoch", "epoch": i + 1, "mb_sent": mb, "test_acc": acc} for i, (mb, acc) in enumerate(curve)]
+    lines.append({"type": "summary", "algo": algo, "test_acc": curve[-1][1], "mb_sent": curve[-1][0], "other_mb_sent": 2.0})
+    with open(f"{out}/{name}/log.jsonl", "w") as f:
+        f.writelines(json.dumps(l) + "\n" for l in lines)
+log("x1", "fedavg", 1, [(5, 0.50), (10, 0.90), (100, 0.95)])
+log("x2", "fedavg", 2, [(9, 0.60), (12, 0.92), (100, 0.95)])
+log("y1", "dpsgd", 1, [(5, 0.80), (300, 0.97)])
+log("y2", "dpsgd", 2, [(6, 0.82), (300, 0.98)])
+EOF2
+out=$("$REPORT" --budgets 8,50,500 --csv "$T/b.csv" "$T/budget" 2>&1)
+check "report --budgets runs" $? "$out"
+"$PY" - "$T/b.csv" "$out" >"$T/verdict" 2>&1 <<'EOF2'
+import csv, sys
+rows = {r["configuration"]: r for r in csv.DictReader(open(sys.argv[1]))}
+x, y = rows["fedavg"], rows["dpsgd"]
+assert x["acc_le_8mb_mean"] == "" and abs(float(y["acc_le_8mb_mean"]) - 81.0) < 1e-9, (x, y)
+assert abs(float(x["acc_le_50mb_mean"]) - 91.0) < 1e-9 and abs(float(x["acc_le_50mb_std"]) - 2 ** 0.5) < 1e-4, x
+assert abs(float(y["acc_le_50mb_mean"]) - 81.0) < 1e-9, y
+assert abs(float(y["acc_le_500mb_mean"]) - 97.5) < 1e-9 and abs(float(x["acc_le_500mb_mean"]) - 95.0) < 1e-9, (x, y)
+md = sys.argv[2]
+for want in ("- ≤ 8 MB: dpsgd", "- ≤ 50 MB: fedavg", "- ≤ 500 MB: dpsgd", "**91.00 ± 1.41**"):
+    assert want in md, f"'{want}' not in {md}"
+print("8 MB: dpsgd 81 (fedavg blank), 50 MB: fedavg 91.00 ± 1.41, 500 MB: dpsgd 97.5")
+EOF2
+check "--budgets: the last evaluation within each budget, blank unless every seed has one, winners" $? "$(cat "$T/verdict")"
+expect_error "--budgets bad value" "--budgets 10,-1: expected MB values > 0" -- "$REPORT" --budgets 10,-1 "$T/budget"
+expect_error "--budgets with --area" "--budgets: a table of its own" -- "$REPORT" --budgets 10 --area "$T/budget"
+
 finish

@@ -126,9 +126,11 @@ static void print_epoch(dt_trainer *t, const dt_epoch_stats *e) {
     char val[32] = "";
     if (t->val.n) snprintf(val, sizeof val, "  val %6.2f%%", 100 * e->val_acc);
     if (e->server_report) {
-        /* a server's report: it knows the model, not the workers' speed or traffic so far */
-        printf("epoch %3d/%d  loss %.4f  train %6.2f%%  test %6.2f%%%s  lr %.4g  (server's model at %.1f s)\n", e->epoch,
-               t->cfg->epochs, e->loss, 100 * e->train_acc, 100 * e->test_acc, val, e->lr, e->seconds);
+        /* a server's report: it knows the model and the traffic (all of it passes through the one
+         * server), not the workers' speed */
+        printf("epoch %3d/%d  loss %.4f  train %6.2f%%  test %6.2f%%%s  lr %.4g  (server's model at %.1f s)  msgs %5.1f%%  "
+               "%8.2f MB sent\n", e->epoch, t->cfg->epochs, e->loss, 100 * e->train_acc, 100 * e->test_acc, val, e->lr,
+               e->seconds, e->msgs_pct, e->mb_sent);
         fflush(stdout);
         return;
     }
@@ -155,16 +157,13 @@ static dt_status log_epoch(dt_trainer *t, const dt_epoch_stats *e) {
     val_json(t, &j, e->val_acc, e->val_loss);
     num6(&j, "lr", e->lr);
     dt_json_fixed(&j, "seconds", e->seconds, 3);
-    if (e->server_report) {
-        const char *unknown[] = {"images_per_s", "msgs_pct", "msgs_sent", "mb_sent", "spread"};
-        for (int i = 0; i < 5; i++) dt_json_null(&j, unknown[i]);
-    } else {
-        dt_json_fixed(&j, "images_per_s", e->images_per_s, 1);
-        dt_json_fixed(&j, "msgs_pct", e->msgs_pct, 4);
-        dt_json_fixed(&j, "msgs_sent", e->msgs_sent, 0);
-        dt_json_fixed(&j, "mb_sent", e->mb_sent, 4);
-        num6(&j, "spread", e->spread);
-    }
+    if (e->server_report) dt_json_null(&j, "images_per_s");
+    else dt_json_fixed(&j, "images_per_s", e->images_per_s, 1);
+    dt_json_fixed(&j, "msgs_pct", e->msgs_pct, 4);
+    dt_json_fixed(&j, "msgs_sent", e->msgs_sent, 0);
+    dt_json_fixed(&j, "mb_sent", e->mb_sent, 4);
+    if (e->server_report) dt_json_null(&j, "spread");
+    else num6(&j, "spread", e->spread);
     dt_json_end(&j);
     return log_json(t, &j);
 }
@@ -221,6 +220,10 @@ dt_status dt_trainer_report_server_epoch(void *host, int epoch, double train_los
     e->lr = dt_schedule_lr(&t->sched, epoch, t->cfg->epochs);
     e->seconds = dt_now() - t->t_start;
     e->server_report = 1;
+    /* every counted message is one the server sent or received: the run's traffic so far */
+    e->msgs_sent = ev->msgs;
+    e->mb_sent = ev->bytes / 1e6;
+    e->msgs_pct = ev->baseline > 0 ? 100 * ev->msgs / ev->baseline : 0;
     double train_s = 0;
     double val[2] = {0, 0};
     dt_status st = eval_server_model(t, ev, &e->test_acc, &e->test_loss, val, &train_s);
