@@ -21,6 +21,12 @@ pw=$(summary_field "$T/s1.jsonl" pushes_per_worker)
 [ "$pw" = "[186,186]" ]; check "one push per step per worker" $? "pushes_per_worker=$pw"
 evaluates_to "the saved weights are the evaluated (servers') model" "$acc" --model cnn1 --weights "$T/s1.w" --data mnist --test-limit 2000
 balanced "1 server" "$T/s1.jsonl"
+# the server's epoch lines carry the run's traffic so far (all of it passes through the one
+# server): growing, the last one the summary's payload (the final model's averaging is not
+# payload), as the evaluations between epochs have it
+mb=$(epoch_fields "$T/s1.jsonl" mb_sent); total=$(summary_field "$T/s1.jsonl" mb_sent)
+ok=$(log_query "$T/s1.jsonl" '(lambda e, s: int(None not in e and e == sorted(e) and 0 < e[0] < e[-1] and abs(e[-1] - s) <= 0.01 * s))([x["mb_sent"] for x in sorted(of("epoch"), key=lambda x: x["epoch"])], one("summary")["mb_sent"])')
+compare "1 server: epoch lines with MB sent, growing, the last = the summary's" "$ok" == 1 "epochs $mb, summary $total"
 
 # 2. two servers, each owning half of the parameters
 timeout 120 "$DTRAIN" run -n 4 --servers 2 "${C[@]}" --no-save --log "$T/s2.jsonl" >"$T/s2.out" 2>&1
