@@ -47,11 +47,10 @@ static const dt_flag eg_flags[] = {
      .help = "always send during the first N steps"},
     {"sync", DT_AT_SWITCH(eg_opts, sync), .def = "0", .help = "lock-step, deterministic"},
     {"mix", DT_AT_CHOICE(eg_opts, mix, mix_words), .def = "auto",
-     .help = "every: mix every tensor every step with the last copies (the paper) | fresh: only tensors of which "
-             "something new arrived | consensus: x += gamma W sum_j (xhat_j - xhat_self) every step | auto: fresh "
-             "without --sync"},
+     .help = "every: every tensor every step, with the last copies (the paper) | fresh: only tensors of which something "
+             "new arrived | consensus: those, by a consensus step of --gamma | auto: consensus without --sync"},
     {"gamma", DT_AT_FLOAT(eg_opts, gamma), .def = "0.5", .min = 0, .max = 1, .min_open = 1,
-     .help = "--mix consensus: the consensus step size, (0, 1]"},
+     .help = "consensus step size, (0, 1] (eventgrad: of --mix consensus)"},
     {"max-lag", DT_AT_INT(eg_opts, max_lag), .def = "6", .min = 0, .max = 1000,
      .help = "asynchronous: steps a round of sends may be on its way while the next ones compute (0: each send waits "
              "for the link)"},

@@ -331,16 +331,6 @@ static void mix_range(const dt_gossip *g, float *x, size_t lo, size_t hi) {
     }
 }
 
-void dt_gossip_mix_fresh(dt_gossip *g, float *x) {
-    for (int i = 0; i < g->T; i++) {
-        if (!g->fresh_t[i]) continue;
-        g->fresh_t[i] = 0;
-        mix_range(g, x, g->off[i], g->off[i] + g->len[i]);
-    }
-}
-
-void dt_gossip_mix(const dt_gossip *g, float *x) { mix_range(g, x, 0, g->np); }
-
 static void consensus_range(const dt_gossip *g, float *x, float gamma, size_t lo, size_t hi) {
     const float a = gamma * g->W;
     for (size_t p = lo; p < hi; p++) {
@@ -350,21 +340,36 @@ static void consensus_range(const dt_gossip *g, float *x, float gamma, size_t lo
     }
 }
 
-void dt_gossip_mix_consensus(const dt_gossip *g, float *x, float gamma) { consensus_range(g, x, gamma, 0, g->np); }
-
-void dt_gossip_mix_consensus_fresh(dt_gossip *g, float *x, float gamma) {
+/* Each tensor of which something new arrived since it was last mixed, once: averaged
+ * (consensus 0) or pulled by the consensus step (consensus 1, step gamma). */
+static void mix_fresh_tensors(dt_gossip *g, float *x, int consensus, float gamma) {
     for (int i = 0; i < g->T; i++) {
         if (!g->fresh_t[i]) continue;
         g->fresh_t[i] = 0;
-        consensus_range(g, x, gamma, g->off[i], g->off[i] + g->len[i]);
+        if (consensus) consensus_range(g, x, gamma, g->off[i], g->off[i] + g->len[i]);
+        else mix_range(g, x, g->off[i], g->off[i] + g->len[i]);
     }
+}
+
+void dt_gossip_mix_fresh(dt_gossip *g, float *x) { mix_fresh_tensors(g, x, 0, 0); }
+
+void dt_gossip_mix(const dt_gossip *g, float *x) { mix_range(g, x, 0, g->np); }
+
+void dt_gossip_mix_consensus(const dt_gossip *g, float *x, float gamma) { consensus_range(g, x, gamma, 0, g->np); }
+
+void dt_gossip_mix_consensus_fresh(dt_gossip *g, float *x, float gamma) { mix_fresh_tensors(g, x, 1, gamma); }
+
+/* With overlap and a plain own copy, the window keeps it: what arrived at the neighbours, not
+ * what was handed to a put (called by whichever of the two comes second) */
+static void mirror_own_copy(dt_gossip *g) {
+    if (g->overlap && !g->codec && g->cself) dt_win_mirror_arrived(g->win, g->cself);
 }
 
 dt_status dt_gossip_keep_own_copy(dt_gossip *g, const float *x) {
     if (g->cself) return DT_OK; /* --compress keeps it already */
     if (!(g->cself = malloc((g->np ? g->np : 1) * sizeof *g->cself))) return dt_fail(DT_ERR_NOMEM, "out of memory");
     memcpy(g->cself, x, g->np * sizeof(float));
-    if (g->overlap) dt_win_mirror_arrived(g->win, g->cself);
+    mirror_own_copy(g);
     return DT_OK;
 }
 
@@ -384,9 +389,8 @@ dt_status dt_gossip_drain(dt_gossip *g, dt_comm *c) {
 dt_status dt_gossip_overlap(dt_gossip *g, int max_lag) {
     if (g->packed) return DT_OK;
     dt_status st = dt_win_set_overlap(g->win, 1, max_lag);
-    /* the own copy follows what arrived at the neighbours, not what was handed to a put */
-    if (st == DT_OK && !g->codec && g->cself) dt_win_mirror_arrived(g->win, g->cself);
     g->overlap = st == DT_OK;
+    mirror_own_copy(g);
     return st;
 }
 
