@@ -30,7 +30,19 @@ def temp_name(path):
 
 def write_atomically(path, write, error=None):
     """Calls write(tmp) to fill a temporary file beside PATH, syncs it and renames it over PATH;
-    on failure removes it and raises ERROR (OutError by default): "PATH: cannot write: why"."""
+    on failure removes it and raises ERROR (OutError by default): "PATH: cannot write: why".
+    PATH that exists and is not a regular file (/dev/null, a FIFO, a terminal) is written
+    directly: a rename would replace the device or pipe itself with a file."""
+    try:
+        special = os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path)
+    except OSError:
+        special = False
+    if special:
+        try:
+            write(path)
+        except OSError as e:
+            raise (error or OutError)(f"{path}: cannot write: {e.strerror}") from None
+        return
     tmp = temp_name(path)
     try:
         write(tmp)

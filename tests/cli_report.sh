@@ -165,6 +165,15 @@ expect_error "--tune unknown key" "--tune lrr: no run has a setting 'lrr'" -- "$
 expect_error "--fig not an image" "--fig $T/heat.txt: expected a file name ending in .pdf, .png or .svg" -- \
     "$REPORT" --area --fig "$T/heat.txt" "$T/area"
 expect_error "unwritable CSV" "t.csv: cannot write" -- "$REPORT" --csv "$T/no/dir/t.csv" "$T/sweep"
+# --md into a pipe (as into /dev/null or a terminal): written through it, the pipe left a pipe
+# (a rename over it would have replaced it with a file; as root, /dev/null too)
+mkfifo "$T/pipe"
+timeout 20 cat "$T/pipe" >"$T/piped.md" & # bounded: a pipe replaced by a file has no writer
+reader=$!
+"$REPORT" --md "$T/pipe" "$T/sweep" >"$T/pipe.out" 2>&1; rc=$?
+wait "$reader"
+[ "$rc" -eq 0 ] && [ -p "$T/pipe" ] && grep -q "8 runs, 2 configurations" "$T/piped.md"
+check "--md into a named pipe: the table goes through, the pipe stays a pipe" $? "rc $rc; $(head -c 200 "$T/pipe.out")"
 
 # --budgets: hand-made curves (epoch lines with cumulative MB): X reaches 90% at 10 MB and 95%
 # at 100 MB, Y 80% at 5 MB and 97% at 300 MB; two seeds each. Within 50 MB: X (mean of 90 and
