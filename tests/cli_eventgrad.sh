@@ -36,6 +36,29 @@ differ "... --gamma 0.5 is another model" "$T/dp10.w" "$T/egc05.w" 1e-4
 run -n 4 --algo eventgrad --sync --mix consensus --threshold adaptive "${C[@]}" --out "$T/egsc.w"
 differ "... with an adaptive threshold it differs from --mix fresh" "$T/egsf.w" "$T/egsc.w" 1e-6
 
+# --mix sum (asynchronous SGD without a server): a rank sends the running sum of its own updates
+# and adds its neighbours' in full. Lock-step with const:0 on a complete graph every rank then
+# holds the starting weights plus every rank's updates of every step: allreduce at 4 x lr, to
+# rounding (10 steps); allreduce at the same lr is another model
+run -n 4 --algo allreduce --lr 0.2 "${C[@]}" "${S10[@]}" --out "$T/ar10x4.w"
+run -n 4 --algo allreduce --lr 0.05 "${C[@]}" "${S10[@]}" --out "$T/ar10.w"
+run -n 4 --algo eventgrad --sync --mix sum --topology complete --threshold const:0 --lr 0.05 "${C[@]}" "${S10[@]}" \
+    --out "$T/egs0.w"
+same "eventgrad --sync --mix sum const:0 == allreduce at 4 x lr (to rounding, 10 steps)" "$T/ar10x4.w" "$T/egs0.w" 1e-6
+differ "... and not allreduce at the same lr" "$T/ar10.w" "$T/egs0.w" 1e-4
+# asynchronous, adaptive: the ranks' models differ by the updates on their way during the run,
+# and after the last round of every tensor and the drain every rank holds every update
+run -n 4 --algo eventgrad --mix sum --topology complete --threshold adaptive --lr 0.05 "${C[@]}" --out "$T/egsa.w" \
+    --log "$T/egsa.jsonl"
+acc=$(acc "$T/egsa.jsonl"); compare "asynchronous --mix sum learns" "$acc" '>' 0.8 "test_acc=$acc"
+p=$(summary_field "$T/egsa.jsonl" msgs_pct)
+holds "$p" '>' 0 && holds "$p" '<' 90; check "... sending fewer messages than every tensor every step" $? "msgs_pct=$p"
+sb=$(summary_field "$T/egsa.jsonl" spread_before_avg); sf=$(summary_field "$T/egsa.jsonl" spread_after_finish)
+compare "... the models differed before the last round" "$sb" '>' 1e-4 "spread $sb"
+compare "... and are the same after it (every update everywhere)" "$sf" '<' 1e-5 "spread after finish $sf, before $sb"
+expect_error "--mix sum on a ring of 4: one line" "--mix sum: every rank must hear every other" -- \
+    "$DTRAIN" run -n 4 --algo eventgrad --mix sum "${C[@]}" --no-save
+
 run -n 4 --algo eventgrad --threshold const:0 --max-lag 0 "${C[@]}" --out "$T/egw.w" --log "$T/egw.jsonl"
 c=$(summary_field "$T/egw.jsonl" msgs_sent); compare "eventgrad const:0 without --sync, sends waiting for the link (--max-lag 0): dpsgd's messages" "$c" == "$a" "$c vs $a"
 
@@ -58,7 +81,7 @@ holds "$p" '>' 0 && holds "$p" '<' 90; check "adaptive threshold sends fewer mes
 compare "adaptive eventgrad still learns" "$acc" '>' 0.5 "test_acc=$acc"
 
 # every put is read fresh or counted as overwritten (after the final read)
-for f in dp egw ega egad; do
+for f in dp egw ega egad egsa; do
     sent=$(msgs "$T/$f.jsonl"); fresh=$(per_rank_sum "$T/$f.jsonl" fresh_recv)
     over=$(per_rank_sum "$T/$f.jsonl" overwritten)
     compare "$f: puts ($sent) == fresh ($fresh) + overwritten ($over)" "$sent" == "$((fresh + over))" ""
@@ -90,7 +113,7 @@ ac=$(acc "$T/egac.jsonl"); af=$(acc "$T/egaf.jsonl")
 compare "asynchronous consensus learns (3 short epochs)" "$ac" '>' 0.8 "consensus $ac, fresh $af"
 expect_error "bad --gamma: one line" "--gamma 0: expected" -- \
     "$DTRAIN" run -n 2 --algo eventgrad --gamma 0 "${C[@]}" --no-save
-expect_error "bad --mix: one line" "--mix bogus: expected auto, every, fresh or consensus" -- \
+expect_error "bad --mix: one line" "--mix bogus: expected auto, every, fresh, consensus or sum" -- \
     "$DTRAIN" run -n 2 --algo eventgrad --mix bogus "${C[@]}" --no-save
 expect_error "bad --threshold: one line" "--threshold bogus: expected adaptive or const:C" -- \
     "$DTRAIN" run -n 2 --algo eventgrad --threshold bogus "${C[@]}" --no-save

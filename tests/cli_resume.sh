@@ -37,6 +37,7 @@ resume_case eventgrad-int8    3 --algo eventgrad --sync --threshold const:0.01 -
 resume_case choco-topk        3 --algo choco --compress topk:0.1
 resume_case choco-trigger     3 --algo choco --trigger 0.05 --gossip-every 2
 resume_case eventgrad-consensus 3 --algo eventgrad --sync --mix consensus --threshold adaptive --warmup-steps 5
+resume_case eventgrad-sum      3 --algo eventgrad --sync --mix sum --threshold adaptive --warmup-steps 5
 
 # the comparison can fail: a checkpoint resumed one epoch later than it was taken differs
 d="$T/eventgrad-sync"
@@ -49,6 +50,9 @@ expect_error "resume under another --algo: one error line" "saved by a run with 
 expect_error "resume under another --mix (consensus keeps its own copy): one error line" "saved with another --topology, --history or --mix" -- \
     "$DTRAIN" run -n 3 --algo eventgrad --sync --mix consensus --threshold adaptive --warmup-steps 5 "${C[@]}" --epochs 2 \
     --resume "$T/eventgrad-sync/ck" --no-save
+expect_error "resume under another --mix (sum keeps its base): one error line" "saved with another --topology, --history or --mix" -- \
+    "$DTRAIN" run -n 3 --algo eventgrad --sync --mix sum --threshold adaptive --warmup-steps 5 "${C[@]}" --epochs 2 \
+    --resume "$T/eventgrad-consensus/ck" --no-save
 expect_error "resume under another --history: one error line" "saved with another --topology, --history or --mix" -- \
     "$DTRAIN" run -n 3 --algo eventgrad --sync --threshold adaptive --warmup-steps 5 --history 3 "${C[@]}" --epochs 2 \
     --resume "$T/eventgrad-sync/ck" --no-save

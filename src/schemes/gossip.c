@@ -359,6 +359,29 @@ void dt_gossip_mix_consensus(const dt_gossip *g, float *x, float gamma) { consen
 
 void dt_gossip_mix_consensus_fresh(dt_gossip *g, float *x, float gamma) { mix_fresh_tensors(g, x, 1, gamma); }
 
+/* --mix sum: each neighbour's copy is the running sum of its own updates; what a fresh tensor's
+ * copies gained since they were last applied is added to x and to base (x minus this rank's own
+ * updates), once */
+void dt_gossip_apply_sums_fresh(dt_gossip *g, float *x, float *applied, float *base) {
+    for (int i = 0; i < g->T; i++) {
+        if (!g->fresh_t[i]) continue;
+        g->fresh_t[i] = 0;
+        for (size_t p = g->off[i]; p < g->off[i] + g->len[i]; p++) {
+            float sum = 0;
+            for (int j = 0; j < g->nn; j++) sum += g->xhat[(size_t)j * g->np + p];
+            const float d = sum - applied[p];
+            applied[p] = sum;
+            x[p] += d;
+            base[p] += d;
+        }
+    }
+}
+
+void dt_gossip_zero_copies(dt_gossip *g) {
+    memset(g->xhat, 0, (size_t)g->nn * g->np * sizeof(float));
+    if (g->cself) memset(g->cself, 0, g->np * sizeof(float));
+}
+
 /* With overlap and a plain own copy, the window keeps it: what arrived at the neighbours, not
  * what was handed to a put (called by whichever of the two comes second) */
 static void mirror_own_copy(dt_gossip *g) {

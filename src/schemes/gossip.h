@@ -60,6 +60,13 @@ void dt_gossip_mix_consensus(const dt_gossip *g, float *x, float gamma);
  * (asynchronous copies stay the same for several steps, and the same pull added at each of
  * them overshoots): eventgrad's --mix consensus. */
 void dt_gossip_mix_consensus_fresh(dt_gossip *g, float *x, float gamma);
+/* Sums instead of parameters (eventgrad's --mix sum): what a rank sends is the running sum of
+ * its own updates, which starts at zero, so every copy starts there (call after
+ * dt_gossip_create, before anything is sent). */
+void dt_gossip_zero_copies(dt_gossip *g);
+/* For each tensor of which something new arrived: d = sum_j xhat_j - applied (what the
+ * neighbours' sums gained since last applied); x += d, base += d, applied += d. */
+void dt_gossip_apply_sums_fresh(dt_gossip *g, float *x, float *applied, float *base);
 /* Without --compress: keep the copy of its own tensors the neighbours hold, for
  * dt_gossip_mix_consensus: each send copies what it sent, or with dt_gossip_overlap the window
  * mirrors each round into it once the round has arrived (dt_win_mirror_arrived). Call after

@@ -315,7 +315,7 @@ dt_status dt_trainer_run(dt_trainer *t) {
         else if (!cfg->quiet) printf("final model: test accuracy %.2f%%\n", 100 * t->last.test_acc);
     }
     const double wall = dt_now() - t->t_start;
-    if ((st = dt_trainer_summary(t, spread, wall)) != DT_OK) return st;
+    if ((st = dt_trainer_summary(t, spread, spread_after, wall)) != DT_OK) return st;
     /* after the run's time was taken: the trace's messages are neither training nor counted */
     if (cfg->trace) {
         char host[256] = "?";

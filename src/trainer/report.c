@@ -350,7 +350,7 @@ static void print_table(const dt_trainer *t, const double *rows, const double *t
 }
 
 static void summary_line(dt_trainer *t, dt_json *j, const double *rows, const double *tot, double pct,
-                         double spread_before, double wall) {
+                         double spread_before, double spread_after, double wall) {
     const dt_train_config *c = t->cfg;
     static const char *const per_rank[R_N] = {"msgs_sent", "bytes_sent", "msgs_recv", "bytes_recv", "baseline_msgs",
                                               "fresh_recv", "overwritten", "torn_retries", "comm_s", "compute_s", "steps",
@@ -375,6 +375,7 @@ static void summary_line(dt_trainer *t, dt_json *j, const double *rows, const do
     /* beside the payloads: set-up copies, models averaged for evaluation, protocol headers, tokens */
     dt_json_fixed(j, "other_mb_sent", tot[R_OTHER] / 1e6, 4);
     num6(j, "spread_before_avg", spread_before);
+    num6(j, "spread_after_finish", spread_after); /* what the scheme's finish left (eventgrad --mix sum: 0) */
     dt_json_fixed(j, "wall_s", wall, 3);
     dt_json_fixed(j, "eval_s", t->eval_s, 3);
     dt_json_fixed(j, "train_s", wall - t->eval_s, 3);
@@ -405,7 +406,7 @@ static void summary_line(dt_trainer *t, dt_json *j, const double *rows, const do
     dt_json_end(j);
 }
 
-dt_status dt_trainer_summary(dt_trainer *t, double spread_before, double wall) {
+dt_status dt_trainer_summary(dt_trainer *t, double spread_before, double spread_after, double wall) {
     dt_status st = dt_target_share_server(t);
     if (st != DT_OK) return st;
     const dt_counters *k = &t->comm.c;
@@ -435,7 +436,7 @@ dt_status dt_trainer_summary(dt_trainer *t, double spread_before, double wall) {
                (double)t->cfg->target_acc, 100 * t->last.test_acc, wall - t->eval_s);
     dt_json j;
     dt_json_init(&j);
-    summary_line(t, &j, rows, tot, pct, spread_before, wall);
+    summary_line(t, &j, rows, tot, pct, spread_before, spread_after, wall);
     free(rows);
     return log_json(t, &j);
 }

@@ -125,7 +125,7 @@ dt_status dt_trainer_log_config(dt_trainer *t);                          /* coll
 dt_status dt_trainer_epoch_report(dt_trainer *t, double loss_sum, long seen, long correct, double seconds,
                                   float lr);                              /* collective */
 dt_status dt_trainer_step_report(dt_trainer *t);                         /* collective: --eval-every-steps */
-dt_status dt_trainer_summary(dt_trainer *t, double spread_before, double wall); /* collective */
+dt_status dt_trainer_summary(dt_trainer *t, double spread_before, double spread_after, double wall); /* collective */
 /* the ctx->report_epoch and report_step services: a server's own evaluations (not collective) */
 dt_status dt_trainer_report_server_epoch(void *host, int epoch, double train_loss, double train_acc, dt_server_eval *ev);
 dt_status dt_trainer_report_server_step(void *host, dt_server_eval *ev);
