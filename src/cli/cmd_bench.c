@@ -10,6 +10,7 @@
 #include "cli/cli.h"
 #include "core/flag.h"
 #include "dtrain.h"
+#include "layers/layer.h"
 #include "trainer/trainer.h"
 #include <cblas.h>
 #include <sys/resource.h>
@@ -69,8 +70,9 @@ int dt_cmd_bench(int argc, char **argv) {
     double secs = dt_now() - t0;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("dtrain model=%s batch=%d images_per_s=%.1f fwd_flops=%.0f maxrss_kb=%ld blas=%s\n", model, batch,
-           (double)steps * batch / secs, dt_model_flops(m), ru.ru_maxrss, openblas_get_corename());
+    printf("dtrain model=%s batch=%d images_per_s=%.1f fwd_flops=%.0f maxrss_kb=%ld blas=%s kernels=%s\n", model,
+           batch, (double)steps * batch / secs, dt_model_flops(m), ru.ru_maxrss, openblas_get_corename(),
+           dt_layer_kernels());
     dt_sgd_free(&opt);
     free(x); free(y);
     dt_model_free(m);

@@ -6,6 +6,8 @@
  * each group into the cache-resident workspace: cheaper than keeping them for the whole batch
  * (measured: keeping them was 5-10% slower on cnn1 and downpour-cnn, memory traffic). */
 #include "layers/layer.h"
+#include "layers/conv_avx2.h"
+#include "layers/conv_winograd.h"
 #include "layers/gemm.h"
 #include "layers/kernels.h"
 
@@ -79,21 +81,24 @@ static size_t dw_input_floats(const dt_node *n, int g) {
     return dw_from_rows(n, g) ? (size_t)g * n->oh * n->ow * row_ld(ckk) : col_floats(n, g);
 }
 
+/* Whether forward and the input gradient take Winograd (conv_winograd.h) */
+static int winograd(const dt_node *n) { return dt_winograd_wanted(n->k, n->stride, n->pad, n->ic, n->oc); }
+
 static size_t conv_workspace(const dt_node *n, int batch) {
     const int g = group_images(n, batch);
     /* forward's columns or backward's dW input (the larger), + the columns' gradient + dY
      * (or Y), of one group */
     const size_t cols = col_floats(n, g), in = dw_input_floats(n, g);
-    return (in > cols ? in : cols) + cols + (size_t)g * n->oh * n->ow * n->oc;
-}
-
-/* First output column ox whose input column ox*s-p+kj lies in [0, w), and one past the last. */
-static void valid_cols(int w, int kj, int s, int p, int ow, int *lo, int *hi) {
-    int a = p - kj > 0 ? (p - kj + s - 1) / s : 0;
-    int b = w - 1 + p - kj >= 0 ? (w - 1 + p - kj) / s + 1 : 0;
-    if (b > ow) b = ow;
-    if (a > b) a = b;
-    *lo = a; *hi = b;
+    size_t ws = (in > cols ? in : cols) + cols + (size_t)g * n->oh * n->ow * n->oc;
+    if (winograd(n)) { /* forward, and the input gradient: a convolution of dY, oc -> ic channels */
+        const size_t f = dt_winograd_workspace(n->ic, n->oc, n->oh, n->ow, n->ih, n->iw, n->pad,
+                                               dt_winograd_group(n->oh, n->ow, batch));
+        const size_t b = dt_winograd_workspace(n->oc, n->ic, n->ih, n->iw, n->oh, n->ow, 2 - n->pad,
+                                               dt_winograd_group(n->ih, n->iw, batch));
+        if (f > ws) ws = f;
+        if (b > ws) ws = b;
+    }
+    return ws;
 }
 
 #ifdef DT_KERNELS_AVX512
@@ -113,7 +118,7 @@ DT_AVX512 static void im2col_s1(const float *restrict x, int c, int h, int w, in
                 float *r = col + (size_t)((ci * k + ki) * k + kj) * ld;
                 const float *xc = x + (size_t)ci * h * w;
                 int lo, hi;
-                valid_cols(w, kj, 1, p, ow, &lo, &hi);
+                dt_conv_valid_cols(w, kj, 1, p, ow, &lo, &hi);
                 __mmask16 m[4];
                 for (int v = 0; v < nv; v++) m[v] = dt_mask_range(lo, hi, 16 * v);
                 for (int oy = 0; oy < oh; oy++, r += ow) {
@@ -130,12 +135,28 @@ DT_AVX512 static void im2col_s1(const float *restrict x, int c, int h, int w, in
 }
 #endif
 
+/* r[ox] = xr[ox*s + off] for ox in [lo, hi), 0 elsewhere: zeros, a copy, zeros, without a test
+ * per element (the portable path's cost on a CPU without AVX-512: a branch per element kept the
+ * loop scalar; stride 1's copy is contiguous and vectorizes) */
+static void im2col_row(float *restrict r, const float *restrict xr, int s, int off, int lo, int hi, int ow) {
+    if (lo > ow) lo = ow; /* im2row's taps may lie wholly outside the image */
+    if (hi > ow) hi = ow;
+    if (hi < lo) hi = lo;
+    for (int ox = 0; ox < lo; ox++) r[ox] = 0.0f;
+    if (s == 1)
+        for (int ox = lo; ox < hi; ox++) r[ox] = xr[ox + off];
+    else
+        for (int ox = lo; ox < hi; ox++) r[ox] = xr[ox * s + off];
+    for (int ox = hi; ox < ow; ox++) r[ox] = 0.0f;
+}
+
 /* col[(c*k+ki)*k+kj][oy*ow+ox] (row stride ld) = x[c][oy*s-p+ki][ox*s-p+kj] (0 outside).
  * Output rows are written in increasing address order. */
 static void im2col(const float *restrict x, int c, int h, int w, int k, int s, int p, int oh,
                    int ow, float *restrict col, size_t ld) {
 #ifdef DT_KERNELS_AVX512
     if (s == 1 && ow <= 64 && dt_cpu_avx512()) { im2col_s1(x, c, h, w, k, p, oh, ow, col, ld); return; }
+    if (s == 1 && ow <= 64 && dt_cpu_avx2()) { dt_im2col_s1_avx2(x, c, h, w, k, p, oh, ow, col, ld); return; }
 #endif
     for (int ci = 0; ci < c; ci++)
         for (int ki = 0; ki < k; ki++)
@@ -143,16 +164,12 @@ static void im2col(const float *restrict x, int c, int h, int w, int k, int s, i
                 float *row = col + (size_t)((ci * k + ki) * k + kj) * ld;
                 const float *xc = x + (size_t)ci * h * w;
                 int lo, hi;
-                valid_cols(w, kj, s, p, ow, &lo, &hi);
+                dt_conv_valid_cols(w, kj, s, p, ow, &lo, &hi);
                 for (int oy = 0; oy < oh; oy++) {
                     int iy = oy * s - p + ki;
                     float *r = row + (size_t)oy * ow;
                     if (iy < 0 || iy >= h) { memset(r, 0, (size_t)ow * sizeof *r); continue; }
-                    const float *xr = xc + (size_t)iy * w;
-                    for (int ox = 0; ox < ow; ox++) {
-                        int ix = ox * s - p + kj;
-                        r[ox] = (ox >= lo && ox < hi) ? xr[ix] : 0.0f;
-                    }
+                    im2col_row(r, xc + (size_t)iy * w, s, kj - p, lo, hi, ow);
                 }
             }
 }
@@ -195,6 +212,10 @@ static void col2im(const float *restrict col, int c, int h, int w, int k, int s,
                    int ow, size_t ld, float *restrict x, int acc) {
 #ifdef DT_KERNELS_AVX512
     if (s == 1 && w <= 64 && k <= 16 && dt_cpu_avx512()) { col2im_s1(col, c, h, w, k, p, oh, ow, ld, x, acc); return; }
+    if (s == 1 && w <= 64 && k <= 16 && dt_cpu_avx2()) {
+        dt_col2im_s1_avx2(col, c, h, w, k, p, oh, ow, ld, x, acc);
+        return;
+    }
 #endif
     if (!acc) memset(x, 0, (size_t)c * h * w * sizeof *x);
     for (int ci = 0; ci < c; ci++)
@@ -203,13 +224,17 @@ static void col2im(const float *restrict col, int c, int h, int w, int k, int s,
                 const float *row = col + (size_t)((ci * k + ki) * k + kj) * ld;
                 float *xc = x + (size_t)ci * h * w;
                 int lo, hi;
-                valid_cols(w, kj, s, p, ow, &lo, &hi);
+                dt_conv_valid_cols(w, kj, s, p, ow, &lo, &hi);
                 for (int oy = 0; oy < oh; oy++) {
                     int iy = oy * s - p + ki;
                     if (iy < 0 || iy >= h) continue;
                     const float *r = row + (size_t)oy * ow;
                     float *xr = xc + (size_t)iy * w;
-                    for (int ox = lo; ox < hi; ox++) xr[ox * s - p + kj] += r[ox];
+                    const int off = kj - p;
+                    if (s == 1) /* contiguous: vectorizes */
+                        for (int ox = lo; ox < hi; ox++) xr[ox + off] += r[ox];
+                    else
+                        for (int ox = lo; ox < hi; ox++) xr[ox * s + off] += r[ox];
                 }
             }
 }
@@ -253,6 +278,7 @@ static void im2row(const float *restrict x, int c, int h, int w, int k, int s, i
                    int ow, float *restrict rows, size_t ld) {
 #ifdef DT_KERNELS_AVX512
     if (k <= 16 && dt_cpu_avx512()) { im2row_k16(x, c, h, w, k, s, p, oh, ow, rows, ld); return; }
+    if (k <= 8 && dt_cpu_avx2()) { dt_im2row_k8_avx2(x, c, h, w, k, s, p, oh, ow, rows, ld); return; }
 #endif
     for (int oy = 0; oy < oh; oy++)
         for (int ox = 0; ox < ow; ox++) {
@@ -263,8 +289,8 @@ static void im2row(const float *restrict x, int c, int h, int w, int k, int s, i
             for (int ci = 0; ci < c; ci++)
                 for (int ki = 0; ki < k; ki++, r += k) {
                     const int iy = oy * s - p + ki;
-                    const float *xr = iy >= 0 && iy < h ? x + ((size_t)ci * h + iy) * w : NULL;
-                    for (int kj = 0; kj < k; kj++) r[kj] = xr && kj >= lo && kj < hi ? xr[ix0 + kj] : 0.0f;
+                    if (iy < 0 || iy >= h) { memset(r, 0, (size_t)k * sizeof *r); continue; }
+                    im2col_row(r, x + ((size_t)ci * h + iy) * w, 1, ix0, lo, hi, k);
                 }
         }
 }
@@ -277,7 +303,23 @@ static void group_im2row(const dt_node *n, const float *x, int b0, int g, float 
                rows + i * ohw * ld, ld);
 }
 
+/* Forward or the input gradient by Winograd, a group of images at a time */
+static void winograd_pass(const dt_node *n, const float *in, int c_in, int h, int w, int pad, int c_out, int oh,
+                          int ow, const float *bias, int relu, int acc, float *out, int batch, int flip, float *work) {
+    dt_winograd_filter(n->w[0], n->oc, n->ic, flip, work);
+    const int G = dt_winograd_group(oh, ow, batch);
+    const size_t in_sz = (size_t)c_in * h * w, out_sz = (size_t)c_out * oh * ow;
+    for (int b0 = 0; b0 < batch; b0 += G)
+        dt_winograd_conv(in + b0 * in_sz, batch - b0 < G ? batch - b0 : G, c_in, h, w, pad, c_out, bias, relu, acc,
+                         out + b0 * out_sz, work);
+}
+
 static void conv_forward(dt_node *n, const dt_pass *p) {
+    if (winograd(n)) {
+        winograd_pass(n, p->x[0], n->ic, n->ih, n->iw, n->pad, n->oc, n->oh, n->ow, n->bias ? n->w[1] : NULL,
+                      n->relu_out, 0, n->y, p->batch, 0, p->work);
+        return;
+    }
     const int ckk = n->ic * n->k * n->k, ohw = n->oh * n->ow, B = p->batch, oc = n->oc;
     const int G = group_images(n, B);
     const size_t out_sz = dt_node_out_size(n);
@@ -307,7 +349,7 @@ static void conv_backward(dt_node *n, const dt_pass *p) {
     const int ckk = n->ic * n->k * n->k, ohw = n->oh * n->ow, B = p->batch, oc = n->oc;
     const int G = group_images(n, B);
     const size_t in_sz = dt_node_in_size(n), out_sz = dt_node_out_size(n);
-    const int by_rows = dw_from_rows(n, G);
+    const int by_rows = dw_from_rows(n, G), wino = winograd(n);
     float *col = p->work, *dcol = col + dw_input_floats(n, G), *dyg = dcol + col_floats(n, G);
     if (n->bias)
         for (int o = 0; o < oc; o++) {
@@ -330,13 +372,17 @@ static void conv_backward(dt_node *n, const dt_pass *p) {
         }
         if (by_rows) dt_sgemm(0, 0, oc, ckk, ldd, 1.0f, d, ldd, col, (int)row_ld(ckk), b0 ? 1.0f : 0.0f, n->g[0], ckk);
         else dt_sgemm(0, 1, oc, ckk, ldd, 1.0f, d, ldd, col, ldb, b0 ? 1.0f : 0.0f, n->g[0], ckk);
-        if (p->dx[0]) {
+        if (p->dx[0] && !wino) {
             dt_sgemm(1, 0, ckk, ldd, oc, 1.0f, n->w[0], ckk, d, ldd, 0.0f, dcol, ldb);
             for (int i = 0; i < g; i++)
                 col2im(dcol + (size_t)i * ohw, n->ic, n->ih, n->iw, n->k, n->stride, n->pad, n->oh,
                        n->ow, (size_t)ldb, p->dx[0] + (b0 + i) * in_sz, p->dx_acc[0]);
         }
     }
+    /* dX = dY convolved with the flipped, transposed weights, padded by 2 - pad */
+    if (p->dx[0] && wino)
+        winograd_pass(n, n->dy, n->oc, n->oh, n->ow, 2 - n->pad, n->ic, n->ih, n->iw, NULL, 0, p->dx_acc[0], p->dx[0],
+                      B, 1, p->work);
 }
 
 const dt_layer_ops dt_layer_conv = {

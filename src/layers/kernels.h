@@ -16,6 +16,8 @@
 #define DT_KERNELS_AVX512 1
 #define DT_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
 
+#define DT_AVX2 __attribute__((target("avx2,fma")))
+
 /* 1: the AVX-512 kernels run here, 0: not (or DTRAIN_NO_AVX512 is set), -1: not asked yet. */
 extern _Atomic int dt_avx512_state;
 int dt_cpu_avx512_detect(void);
@@ -24,6 +26,15 @@ int dt_cpu_avx512_detect(void);
 static inline int dt_cpu_avx512(void) {
     int v = atomic_load_explicit(&dt_avx512_state, memory_order_relaxed);
     return v >= 0 ? v : dt_cpu_avx512_detect();
+}
+
+/* The same for the AVX2 kernels (conv_avx2.h): 1 where the CPU has AVX2 and FMA and
+ * DTRAIN_NO_AVX2 is not set. */
+extern _Atomic int dt_avx2_state;
+int dt_cpu_avx2_detect(void);
+static inline int dt_cpu_avx2(void) {
+    int v = atomic_load_explicit(&dt_avx2_state, memory_order_relaxed);
+    return v >= 0 ? v : dt_cpu_avx2_detect();
 }
 
 /* GCC's AddressSanitizer (checked with GCC 12) does not instrument the masked intrinsics at
@@ -39,8 +50,15 @@ static inline void dt_lanes_check(const void *p, __mmask16 m) {
     for (int l = 0; l < 16; l++)
         if (m >> l & 1) (void)q[l];
 }
+/* 8 lanes, from _mm256_movemask_ps of an AVX2 mask */
+static inline void dt_lanes_check8(const void *p, int m) {
+    const volatile int *q = (const volatile int *)p;
+    for (int l = 0; l < 8; l++)
+        if (m >> l & 1) (void)q[l];
+}
 #else
 #define dt_lanes_check(p, m) ((void)0)
+#define dt_lanes_check8(p, m) ((void)0)
 #endif
 
 /* The masked accesses the kernels use, checked under DTRAIN_SANITIZE. */

@@ -103,5 +103,7 @@ extern const dt_layer_ops dt_layer_conv, dt_layer_linear, dt_layer_maxpool, dt_l
 const dt_layer_ops *dt_layer_find(const char *kind);
 /* "conv, linear, ..." for error messages. */
 const char *dt_layer_kinds(void);
+/* The kernels' tier the layers run here: "avx512", "avx2" or "portable" (src/layers/cpu.c). */
+const char *dt_layer_kernels(void);
 
 #endif
