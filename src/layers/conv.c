@@ -82,7 +82,7 @@ static size_t dw_input_floats(const dt_node *n, int g) {
 }
 
 /* Whether forward and the input gradient take Winograd (conv_winograd.h) */
-static int winograd(const dt_node *n) { return dt_winograd_wanted(n->k, n->stride, n->pad, n->ic, n->oc); }
+static int winograd(const dt_node *n) { return dt_winograd_wanted(n->k, n->stride, n->pad); }
 
 static size_t conv_workspace(const dt_node *n, int batch) {
     const int g = group_images(n, batch);
@@ -91,10 +91,8 @@ static size_t conv_workspace(const dt_node *n, int batch) {
     const size_t cols = col_floats(n, g), in = dw_input_floats(n, g);
     size_t ws = (in > cols ? in : cols) + cols + (size_t)g * n->oh * n->ow * n->oc;
     if (winograd(n)) { /* forward, and the input gradient: a convolution of dY, oc -> ic channels */
-        const size_t f = dt_winograd_workspace(n->ic, n->oc, n->oh, n->ow, n->ih, n->iw, n->pad,
-                                               dt_winograd_group(n->oh, n->ow, batch));
-        const size_t b = dt_winograd_workspace(n->oc, n->ic, n->ih, n->iw, n->oh, n->ow, 2 - n->pad,
-                                               dt_winograd_group(n->ih, n->iw, batch));
+        const size_t f = dt_winograd_workspace(n->ic, n->oc, n->oh, n->ow, dt_winograd_group(n->oh, n->ow, batch));
+        const size_t b = dt_winograd_workspace(n->oc, n->ic, n->ih, n->iw, dt_winograd_group(n->ih, n->iw, batch));
         if (f > ws) ws = f;
         if (b > ws) ws = b;
     }

@@ -18,8 +18,7 @@
  * transforms' 16 planes then stay nearer the cache). */
 #define WINO_TILES 512
 
-int dt_winograd_wanted(int k, int stride, int pad, int ic, int oc) {
-    (void)ic; (void)oc;
+int dt_winograd_wanted(int k, int stride, int pad) {
     if (k != 3 || stride != 1 || pad < 0 || pad > 2) return 0;
     const char *e = getenv("DTRAIN_WINOGRAD");
     return e && !strcmp(e, "1");
@@ -38,8 +37,7 @@ static void padded_dims(int oh, int ow, int *ph, int *pw) {
     *pw = 2 * tiles_of(ow) + 2;
 }
 
-size_t dt_winograd_workspace(int ic, int oc, int oh, int ow, int h, int w, int pad, int g) {
-    (void)h; (void)w; (void)pad;
+size_t dt_winograd_workspace(int ic, int oc, int oh, int ow, int g) {
     int ph, pw;
     padded_dims(oh, ow, &ph, &pw);
     const size_t P = (size_t)g * tiles_of(oh) * tiles_of(ow);

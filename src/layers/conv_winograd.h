@@ -8,17 +8,18 @@
 
 #include <stddef.h>
 
-/* Whether a k x k, stride s, pad p convolution of ic -> oc channels takes Winograd: k 3, stride 1,
+/* Whether a k x k, stride s, pad p convolution takes Winograd: k 3, stride 1,
  * pad <= 2, and DTRAIN_WINOGRAD=1. Off by default: on an AVX2 Zen 3 core it was slower than
  * im2col on every zoo shape (docs/results.md, issue 20: its GEMMs took 27% less time on
  * resnet18-cifar, but its transforms, 16 planes of tiles streamed through memory, cost more
  * than that); the tests run it forced. A rule of the shape, never a timing at start: every rank
  * and run of a model computes the same way, to the same rounding. */
-int dt_winograd_wanted(int k, int stride, int pad, int ic, int oc);
+int dt_winograd_wanted(int k, int stride, int pad);
 /* Images per group for an output of oh x ow (the GEMMs' width: tiles of the group). */
 int dt_winograd_group(int oh, int ow, int batch);
-/* Floats of work for groups of g images: the filter transform, the input's, the products. */
-size_t dt_winograd_workspace(int ic, int oc, int oh, int ow, int h, int w, int pad, int g);
+/* Floats of work for groups of g images of an oh x ow output, ic -> oc channels: the filter
+ * transform, a padded channel, the inputs' transforms, the products. */
+size_t dt_winograd_workspace(int ic, int oc, int oh, int ow, int g);
 /* U[16][oc][ic] = G w G^T of w[oc][ic][3][3]; flip: the input gradient's filter, of
  * w'[ic][oc][a][b] = w[oc][ic][2-a][2-b], as U[16][ic][oc]. */
 void dt_winograd_filter(const float *w, int oc, int ic, int flip, float *U);
