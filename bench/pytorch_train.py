@@ -2,9 +2,10 @@
 """PyTorch reference for dtrain's single-rank training-step benchmark.
 
 Builds the same models as dtrain, trains them on random in-memory data with
-SGD (lr 0.05, momentum 0.9) in float32 on one thread, and prints one line:
+SGD (lr 0.05, momentum 0.9) in float32 (or bf16 autocast: --precision bf16) on
+one thread, and prints one line:
 
-    pytorch model=<m> batch=<b> images_per_s=<float> maxrss_kb=<int>
+    pytorch model=<m> batch=<b> precision=<p> images_per_s=<float> maxrss_kb=<int>
 
 Only forward + cross-entropy + backward + optimizer.step (with
 zero_grad(set_to_none=True)) is timed; data generation is done up front.
@@ -167,6 +168,9 @@ def main(argv=None):
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="bf16: forward and loss under torch.autocast('cpu', torch.bfloat16), "
+                         "PyTorch's mixed precision (fp32 weights and optimiser)")
     args = ap.parse_args(argv)
     if args.batch < 1 or args.steps < 1 or args.warmup < 0:
         ap.error("--batch and --steps must be >= 1, --warmup >= 0")
@@ -188,7 +192,8 @@ def main(argv=None):
     def step(i):
         x, y = xs[i % nbatches], ys[i % nbatches]
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x), y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+            loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
         return loss
@@ -210,7 +215,7 @@ def main(argv=None):
 
     ips = args.batch * args.steps / dt
     maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(f"pytorch model={args.model} batch={args.batch} "
+    print(f"pytorch model={args.model} batch={args.batch} precision={args.precision} "
           f"images_per_s={ips:.1f} maxrss_kb={maxrss}", flush=True)
     return 0
 

@@ -23,6 +23,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             const uint8_t y = (uint8_t)(classes - 1 < 255 ? classes - 1 : 255);
             dt_model_forward(m, x, 1, 1);
             dt_model_backward(m, &y, NULL);
+            /* and in bf16, whose staging buffers are sized from the same shapes */
+            if (dt_model_set_precision(m, DT_PRECISION_BF16) != DT_OK) abort();
+            dt_model_forward(m, x, 1, 1);
+            dt_model_backward(m, &y, NULL);
             free(x);
         }
         dt_model_free(m);

@@ -168,6 +168,21 @@ double dt_model_flops(const dt_model *m);
 /* Dropout seed (each rank its own stream). */
 void dt_model_set_seed(dt_model *m, uint64_t seed);
 
+/* Arithmetic precision of the training step. fp32: everything in float. bf16 (mixed
+ * precision, as PyTorch's bf16 autocast): every activation and activation gradient is stored
+ * as bfloat16 (half the memory), the convolutions and linear layers multiply bf16-rounded
+ * weights and inputs with fp32 accumulation, every layer computes in fp32 and rounds what it
+ * stores; the parameters, their gradients, the optimiser, the loss, checkpoints and what
+ * schemes send stay fp32. */
+typedef enum dt_precision { DT_PRECISION_FP32 = 0, DT_PRECISION_BF16 = 1 } dt_precision;
+/* "fp32" / "bf16" */
+const char *dt_precision_name(dt_precision p);
+/* Switches the model's precision; a reserved model is re-reserved for the same batch. */
+dt_status dt_model_set_precision(dt_model *m, dt_precision p);
+dt_precision dt_model_precision(const dt_model *m);
+/* Bytes dt_model_reserve set aside: activations, their gradients, saved data, scratch. */
+size_t dt_model_activation_bytes(const dt_model *m);
+
 /* Forward pass; returns the logits (batch x classes), valid until the next call. */
 const float *dt_model_forward(dt_model *m, const float *x, int batch, int train);
 /* Softmax cross-entropy on the last forward's logits and labels, then backward: fills the
@@ -187,6 +202,8 @@ float dt_model_loss(const dt_model *m, const uint8_t *labels, int *correct);
 
 /* Prints layers, output shapes, parameter count, FLOPs to a FILE*. */
 void dt_model_print(const dt_model *m, void *file);
+/* Prints what --precision bf16 does with each kind of layer of the model, on this CPU. */
+void dt_model_print_precision(const dt_model *m, void *file);
 
 /* Weights file: named tensors + state, written atomically (tmp + rename). */
 dt_status dt_model_save(const dt_model *m, const char *path);
@@ -321,6 +338,7 @@ typedef struct dt_train_config {
                               * search tuned by time to accuracy never looks at the test set */
     float lr, momentum, weight_decay;
     int nesterov;
+    int precision;           /* dt_precision: fp32 (0) or bf16 mixed precision */
     const char *schedule;    /* const | step:EVERY:GAMMA | cosine[:MIN_LR] */
     uint64_t seed;
     int train_limit, test_limit; /* 0: all examples */

@@ -48,6 +48,21 @@ Record names
                         batch-norm buffers after the one forward pass (resblock-tiny only)
 
 Records appear in that order; parameters in PyTorch's named_parameters() order.
+
+bf16 (dtrain --precision bf16)
+------------------------------
+Two more files per model, same parameters, input and labels:
+
+<model>_oracle_bf16.bin      dtrain's bf16 rules written out in PyTorch, in fp32 arithmetic:
+                             the input and every conv/linear weight and bias rounded to bf16
+                             (their gradients are not: straight-through, fp32 master weights),
+                             every conv, linear, batch-norm, add and pooled-average output
+                             rounded to bf16 and so is the gradient arriving at it (relu, max
+                             pool, flatten and eval-mode dropout only pass rounded values on).
+                             test_oracle holds dtrain to it with a tolerance of a few bf16 units.
+<model>_oracle_autocast.bin  torch.autocast("cpu", torch.bfloat16): PyTorch's own mixed
+                             precision (oneDNN bf16 convolutions); a looser check that both
+                             read bf16 the same way (autocast also rounds weight gradients).
 """
 import os
 import struct
@@ -94,7 +109,7 @@ class BasicBlock(nn.Module):
     def forward(self, x):
         out = F.relu(self.bn1(self.conv1(x)))
         out = self.bn2(self.conv2(out))
-        return F.relu(out + self.shortcut(x))
+        return F.relu(self.r(out + self.shortcut(x)))
 
 
 class ResblockTiny(nn.Module):
@@ -108,7 +123,7 @@ class ResblockTiny(nn.Module):
     def forward(self, x):
         x = F.relu(self.bn1(self.conv1(x)))
         x = self.block(x)
-        x = F.adaptive_avg_pool2d(x, 1)
+        x = self.r(F.adaptive_avg_pool2d(x, 1))
         x = torch.flatten(x, 1)
         return self.fc(x)
 
@@ -132,9 +147,41 @@ def t2np(t):
     return t.detach().cpu().numpy().astype(np.float32)
 
 
-def build(name, ctor, shape, classes, batch, train, seed):
+class RoundBf16(torch.autograd.Function):
+    """x stored as bf16, and the gradient arriving at it stored as bf16."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.bfloat16().float()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.bfloat16().float()
+
+
+def bf16(x):
+    return x.bfloat16().float()
+
+
+def round_outputs(model):
+    """Forward hooks: every conv, linear and batch-norm output through RoundBf16; the models'
+    add and average pool call model.r."""
+    for mod in model.modules():
+        if isinstance(mod, (nn.Conv2d, nn.Linear, nn.BatchNorm2d)):
+            mod.register_forward_hook(lambda m, i, o: RoundBf16.apply(o))
+        mod.r = RoundBf16.apply
+
+
+def identity(x):
+    return x
+
+
+def build(name, ctor, shape, classes, batch, train, seed, mode="fp32"):
+    """mode: fp32, bf16 (dtrain's rules emulated) or autocast."""
     torch.manual_seed(seed)
     model = ctor()
+    for mod in model.modules():
+        mod.r = identity
     with torch.no_grad():
         for mod in model.modules():
             if isinstance(mod, nn.BatchNorm2d):
@@ -146,7 +193,21 @@ def build(name, ctor, shape, classes, batch, train, seed):
     params = [(n, t2np(p)) for n, p in model.named_parameters()]
 
     xg = x.clone().requires_grad_(True)
-    logits = model(xg)
+    if mode == "bf16":
+        with torch.no_grad():  # dtrain rounds its fp32 master weights for each pass
+            for mod in model.modules():
+                if isinstance(mod, (nn.Conv2d, nn.Linear)):
+                    for p in mod.parameters(recurse=False):
+                        p.copy_(bf16(p))
+        round_outputs(model)
+        xin = xg + (bf16(x) - x)  # rounded input, gradient passed through unrounded
+        logits = model(xin)
+    elif mode == "autocast":
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logits = model(xg)
+        logits = logits.float()
+    else:
+        logits = model(xg)
     loss = F.cross_entropy(logits, y)
     model.zero_grad()
     loss.backward()
@@ -173,13 +234,14 @@ def main():
     outdir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "..", "tests", "data")
     os.makedirs(outdir, exist_ok=True)
     for i, (name, ctor, shape, classes, batch, train) in enumerate(MODELS):
-        blob, loss = build(name, ctor, shape, classes, batch, train, SEED + i)
-        path = os.path.join(outdir, name + "_oracle.bin")
-        tmp = path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(blob)
-        os.replace(tmp, path)
-        print("%s: %d bytes, loss %.6f -> %s" % (name, len(blob), loss, os.path.normpath(path)))
+        for mode, suffix in (("fp32", ""), ("bf16", "_bf16"), ("autocast", "_autocast")):
+            blob, loss = build(name, ctor, shape, classes, batch, train, SEED + i, mode)
+            path = os.path.join(outdir, name + "_oracle" + suffix + ".bin")
+            tmp = path + ".tmp"
+            with open(tmp, "wb") as f:
+                f.write(blob)
+            os.replace(tmp, path)
+            print("%s %s: %d bytes, loss %.6f -> %s" % (name, mode, len(blob), loss, os.path.normpath(path)))
 
 
 if __name__ == "__main__":

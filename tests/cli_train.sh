@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Real training on MNIST: a short run reaches >= 90% test accuracy, its saved weights
 # evaluate to the same accuracy, a resumed run repeats an uninterrupted one bit for bit,
-# and gzipped Fashion-MNIST trains too. Needs scripts/get-data to have run.
+# gzipped Fashion-MNIST trains too, and so does --precision bf16. Needs scripts/get-data to have run.
 . "$(dirname "$0")/lib.sh"
 DATA=${DTRAIN_DATA:-data}
 require_mnist
@@ -60,6 +60,34 @@ rc=$?
 [ $rc -eq 3 ] && [ "$(wc -l <"$T/nan3.err")" -eq 1 ] && grep -q "training diverged: the final model" "$T/nan3.err" && [ ! -e "$T/nan3.weights" ]
 check "downpour on 2 ranks, --lr 1e6: one line, exit status 3, no weights" $? "rc=$rc: $(cat "$T/nan3.err")"
 compare "... a diverged line in the log" "$(line_count "$T/nan3.jsonl" diverged)" == 1
+
+# 7. --precision bf16 (activations in bf16, fp32 master weights): learns as fp32 does, resumes
+# bit for bit from its fp32 checkpoint, goes through `run` to every rank, and is refused when misspelt
+"$DTRAIN" train --model cnn1 --data mnist --epochs 1 --train-limit 6000 --batch 16 --lr 0.03 \
+    --momentum 0.5 --seed 2 --precision bf16 --no-save --log "$T/bf16.jsonl" --quiet
+bacc=$(acc "$T/bf16.jsonl")
+within "bf16: the short run's accuracy within 0.02 of fp32's ($acc)" "$bacc" "$(awk "BEGIN{print $acc - 0.02}")" \
+    "$(awk "BEGIN{print $acc + 0.02}")"
+p=$(log_query "$T/bf16.jsonl" 'one("config")["precision"]'); [ "$p" = bf16 ]; check "... its configuration line says bf16" $? "$p"
+p=$(log_query "$T/short.jsonl" 'one("config")["precision"]'); [ "$p" = fp32 ]; check "... fp32's says fp32" $? "$p"
+"$DTRAIN" train "${common[@]}" --precision bf16 --epochs 2 --out "$T/bstraight.weights"
+"$DTRAIN" train "${common[@]}" --precision bf16 --epochs 1 --checkpoint "$T/bckpt" --no-save
+"$DTRAIN" train "${common[@]}" --precision bf16 --epochs 2 --resume "$T/bckpt" --out "$T/bresumed.weights"
+cmp -s "$T/bstraight.weights" "$T/bresumed.weights"; check "bf16: resumed run equals uninterrupted run" $? "cmp"
+cmp -s "$T/bstraight.weights" "$T/straight.weights"; [ $? -ne 0 ]; check "... and differs from fp32's" $? "cmp"
+for p in fp32 bf16; do
+    run -n 2 --algo allreduce --model mlp --data mnist --train-limit 2000 --epochs 1 --precision $p --no-save \
+        --log "$T/run-$p.jsonl"
+done
+a32=$(acc "$T/run-fp32.jsonl")
+within "bf16 through dtrain run (2 ranks): accuracy within 0.02 of fp32's ($a32)" "$(acc "$T/run-bf16.jsonl")" \
+    "$(awk "BEGIN{print $a32 - 0.02}")" "$(awk "BEGIN{print $a32 + 0.02}")"
+p=$(log_query "$T/run-bf16.jsonl" 'one("config")["precision"]'); [ "$p" = bf16 ]; check "... its configuration line says bf16" $? "$p"
+expect_error "--precision fp16: refused in one line" "--precision" -- "$DTRAIN" train --model cnn1 --precision fp16
+"$DTRAIN" bench --model cnn1 --batch 8 --warmup 1 --steps 2 --precision bf16 | grep -q "precision=bf16 "
+check "dtrain bench --precision bf16" $? "$("$DTRAIN" bench --model cnn1 --batch 8 --warmup 1 --steps 2 --precision bf16)"
+"$DTRAIN" info --model cnn1 | grep -q "^  conv, linear: multiplies bf16-rounded weights and inputs"
+check "dtrain info says what bf16 does with each layer" $? "$("$DTRAIN" info --model cnn1 | tail -4)"
 
 # 5. model info
 "$DTRAIN" info --model resnet18-cifar | grep -q "parameters: 11173962 "

@@ -1,7 +1,7 @@
 /* No allocation inside the training step: after dt_model_reserve and the first step (the
  * optimiser's momentum buffer), a step -- batch assembly with augmentation, forward in
  * training mode, backward, SGD with momentum and weight decay -- and an evaluation forward
- * call malloc/calloc/realloc zero times, for every model kind in the zoo. Counted by
+ * call malloc/calloc/realloc zero times, for every model kind in the zoo, in fp32 and bf16. Counted by
  * interposing the allocator (glibc's __libc_* entry points), so BLAS is counted too. The
  * sanitizers replace the allocator themselves: there the count is skipped (and said so). */
 #include <stdlib.h>
@@ -24,12 +24,13 @@ static void make_data(dt_dataset *d, int c, int h, int w, int classes, int n) {
     d->augment = c == 3;
 }
 
-static void steady_state(const char *name, int batch) {
+static void steady_state(const char *name, int batch, dt_precision precision) {
     dt_model *m = NULL;
     const long at_start = allocations;
     CHECK_MSG(dt_model_from_name(name, &m) == DT_OK, "%s: %s", name, dt_last_error());
     if (!m) return;
     dt_model_init(m, 1);
+    CHECK(dt_model_set_precision(m, precision) == DT_OK);
     CHECK(dt_model_reserve(m, batch) == DT_OK);
     /* the library's own allocations are seen (so a zero below means something) */
     CHECK_MSG(!COUNTING || allocations > at_start, "%s: building and reserving the model counted no allocation", name);
@@ -60,7 +61,8 @@ static void steady_state(const char *name, int batch) {
     }
     CHECK_MSG(!COUNTING || during == 0, "%s: %ld allocations in 5 steady-state training steps (expected 0)", name, during);
     CHECK_MSG(last == last && first == first, "%s: loss is not a number", name);
-    printf("%-16s batch %2d: %ld allocations in 5 steps%s\n", name, batch, during, COUNTING ? "" : " (not counted under the sanitizers)");
+    printf("%-16s %s batch %2d: %ld allocations in 5 steps%s\n", name, dt_precision_name(precision), batch, during,
+           COUNTING ? "" : " (not counted under the sanitizers)");
     dt_sgd_free(&opt);
     free(x); free(y); free(idx);
     dt_dataset_free(&d);
@@ -70,12 +72,14 @@ static void steady_state(const char *name, int batch) {
 int main(void) {
     dt_runtime_init();
     check_alloc_counter();
-    steady_state("mlp", 32);
-    steady_state("cnn1", 16);
-    steady_state("cnn2", 16);
-    steady_state("downpour-cnn", 8);
-    steady_state("alexnet-cifar", 4);
-    steady_state("resnet18-cifar", 2);
-    steady_state("resblock-tiny", 4);
+    for (int p = DT_PRECISION_FP32; p <= DT_PRECISION_BF16; p++) {
+        steady_state("mlp", 32, p);
+        steady_state("cnn1", 16, p);
+        steady_state("cnn2", 16, p);
+        steady_state("downpour-cnn", 8, p);
+        steady_state("alexnet-cifar", 4, p);
+        steady_state("resnet18-cifar", 2, p);
+        steady_state("resblock-tiny", 4, p);
+    }
     return test_summary("test_noalloc");
 }

@@ -8,7 +8,11 @@
  * tensors here have max|ref| < 1 that is an absolute 1e-4, which would miss a wrong scale in
  * a small tensor (the cnn1 input gradient peaks at ~1.4e-3), so each tensor must also satisfy
  * |got - ref| <= 1e-3 * max|ref| + 1e-7 (float32 noise measured against float64 is ~1e-6 of
- * max|ref|, so both bounds leave wide margins). */
+ * max|ref|, so both bounds leave wide margins).
+ *
+ * --precision bf16 is compared the same way with <model>_oracle_bf16.bin (its rules written
+ * out in PyTorch) and <model>_oracle_autocast.bin (PyTorch's bf16 autocast), with the
+ * tolerances given at BF16 and AUTOCAST below. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,6 +25,33 @@
 #define TOL_REL 1e-4
 #define TOL_SCALE 1e-3
 #define TOL_FLOOR 1e-7
+
+/* One comparison: the model's precision, the oracle file's suffix and the tolerances. */
+typedef struct variant {
+    dt_precision precision;
+    const char *suffix; /* "" (fp32), "_bf16", "_autocast" */
+    double rel, scale;  /* |got - ref| <= rel * max(1, max|ref|) and <= scale * max|ref| + floor */
+} variant;
+
+static const variant FP32 = {DT_PRECISION_FP32, "", TOL_REL, TOL_SCALE};
+/* --precision bf16 against dtrain's rules written out in PyTorch (scripts/torch_oracle.py):
+ * two bf16 rounding units (2 x 2^-8). Measured: at most 2.5e-3 of max|ref| (resblock-tiny's
+ * conv1 weight gradient; most tensors 1e-7), from sums taken in another order, which round a
+ * value the other way now and then. The fp32 engine is 0.2 of max|ref| away from the same file
+ * (cnn1's input gradient), so the tolerance tells the precisions apart: main checks that. */
+static const variant BF16 = {DT_PRECISION_BF16, "_bf16", 0x1p-7, 0x1p-7};
+/* Against PyTorch's own bf16 autocast, only a coarse check (signs, scales, nothing missing):
+ * autocast differs from fp32 by up to 0.49 of max|ref| (cnn1's input gradient, a sum of terms
+ * a hundred times its size, each off by bf16's rounding) and from dtrain's rules by 0.51, as it
+ * also rounds weight gradients and runs oneDNN's bf16 kernels. */
+static const variant AUTOCAST = {DT_PRECISION_BF16, "_autocast", 0.75, 0.75};
+/* The fp32 engine against the bf16 rules' file, measured only (probe). */
+static const variant FP32_VS_BF16 = {DT_PRECISION_FP32, "_bf16", 0x1p-7, 0x1p-7};
+
+/* The largest error of a run as a fraction of its scale tolerance; with probe set, errors
+ * are only measured, not failed (to show that a tolerance tells the precisions apart). */
+static double worst_share;
+static int probe;
 
 typedef struct orec {
     char name[96];
@@ -169,12 +200,13 @@ static int shape_matches(const char *what, const dt_tensor_view *v, const orec *
 }
 
 /* Compares n floats against the reference; prints the worst element on failure. */
-static void compare(const char *model, const char *name, const float *got, const float *ref, size_t n) {
+static void compare(const variant *v, const char *model, const char *name, const float *got, const float *ref,
+                    size_t n) {
     double maxref = 0.0;
     for (size_t i = 0; i < n; i++)
         if (fabs((double)ref[i]) > maxref) maxref = fabs((double)ref[i]);
-    double tol = TOL_REL * (maxref > 1.0 ? maxref : 1.0);
-    double tol_scale = TOL_SCALE * maxref + TOL_FLOOR;
+    double tol = v->rel * (maxref > 1.0 ? maxref : 1.0);
+    double tol_scale = v->scale * maxref + TOL_FLOOR;
     double worst = -1.0;
     size_t wi = 0, nbad = 0;
     for (size_t i = 0; i < n; i++) {
@@ -183,26 +215,29 @@ static void compare(const char *model, const char *name, const float *got, const
         if (!(e <= tol)) nbad++;
         if (e > worst) { worst = e; wi = i; }
     }
-    printf("  %-14s %-38s n=%-6zu max|ref|=%-10.4g max err=%.3g\n", model, name, n, maxref, worst);
+    printf("  %-14s %-38s n=%-6zu max|ref|=%-10.4g max err=%.3g (%.3g of max|ref|)\n", model, name, n, maxref,
+           worst, maxref > 0 ? worst / maxref : worst);
+    if (worst / tol_scale > worst_share) worst_share = worst / tol_scale;
+    if (probe) return;
     CHECK_MSG(nbad == 0, "%s %s: %zu of %zu elements off by more than %.3g; worst at [%zu]: "
               "got %.9g, want %.9g (err %.3g)", model, name, nbad, n, tol, wi,
               (double)got[wi], (double)ref[wi], worst);
     CHECK_MSG(worst <= tol_scale, "%s %s: error %.3g at [%zu] exceeds %.0e of the tensor's "
-              "max|ref| %.3g (got %.9g, want %.9g)", model, name, worst, wi, TOL_SCALE, maxref,
+              "max|ref| %.3g (got %.9g, want %.9g)", model, name, worst, wi, v->scale, maxref,
               (double)got[wi], (double)ref[wi]);
 }
 
-static void run_oracle(const char *dir, const char *model_name, int train) {
+static void run_oracle(const char *dir, const char *model_name, int train, const variant *var) {
     char path[1024];
-    snprintf(path, sizeof path, "%s/%s_oracle.bin", dir, model_name);
+    snprintf(path, sizeof path, "%s/%s_oracle%s.bin", dir, model_name, var->suffix);
     ofile f;
     if (ofile_read(path, &f) != 0) {
         CHECK_MSG(0, "cannot use oracle file %s (run /usr/bin/python3 scripts/torch_oracle.py)", path);
         return;
     }
     CHECK_MSG(strcmp(f.model, model_name) == 0, "%s names model '%s'", path, f.model);
-    printf("%s: %s, batch %d, %d records, %s mode\n", path, f.model, f.batch, f.nrec,
-           train ? "train" : "eval");
+    printf("%s: %s, batch %d, %d records, %s mode, dtrain in %s\n", path, f.model, f.batch, f.nrec,
+           train ? "train" : "eval", dt_precision_name(var->precision));
 
     dt_model *m = NULL;
     float *dx = NULL;
@@ -210,7 +245,8 @@ static void run_oracle(const char *dir, const char *model_name, int train) {
     CHECK_MSG(st == DT_OK && m, "dt_model_from_name(%s): %s", model_name, dt_last_error());
     if (st != DT_OK || !m) goto done;
     dt_model_init(m, 1); /* running stats mean 0 / var 1, as in PyTorch */
-    st = dt_model_reserve(m, f.batch);
+    st = dt_model_set_precision(m, var->precision);
+    if (st == DT_OK) st = dt_model_reserve(m, f.batch);
     CHECK_MSG(st == DT_OK, "dt_model_reserve(%d): %s", f.batch, dt_last_error());
     if (st != DT_OK) goto done;
 
@@ -273,7 +309,7 @@ static void run_oracle(const char *dir, const char *model_name, int train) {
     const float *logits = dt_model_forward(m, xin->data, f.batch, train);
     CHECK(logits != NULL);
     if (!logits) goto done;
-    compare(model_name, "logits", logits, lgt->data, lgt->numel);
+    compare(var, model_name, "logits", logits, lgt->data, lgt->numel);
     int want_correct = 0;
     for (int i = 0; i < f.batch; i++) {
         int best = 0;
@@ -291,16 +327,16 @@ static void run_oracle(const char *dir, const char *model_name, int train) {
     for (size_t i = 0; i < xin->numel; i++) dx[i] = NAN;
     int correct = -1;
     float loss = dt_model_backward_input(m, labels, &correct, dx);
-    compare(model_name, "loss", &loss, los->data, 1);
+    compare(var, model_name, "loss", &loss, los->data, 1);
     CHECK_MSG(correct == want_correct, "%s: correct = %d, oracle argmax gives %d", model_name,
               correct, want_correct);
     for (int i = 0; i < nt; i++) {
         const dt_tensor_view *v = dt_model_tensor(m, i);
         char nm[64];
         snprintf(nm, sizeof nm, "grad:%s", v->name);
-        compare(model_name, nm, grads + v->offset, ofind(&f, "grad:", v->name)->data, v->numel);
+        compare(var, model_name, nm, grads + v->offset, ofind(&f, "grad:", v->name)->data, v->numel);
     }
-    compare(model_name, "input_grad", dx, dxr->data, dxr->numel);
+    compare(var, model_name, "input_grad", dx, dxr->data, dxr->numel);
 
     /* Batch-norm running statistics after the one forward (both directions). */
     int ns = dt_model_num_state_tensors(m), nstate_rec = 0;
@@ -312,7 +348,7 @@ static void run_oracle(const char *dir, const char *model_name, int train) {
         if (!o || !shape_matches("state", v, o)) continue;
         char nm[64];
         snprintf(nm, sizeof nm, "state:%s", v->name);
-        compare(model_name, nm, state + v->offset, o->data, v->numel);
+        compare(var, model_name, nm, state + v->offset, o->data, v->numel);
     }
     for (int r = 0; r < f.nrec; r++) {
         const char *rn = f.rec[r].name;
@@ -334,7 +370,21 @@ int main(void) {
     dt_runtime_init();
     const char *dir = getenv("DTRAIN_TEST_FILES");
     if (!dir || !*dir) dir = "tests/data";
-    run_oracle(dir, "cnn1", 0);
-    run_oracle(dir, "resblock-tiny", 1);
+    run_oracle(dir, "cnn1", 0, &FP32);
+    run_oracle(dir, "resblock-tiny", 1, &FP32);
+    run_oracle(dir, "cnn1", 0, &BF16);
+    run_oracle(dir, "resblock-tiny", 1, &BF16);
+    run_oracle(dir, "cnn1", 0, &AUTOCAST);
+    run_oracle(dir, "resblock-tiny", 1, &AUTOCAST);
+    /* the bf16 tolerance is tight enough that the fp32 engine fails it on each model */
+    probe = 1;
+    for (int i = 0; i < 2; i++) {
+        worst_share = 0;
+        run_oracle(dir, i ? "resblock-tiny" : "cnn1", i, &FP32_VS_BF16);
+        printf("fp32 engine against the bf16 oracle: worst error %.1f bf16 tolerances\n", worst_share);
+        CHECK_MSG(worst_share > 4, "fp32 is only %.2f bf16-tolerances from the bf16 oracle of %s: the bf16 "
+                  "check would not notice bf16 being off", worst_share, i ? "resblock-tiny" : "cnn1");
+    }
+    probe = 0;
     return test_summary("test_oracle");
 }

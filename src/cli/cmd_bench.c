@@ -19,7 +19,10 @@ typedef struct {
     const char *model;
     int batch, warmup, steps;
     float lr, momentum;
+    int precision;
 } bench_opts;
+
+static const char *const precision_words[] = {"fp32", "bf16", NULL}; /* dt_precision's order */
 
 static const dt_flag bench_flags[] = {
     {"model", DT_AT_TEXT(bench_opts, model), .help = "model name or spec file"},
@@ -28,6 +31,7 @@ static const dt_flag bench_flags[] = {
     {"steps", DT_AT_INT(bench_opts, steps), .min = 1, .max = 1e9, .help = "timed steps"},
     {"lr", DT_AT_FLOAT(bench_opts, lr), .min = 0, .max = 1e6, .min_open = 1, .help = "learning rate"},
     {"momentum", DT_AT_FLOAT(bench_opts, momentum), .min = 0, .max = 0.999999, .help = "momentum"},
+    {"precision", DT_AT_CHOICE(bench_opts, precision, precision_words), .help = "fp32 | bf16 (as dtrain train)"},
 };
 
 /* Training-step speed on random data (no data loading, no evaluation), for bench/run. */
@@ -46,6 +50,7 @@ int dt_cmd_bench(int argc, char **argv) {
     dt_runtime_init();
     dt_model *m = NULL;
     if (dt_model_open(model, &m) != DT_OK) return dt_cli_fail();
+    if (dt_model_set_precision(m, (dt_precision)o.precision) != DT_OK) { dt_model_free(m); return dt_cli_fail(); }
     int c, h, w;
     dt_model_input_shape(m, &c, &h, &w);
     size_t in = (size_t)c * h * w;
@@ -70,9 +75,10 @@ int dt_cmd_bench(int argc, char **argv) {
     double secs = dt_now() - t0;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("dtrain model=%s batch=%d images_per_s=%.1f fwd_flops=%.0f maxrss_kb=%ld blas=%s kernels=%s\n", model,
-           batch, (double)steps * batch / secs, dt_model_flops(m), ru.ru_maxrss, openblas_get_corename(),
-           dt_layer_kernels());
+    printf("dtrain model=%s batch=%d precision=%s images_per_s=%.1f fwd_flops=%.0f maxrss_kb=%ld activation_kb=%zu "
+           "blas=%s kernels=%s\n",
+           model, batch, dt_precision_name(dt_model_precision(m)), (double)steps * batch / secs, dt_model_flops(m),
+           ru.ru_maxrss, dt_model_activation_bytes(m) / 1024, openblas_get_corename(), dt_layer_kernels());
     dt_sgd_free(&opt);
     free(x); free(y);
     dt_model_free(m);

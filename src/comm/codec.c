@@ -133,14 +133,6 @@ float dt_f16_to_f32(uint16_t h) {
     return float_of(sign | (e << 23) | ((m & 0x3ffu) << 13));
 }
 
-uint16_t dt_f32_to_bf16(float f) {
-    const uint32_t x = bits_of(f);
-    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u); /* nan stays (quiet) nan */
-    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16); /* nearest even; overflow -> inf */
-}
-
-float dt_bf16_to_f32(uint16_t h) { return float_of((uint32_t)h << 16); }
-
 /* ------------------------------------------------------------------ topk selection */
 
 static void swap2(float *m, uint32_t *ix, size_t a, size_t b) {

@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "dtrain.h"
+#include "core/bf16.h"
 #include "dtrain/comm.h"
 
 #define DT_CODEC_CHUNK 256 /* int8: values per scale */
@@ -65,10 +66,9 @@ size_t dt_codec_encode_ef(dt_codec *c, const float *g, float *residual, size_t n
  * does with dt_codec_decode_add, so both copies stay equal bit for bit). */
 size_t dt_codec_encode_delta(dt_codec *c, const float *x, float *copy, size_t n, void *out);
 
-/* The scalar conversions, round to nearest even (exposed for the tests). */
+/* The scalar conversions, round to nearest even (exposed for the tests); bf16's are
+ * core/bf16.h's. */
 uint16_t dt_f32_to_f16(float f);
 float dt_f16_to_f32(uint16_t h);
-uint16_t dt_f32_to_bf16(float f);
-float dt_bf16_to_f32(uint16_t h);
 
 #endif

@@ -132,5 +132,5 @@ static void bn_backward(dt_node *n, const dt_pass *p) {
 
 const dt_layer_ops dt_layer_batchnorm = {
     .kind = "batchnorm", .auto_prefix = "bn", .ninputs = 1, .setup = bn_setup, .init = bn_init,
-    .forward = bn_forward, .backward = bn_backward, .aux_bytes = bn_aux,
+    .forward = bn_forward, .backward = bn_backward, .aux_bytes = bn_aux, .bwd_skips = DT_SKIPS_Y,
 };

@@ -386,5 +386,5 @@ static void conv_backward(dt_node *n, const dt_pass *p) {
 const dt_layer_ops dt_layer_conv = {
     .kind = "conv", .auto_prefix = "conv", .ninputs = 1,
     .setup = conv_setup, .init = conv_init, .forward = conv_forward, .backward = conv_backward,
-    .workspace = conv_workspace, .can_fuse_relu = 1,
+    .workspace = conv_workspace, .can_fuse_relu = 1, .gemm_params = 1, .bwd_skips = DT_SKIPS_Y,
 };

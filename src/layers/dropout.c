@@ -67,8 +67,10 @@ static void dropout_backward(dt_node *n, const dt_pass *p) {
 const dt_layer_ops dt_layer_dropout = {
     .kind = "dropout", .auto_prefix = "dropout", .ninputs = 1, .setup = dropout_setup,
     .forward = dropout_forward, .backward = dropout_backward, .aux_bytes = dropout_aux,
+    .bwd_skips = DT_SKIPS_X | DT_SKIPS_Y,
 };
 const dt_layer_ops dt_layer_dropout2d = {
     .kind = "dropout2d", .auto_prefix = "dropout", .ninputs = 1, .setup = dropout_setup,
     .forward = dropout_forward, .backward = dropout_backward, .aux_bytes = dropout_aux,
+    .bwd_skips = DT_SKIPS_X | DT_SKIPS_Y,
 };

@@ -59,13 +59,13 @@ static void copy_backward(dt_node *n, const dt_pass *p) {
 
 const dt_layer_ops dt_layer_relu = {
     .kind = "relu", .auto_prefix = "relu", .ninputs = 1, .setup = same_shape,
-    .forward = relu_forward, .backward = relu_backward,
+    .forward = relu_forward, .backward = relu_backward, .bwd_skips = DT_SKIPS_X,
 };
 const dt_layer_ops dt_layer_add = {
     .kind = "add", .auto_prefix = "add", .ninputs = 2, .setup = same_shape,
-    .forward = add_forward, .backward = add_backward,
+    .forward = add_forward, .backward = add_backward, .bwd_skips = DT_SKIPS_X | DT_SKIPS_Y,
 };
 const dt_layer_ops dt_layer_flatten = {
     .kind = "flatten", .auto_prefix = "flatten", .ninputs = 1, .setup = flatten_setup,
-    .forward = copy_forward, .backward = copy_backward,
+    .forward = copy_forward, .backward = copy_backward, .bwd_skips = DT_SKIPS_X | DT_SKIPS_Y,
 };

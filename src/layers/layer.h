@@ -4,6 +4,8 @@
 #ifndef DT_LAYER_H
 #define DT_LAYER_H
 
+#include <stdint.h>
+
 #include "dtrain.h"
 
 #define DT_NODE_NAME 40
@@ -48,7 +50,16 @@ typedef struct dt_layer_ops {
     /* 1: forward honours node->relu_out (applies ReLU to its output in its own last pass) and
      * backward does not read its own output. */
     int can_fuse_relu;
+    /* 1: the parameters are GEMM operands (conv, linear), which --precision bf16 rounds to
+     * bf16 as PyTorch's autocast casts them; other layers (batch-norm) keep fp32 parameters. */
+    int gemm_params;
+    /* What backward does not read (DT_SKIPS_*), so --precision bf16 need not convert it into
+     * fp32 for it (models/precision.c passes NULL instead, so a wrong claim fails loudly). */
+    int bwd_skips;
 } dt_layer_ops;
+
+#define DT_SKIPS_X 1 /* backward reads no input activation (p->x) */
+#define DT_SKIPS_Y 2 /* backward reads not its own output (n->y) */
 
 struct dt_node {
     const dt_layer_ops *ops;
@@ -70,8 +81,10 @@ struct dt_node {
      * pass over memory); the relu node after it (relu_fused) then shares that output buffer and
      * skips its forward; its backward is unchanged (it reads y, which is the same). */
     int relu_out, relu_fused;
-    /* activations */
+    /* activations; under bf16 (models/precision.c) they are stored in y16, dy16 and y, dy
+     * point at fp32 staging copies while the node runs */
     float *y, *dy;
+    uint16_t *y16, *dy16;
     void *aux;
 };
 

@@ -50,5 +50,5 @@ static void linear_backward(dt_node *n, const dt_pass *p) {
 const dt_layer_ops dt_layer_linear = {
     .kind = "linear", .auto_prefix = "fc", .ninputs = 1,
     .setup = linear_setup, .init = linear_init, .forward = linear_forward,
-    .backward = linear_backward, .can_fuse_relu = 1,
+    .backward = linear_backward, .can_fuse_relu = 1, .gemm_params = 1, .bwd_skips = DT_SKIPS_Y,
 };

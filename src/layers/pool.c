@@ -227,12 +227,13 @@ static void gavgpool_backward(dt_node *n, const dt_pass *p) {
 const dt_layer_ops dt_layer_maxpool = {
     .kind = "maxpool", .auto_prefix = "maxpool", .ninputs = 1, .setup = maxpool_setup,
     .forward = maxpool_forward, .backward = maxpool_backward, .aux_bytes = maxpool_aux,
+    .bwd_skips = DT_SKIPS_X | DT_SKIPS_Y,
 };
 const dt_layer_ops dt_layer_avgpool = {
     .kind = "avgpool", .auto_prefix = "avgpool", .ninputs = 1, .setup = avgpool_setup,
-    .forward = avgpool_forward, .backward = avgpool_backward,
+    .forward = avgpool_forward, .backward = avgpool_backward, .bwd_skips = DT_SKIPS_X | DT_SKIPS_Y,
 };
 const dt_layer_ops dt_layer_gavgpool = {
     .kind = "gavgpool", .auto_prefix = "gavgpool", .ninputs = 1, .setup = gavgpool_setup,
-    .forward = gavgpool_forward, .backward = gavgpool_backward,
+    .forward = gavgpool_forward, .backward = gavgpool_backward, .bwd_skips = DT_SKIPS_X | DT_SKIPS_Y,
 };

@@ -43,7 +43,7 @@ void dt_model_free(dt_model *m) {
     if (m->t_fwd) { print_layer_times(m); free(m->t_fwd); }
     free(m->nodes); free(m->params); free(m->grads); free(m->state);
     free(m->views); free(m->sviews); free(m->dx_acc);
-    free(m->work); free(m->act_block);
+    free(m->work); free(m->act_block); free(m->stage);
     free(m);
 }
 
@@ -195,44 +195,72 @@ void dt_model_set_seed(dt_model *m, uint64_t seed) { dt_rng_seed(&m->rng, seed);
 dt_status dt_model_reserve(dt_model *m, int max_batch) {
     assert(max_batch >= 1);
     if (max_batch <= m->max_batch) return DT_OK;
+    /* bf16 stores each activation in 2 bytes and computes in fp32 staging buffers */
+    const int bf16 = m->precision == DT_PRECISION_BF16;
+    const size_t elem = bf16 ? sizeof(uint16_t) : sizeof(float);
+    const size_t stage = bf16 ? dt_bf16_stage_floats(m, max_batch) : 0;
     size_t total = 0, work = 0;
     for (int i = 0; i < m->nn; i++) {
         const dt_node *n = &m->nodes[i];
-        size_t act = (size_t)max_batch * dt_node_out_size(n) * sizeof(float);
+        size_t act = (size_t)max_batch * dt_node_out_size(n) * elem;
         size_t aux = n->ops->aux_bytes ? n->ops->aux_bytes(n, max_batch) : 0;
         total += (n->relu_fused ? 1 : 2) * ((act + 63) & ~(size_t)63) + ((aux + 63) & ~(size_t)63);
         size_t w = n->ops->workspace ? n->ops->workspace(n, max_batch) : 0;
         if (w > work) work = w;
     }
     void *block = NULL;
-    float *wbuf = NULL;
+    float *wbuf = NULL, *sbuf = NULL;
     if (posix_memalign(&block, 64, total ? total : 64) != 0 ||
-        posix_memalign((void **)&wbuf, 64, (work ? work : 1) * sizeof(float)) != 0) {
-        free(block);
+        posix_memalign((void **)&wbuf, 64, (work ? work : 1) * sizeof(float)) != 0 ||
+        (stage && posix_memalign((void **)&sbuf, 64, stage * sizeof(float)) != 0)) {
+        free(block); free(wbuf);
         return dt_fail(DT_ERR_NOMEM, "out of memory: activations for batch %d need %.1f MB",
-                       max_batch, total / 1e6);
+                       max_batch, (total + (work + stage) * sizeof(float)) / 1e6);
     }
     free(m->act_block);
     free(m->work);
+    free(m->stage);
     m->act_block = block;
     m->work = wbuf;
     m->work_floats = work;
+    m->stage = sbuf;
+    m->act_bytes = total + (work + stage) * sizeof(float);
     char *cur = block;
     for (int i = 0; i < m->nn; i++) {
         dt_node *n = &m->nodes[i];
-        size_t act = (size_t)max_batch * dt_node_out_size(n) * sizeof(float);
+        size_t act = (size_t)max_batch * dt_node_out_size(n) * elem;
         size_t aux = n->ops->aux_bytes ? n->ops->aux_bytes(n, max_batch) : 0;
-        if (n->relu_fused) {
-            n->y = m->nodes[n->in[0]].y; /* the producer already wrote ReLU(its output) there */
-        } else {
-            n->y = (float *)cur; cur += (act + 63) & ~(size_t)63;
-        }
-        n->dy = (float *)cur; cur += (act + 63) & ~(size_t)63;
+        char *y = cur, *dy;
+        if (n->relu_fused)
+            y = bf16 ? (char *)m->nodes[n->in[0]].y16 : (char *)m->nodes[n->in[0]].y; /* the producer wrote ReLU(its output) there */
+        else
+            cur += (act + 63) & ~(size_t)63;
+        dy = cur; cur += (act + 63) & ~(size_t)63;
+        n->y = bf16 ? NULL : (float *)y;
+        n->dy = bf16 ? NULL : (float *)dy;
+        n->y16 = bf16 ? (uint16_t *)y : NULL;
+        n->dy16 = bf16 ? (uint16_t *)dy : NULL;
         n->aux = aux ? cur : NULL; cur += (aux + 63) & ~(size_t)63;
     }
+    if (bf16) dt_bf16_stage_carve(m, max_batch);
     m->max_batch = max_batch;
     return DT_OK;
 }
+
+const char *dt_precision_name(dt_precision p) { return p == DT_PRECISION_BF16 ? "bf16" : "fp32"; }
+
+dt_status dt_model_set_precision(dt_model *m, dt_precision p) {
+    if (p != DT_PRECISION_FP32 && p != DT_PRECISION_BF16)
+        return dt_fail(DT_ERR_ARG, "precision %d: expected fp32 or bf16", (int)p);
+    if ((int)p == m->precision) return DT_OK;
+    m->precision = p;
+    const int batch = m->max_batch;
+    m->max_batch = 0; /* the buffers change size and type: reserve again */
+    return batch ? dt_model_reserve(m, batch) : DT_OK;
+}
+
+dt_precision dt_model_precision(const dt_model *m) { return (dt_precision)m->precision; }
+size_t dt_model_activation_bytes(const dt_model *m) { return m->max_batch ? m->act_bytes : 0; }
 
 size_t dt_model_num_params(const dt_model *m) { return m->np; }
 float *dt_model_params(dt_model *m) { return m->params; }
@@ -270,6 +298,10 @@ const float *dt_model_forward(dt_model *m, const float *x, int batch, int train)
     m->input = x;
     m->batch = batch;
     m->last_train = train;
+    if (m->precision == DT_PRECISION_BF16) {
+        dt_bf16_forward(m, batch, train);
+        return m->logits;
+    }
     for (int i = 0; i < m->nn; i++) {
         dt_node *n = &m->nodes[i];
         dt_pass p = {.batch = batch, .train = train, .work = m->work, .rng = &m->rng};
@@ -279,12 +311,13 @@ const float *dt_model_forward(dt_model *m, const float *x, int batch, int train)
         n->ops->forward(n, &p);
         if (m->t_fwd) m->t_fwd[i] += dt_now() - t0;
     }
-    return m->nodes[m->nn - 1].y;
+    m->logits = m->nodes[m->nn - 1].y;
+    return m->logits;
 }
 
 /* Softmax cross-entropy over the logits; writes d(mean loss)/d(logits) when dlogits != NULL. */
-static float softmax_xent(const float *logits, const uint8_t *labels, int batch, int classes,
-                          float *dlogits, int *correct) {
+float dt_softmax_xent(const float *logits, const uint8_t *labels, int batch, int classes, float *dlogits,
+                      int *correct) {
     double total = 0;
     int ok = 0;
     for (int b = 0; b < batch; b++) {
@@ -311,12 +344,13 @@ static float softmax_xent(const float *logits, const uint8_t *labels, int batch,
 
 float dt_model_loss(const dt_model *m, const uint8_t *labels, int *correct) {
     const dt_node *last = &m->nodes[m->nn - 1];
-    return softmax_xent(last->y, labels, m->batch, (int)dt_node_out_size(last), NULL, correct);
+    return dt_softmax_xent(m->logits, labels, m->batch, (int)dt_node_out_size(last), NULL, correct);
 }
 
 float dt_model_backward_input(dt_model *m, const uint8_t *labels, int *correct, float *dx_out) {
+    if (m->precision == DT_PRECISION_BF16) return dt_bf16_backward(m, labels, correct, dx_out);
     dt_node *last = &m->nodes[m->nn - 1];
-    float loss = softmax_xent(last->y, labels, m->batch, (int)dt_node_out_size(last), last->dy,
+    float loss = dt_softmax_xent(last->y, labels, m->batch, (int)dt_node_out_size(last), last->dy,
                               correct);
     size_t ready = m->np;
     for (int i = m->nn - 1; i >= 0; i--) {

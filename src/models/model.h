@@ -5,6 +5,9 @@
 
 #include "layers/layer.h"
 
+/* bf16 staging: at most 2 inputs, output, output gradient, 2 input gradients */
+#define DT_STAGE_SLOTS 6
+
 struct dt_model {
     dt_node *nodes;
     int nn;
@@ -21,11 +24,30 @@ struct dt_model {
     size_t work_floats;
     void *act_block;        /* all y, dy and aux buffers */
     const float *input;
+    const float *logits;    /* of the last forward: the last node's y, or bf16's fp32 copy */
+    /* precision (dtrain.h: dt_precision) and, under bf16, the fp32 staging buffers each layer
+     * computes in (models/precision.c), carved from one block at reserve */
+    int precision;
+    size_t act_bytes;       /* dt_model_activation_bytes */
+    float *stage;
+    float *slot[DT_STAGE_SLOTS]; /* activation-sized, handed to a node's roles in turn */
+    size_t sact;                 /* floats per slot */
+    float *sw, *slogits;         /* a GEMM node's rounded parameters; the logits */
     dt_rng rng;
     double *t_fwd, *t_bwd;  /* per-node seconds when DTRAIN_LAYER_TIMES is set, else NULL */
     dt_grads_ready_fn grads_ready; /* dt_model_set_grads_ready */
     void *grads_ready_arg;
 };
+
+/* bf16 (models/precision.c): the staging floats a reserve for batch needs; carving them from
+ * m->stage; forward and backward through the staging buffers. */
+size_t dt_bf16_stage_floats(const dt_model *m, int batch);
+void dt_bf16_stage_carve(dt_model *m, int batch);
+void dt_bf16_forward(dt_model *m, int batch, int train);
+float dt_bf16_backward(dt_model *m, const uint8_t *labels, int *correct, float *dx_out);
+/* Softmax cross-entropy (model.c), shared with the bf16 pass */
+float dt_softmax_xent(const float *logits, const uint8_t *labels, int batch, int classes, float *dlogits,
+                      int *correct);
 
 /* Builds a model from nodes whose ops, names, inputs and hyper-parameters are set; takes
  * ownership of nodes (freed on error too). Computes shapes and allocates parameters. */

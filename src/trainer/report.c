@@ -95,6 +95,7 @@ dt_status dt_trainer_log_config(dt_trainer *t) {
     dt_json_str(&j, "schedule", c->schedule ? c->schedule : "const");
     num6(&j, "momentum", c->momentum);
     dt_json_bool(&j, "nesterov", c->nesterov);
+    dt_json_str(&j, "precision", dt_precision_name((dt_precision)c->precision));
     num6(&j, "weight_decay", c->weight_decay);
     dt_json_int(&j, "max_steps", c->max_steps);
     dt_json_int(&j, "eval_every", c->eval_every);

@@ -217,6 +217,7 @@ static dt_status init_run(dt_trainer *t, const dt_train_config *cfg) {
     char dir[1024];
     dt_data_dir(cfg->data, cfg->data_dir, dir, sizeof dir);
     if ((st = dt_model_open(cfg->model, &t->model)) != DT_OK) return st;
+    if ((st = dt_model_set_precision(t->model, (dt_precision)cfg->precision)) != DT_OK) return st;
     if ((st = check_room(t)) != DT_OK) return st;
     if ((st = dt_dataset_load(cfg->data, dir, 1, &t->train)) != DT_OK) return st;
     if ((st = dt_dataset_load(cfg->data, dir, 0, &t->test)) != DT_OK) return st;

@@ -1,0 +1,73 @@
+/* bfloat16 array conversions (bf16.h). The AVX2 forms do core/bf16.h's integer arithmetic
+ * eight lanes at a time, so both paths give the same bits (test_bf16 checks them against each
+ * other on every class of float). */
+#include "layers/bf16.h"
+#include "layers/kernels.h"
+
+#ifdef DT_KERNELS_AVX512
+/* Eight floats to eight bf16 values, rounded to nearest even, NaN quieted. */
+DT_AVX2 static inline __m128i pack8(__m256 v) {
+    const __m256i u = _mm256_castps_si256(v);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+    const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    const __m256i qnan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+    r = _mm256_blendv_epi8(r, qnan, nan);
+    /* the 16-bit halves of lanes 0-3 and 4-7 into one 128-bit register */
+    const __m256i packed = _mm256_packus_epi32(r, r); /* per 128-bit lane: r0..r3 r0..r3 */
+    return _mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0x08));
+}
+
+DT_AVX2 static inline __m256 unpack8(const uint16_t *p) {
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+
+DT_AVX2 static size_t store_avx2(uint16_t *dst, const float *src, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm_storeu_si128((__m128i *)(dst + i), pack8(_mm256_loadu_ps(src + i)));
+    return i;
+}
+
+DT_AVX2 static size_t store_add_avx2(uint16_t *dst, const float *src, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(dst + i), pack8(_mm256_add_ps(unpack8(dst + i), _mm256_loadu_ps(src + i))));
+    return i;
+}
+
+DT_AVX2 static size_t load_avx2(float *dst, const uint16_t *src, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, unpack8(src + i));
+    return i;
+}
+
+DT_AVX2 static size_t round_avx2(float *dst, const float *src, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m128i h = pack8(_mm256_loadu_ps(src + i));
+        _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
+    }
+    return i;
+}
+#define FAST(f, ...) (dt_cpu_avx2() ? f(__VA_ARGS__) : 0)
+#else
+#define FAST(f, ...) 0
+#endif
+
+void dt_bf16_store(uint16_t *dst, const float *src, size_t n) {
+    for (size_t i = FAST(store_avx2, dst, src, n); i < n; i++) dst[i] = dt_f32_to_bf16(src[i]);
+}
+
+void dt_bf16_store_add(uint16_t *dst, const float *src, size_t n) {
+    for (size_t i = FAST(store_add_avx2, dst, src, n); i < n; i++)
+        dst[i] = dt_f32_to_bf16(dt_bf16_to_f32(dst[i]) + src[i]);
+}
+
+void dt_bf16_load(float *dst, const uint16_t *src, size_t n) {
+    for (size_t i = FAST(load_avx2, dst, src, n); i < n; i++) dst[i] = dt_bf16_to_f32(src[i]);
+}
+
+void dt_bf16_round(float *dst, const float *src, size_t n) {
+    for (size_t i = FAST(round_avx2, dst, src, n); i < n; i++) dst[i] = dt_bf16_to_f32(dt_f32_to_bf16(src[i]));
+}

@@ -1,0 +1,222 @@
+/* --precision bf16 outside the PyTorch oracle (test_oracle.c holds its numbers to PyTorch):
+ * the bf16 conversions, the AVX2 and portable forms bit for bit, on every class of float;
+ * switching a model's precision (and back to fp32 bit for bit); what reserve sets aside; a few
+ * steps of training in bf16 that learn and stay close to fp32 without being fp32. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "dtrain.h"
+#include "layers/bf16.h"
+#include "layers/kernels.h"
+
+static float from_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* Known roundings: nearest, ties to even, overflow to infinity, NaN kept NaN (and quiet). */
+static void test_scalar(void) {
+    CHECK(dt_f32_to_bf16(1.0f) == 0x3f80);
+    CHECK(dt_f32_to_bf16(-2.0f) == 0xc000);
+    CHECK(dt_f32_to_bf16(from_bits(0x3f808000)) == 0x3f80); /* tie, even stays */
+    CHECK(dt_f32_to_bf16(from_bits(0x3f818000)) == 0x3f82); /* tie, odd goes up */
+    CHECK(dt_f32_to_bf16(from_bits(0x3f808001)) == 0x3f81); /* above the tie */
+    CHECK(dt_f32_to_bf16(from_bits(0x3f807fff)) == 0x3f80); /* below it */
+    CHECK(dt_f32_to_bf16(from_bits(0x7f7fffff)) == 0x7f80); /* FLT_MAX rounds to +inf */
+    CHECK(dt_f32_to_bf16(INFINITY) == 0x7f80 && dt_f32_to_bf16(-INFINITY) == 0xff80);
+    CHECK(dt_f32_to_bf16(from_bits(0x00008000)) == 0x0000); /* subnormal tie to even zero */
+    CHECK(dt_f32_to_bf16(from_bits(0x00018000)) == 0x0002);
+    CHECK(dt_f32_to_bf16(-0.0f) == 0x8000);
+    const uint16_t nan = dt_f32_to_bf16(from_bits(0x7f800001)); /* signalling NaN, payload low */
+    CHECK((nan & 0x7f80) == 0x7f80 && (nan & 0x7f) != 0);         /* still NaN, not infinity */
+    CHECK(isnan(dt_bf16_to_f32(nan)));
+    CHECK(dt_bf16_to_f32(0x3f80) == 1.0f && dt_bf16_to_f32(0x4049) == 3.140625f);
+    /* every bf16 value survives the round trip */
+    int bad = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        const float f = dt_bf16_to_f32((uint16_t)h);
+        if (!isnan(f) && dt_f32_to_bf16(f) != h) bad++;
+    }
+    CHECK_MSG(bad == 0, "%d bf16 values changed on a round trip", bad);
+}
+
+/* Floats of every class: random bits, ties, subnormals, infinities, NaNs, values near FLT_MAX */
+static void fill(float *x, size_t n) {
+    uint64_t s = 0x9e3779b97f4a7c15u;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+        uint32_t u = (uint32_t)(s >> 32);
+        switch (i % 8) {
+        case 1: u = (u & 0xffff0000u) | 0x8000u; break;          /* exact tie */
+        case 2: u &= 0x807fffffu; break;                          /* subnormal */
+        case 3: u = (u & 0x80000000u) | 0x7f800000u | (u & 7); break; /* inf or NaN */
+        case 4: u = (u & 0x80000000u) | 0x7f7f8000u | (u & 0x7fff); break; /* near FLT_MAX */
+        default: break;
+        }
+        x[i] = from_bits(u);
+    }
+}
+
+static int same_bits(const void *a, const void *b, size_t bytes) { return memcmp(a, b, bytes) == 0; }
+
+/* The array forms give the scalar's bits, with the AVX2 kernels and without (lengths that
+ * leave every remainder of 8). */
+static void test_arrays(void) {
+    enum { N = 4099 };
+    float *x = malloc(N * sizeof *x), *f = malloc(N * sizeof *f), *ref_f = malloc(N * sizeof *f);
+    uint16_t *h = malloc(N * sizeof *h), *ref = malloc(N * sizeof *ref), *acc = malloc(N * sizeof *acc);
+    fill(x, N);
+    for (int i = 0; i < N; i++) ref[i] = dt_f32_to_bf16(x[i]);
+    const int had_avx2 = dt_cpu_avx2();
+    for (int tier = 0; tier < 2; tier++) {
+        atomic_store(&dt_avx2_state, tier == 0 ? had_avx2 : 0);
+        const char *name = dt_cpu_avx2() ? "avx2" : "portable";
+        for (size_t n = N - 8; n <= N; n++) {
+            memset(h, 0, N * sizeof *h);
+            dt_bf16_store(h, x, n);
+            CHECK_MSG(same_bits(h, ref, n * sizeof *h) && (n == N || h[n] == 0), /* nothing past n */
+                      "%s: dt_bf16_store of %zu values", name, n);
+            dt_bf16_load(f, h, n);
+            int bad = 0;
+            for (size_t i = 0; i < n; i++) bad += !same_bits(&f[i], &(float){dt_bf16_to_f32(h[i])}, 4);
+            CHECK_MSG(bad == 0, "%s: dt_bf16_load: %d of %zu wrong", name, bad, n);
+            dt_bf16_round(f, x, n);
+            for (size_t i = 0; i < n; i++) ref_f[i] = dt_bf16_to_f32(ref[i]);
+            CHECK_MSG(same_bits(f, ref_f, n * sizeof *f), "%s: dt_bf16_round of %zu values", name, n);
+            dt_bf16_round(f, f, n); /* in place, and rounding twice changes nothing */
+            CHECK_MSG(same_bits(f, ref_f, n * sizeof *f), "%s: dt_bf16_round in place", name);
+            memcpy(acc, ref, n * sizeof *acc);
+            dt_bf16_store_add(acc, x, n);
+            bad = 0;
+            for (size_t i = 0; i < n; i++) {
+                const uint16_t want = dt_f32_to_bf16(dt_bf16_to_f32(ref[i]) + x[i]);
+                bad += acc[i] != want;
+            }
+            CHECK_MSG(bad == 0, "%s: dt_bf16_store_add: %d of %zu wrong", name, bad, n);
+        }
+    }
+    atomic_store(&dt_avx2_state, -1); /* asked again (DTRAIN_NO_AVX2) on the next use */
+    free(x); free(f); free(ref_f); free(h); free(ref); free(acc);
+}
+
+typedef struct {
+    dt_model *m;
+    float *x;
+    uint8_t y[8];
+    int batch;
+} fixture;
+
+static int open_model(fixture *t, const char *name, int batch, dt_precision p) {
+    memset(t, 0, sizeof *t);
+    t->batch = batch;
+    if (dt_model_from_name(name, &t->m) != DT_OK) return 0;
+    dt_model_init(t->m, 5);
+    CHECK(dt_model_set_precision(t->m, p) == DT_OK);
+    CHECK(dt_model_reserve(t->m, batch) == DT_OK);
+    int c, h, w;
+    dt_model_input_shape(t->m, &c, &h, &w);
+    const size_t n = (size_t)batch * c * h * w;
+    t->x = malloc(n * sizeof *t->x);
+    for (size_t i = 0; i < n; i++) t->x[i] = (float)((i * 2654435761u) % 2001) / 1000.0f - 1.0f;
+    for (int i = 0; i < batch; i++) t->y[i] = (uint8_t)((i * 7 + 3) % dt_model_num_classes(t->m));
+    return 1;
+}
+
+static void close_model(fixture *t) {
+    free(t->x);
+    dt_model_free(t->m);
+}
+
+/* The loss in evaluation mode (no dropout). */
+static float eval_loss(fixture *t) {
+    dt_model_forward(t->m, t->x, t->batch, 0);
+    return dt_model_loss(t->m, t->y, NULL);
+}
+
+/* Steps of plain SGD; returns the loss after them and leaves the parameters in the model. */
+static float train(fixture *t, int steps, float lr) {
+    for (int s = 0; s < steps; s++) {
+        dt_model_forward(t->m, t->x, t->batch, 1);
+        dt_model_backward(t->m, t->y, NULL);
+        float *w = dt_model_params(t->m);
+        const float *g = dt_model_grads(t->m);
+        for (size_t i = 0; i < dt_model_num_params(t->m); i++) w[i] -= lr * g[i];
+    }
+    return eval_loss(t);
+}
+
+/* bf16 learns a batch by heart as fp32 does, with different (bf16) numbers; switching back
+ * gives fp32 exactly. */
+static void test_training(const char *name, int batch) {
+    fixture a, b;
+    if (!open_model(&a, name, batch, DT_PRECISION_FP32) || !open_model(&b, name, batch, DT_PRECISION_BF16)) {
+        CHECK_MSG(0, "%s: %s", name, dt_last_error());
+        return;
+    }
+    CHECK(dt_model_precision(b.m) == DT_PRECISION_BF16 && dt_model_precision(a.m) == DT_PRECISION_FP32);
+    const float l0 = eval_loss(&a);
+    const size_t np = dt_model_num_params(a.m);
+    const float *wa = dt_model_params(a.m), *wb = dt_model_params(b.m);
+    float *w0 = malloc(np * sizeof *w0);
+    memcpy(w0, wa, np * sizeof *w0);
+    /* one step: the updates differ by bf16's rounding (7% of the update for resblock-tiny, whose
+     * batch-norm gradients at batch 8 are sums of terms larger than themselves), not more */
+    train(&a, 1, 0.1f);
+    train(&b, 1, 0.1f);
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < np; i++) {
+        diff += ((double)wa[i] - wb[i]) * ((double)wa[i] - wb[i]);
+        norm += ((double)wa[i] - w0[i]) * ((double)wa[i] - w0[i]);
+    }
+    const double rel = sqrt(diff / norm);
+    free(w0);
+    /* then both learn the batch by heart (the trajectories part: it is chaotic) */
+    const float la = train(&a, 59, 0.1f), lb = train(&b, 59, 0.1f);
+    printf("%-14s first updates differ by %.2e of their norm; loss %.4f -> fp32 %.4f, bf16 %.4f\n", name, rel, l0,
+           la, lb);
+    CHECK_MSG(rel > 1e-4 && rel < 0.15, "%s: the bf16 update is %.3g (of its norm) from fp32's", name, rel);
+    CHECK_MSG(lb < 0.25f * l0 && la < 0.25f * l0, "%s: loss %g -> fp32 %g, bf16 %g", name, l0, la, lb);
+    CHECK_MSG(fabsf(la - lb) < 0.05f * l0, "%s: bf16 loss %g far from fp32 %g", name, lb, la);
+    /* back to fp32 (re-reserved for the same batch): the same step as a model never in bf16 */
+    memcpy(dt_model_params(b.m), wa, dt_model_num_params(a.m) * sizeof(float));
+    memcpy(dt_model_state(b.m), dt_model_state(a.m), dt_model_num_state(a.m) * sizeof(float));
+    CHECK(dt_model_set_precision(b.m, DT_PRECISION_FP32) == DT_OK);
+    const float *za = dt_model_forward(a.m, a.x, batch, 0), *zb = dt_model_forward(b.m, b.x, batch, 0);
+    CHECK_MSG(same_bits(za, zb, (size_t)batch * dt_model_num_classes(a.m) * sizeof(float)),
+              "%s: fp32 after bf16 differs from fp32", name);
+    close_model(&a);
+    close_model(&b);
+}
+
+/* bf16 halves the stored activations: resnet18-cifar at batch 32 (issue 20's memory case). */
+static void test_memory(void) {
+    dt_model *m = NULL;
+    CHECK(dt_model_from_name("resnet18-cifar", &m) == DT_OK);
+    if (!m) return;
+    CHECK(dt_model_activation_bytes(m) == 0); /* nothing reserved yet */
+    CHECK(dt_model_reserve(m, 32) == DT_OK);
+    const size_t fp32 = dt_model_activation_bytes(m);
+    CHECK(dt_model_set_precision(m, DT_PRECISION_BF16) == DT_OK);
+    const size_t bf16 = dt_model_activation_bytes(m);
+    printf("resnet18-cifar batch 32: activations, gradients, scratch %.1f MB fp32, %.1f MB bf16 (%.2f)\n", fp32 / 1e6,
+           bf16 / 1e6, (double)bf16 / fp32);
+    CHECK_MSG(bf16 < 0.65 * fp32, "bf16 reserves %zu bytes, fp32 %zu", bf16, fp32);
+    CHECK(dt_model_set_precision(m, (dt_precision)7) != DT_OK && strstr(dt_last_error(), "fp32 or bf16"));
+    CHECK(dt_model_precision(m) == DT_PRECISION_BF16);
+    dt_model_free(m);
+}
+
+int main(void) {
+    dt_runtime_init();
+    test_scalar();
+    test_arrays();
+    test_training("cnn1", 8);
+    test_training("resblock-tiny", 8);
+    test_training("mlp", 8);
+    test_memory();
+    return test_summary("test_bf16");
+}
