@@ -2,8 +2,9 @@
 """Turns the raw result lines collected by bench/run into tables.
 
 Input file, one line per run (written by bench/run):
-    rep=<r> dtrain model=<m> batch=<b> images_per_s=<f> fwd_flops=<f> maxrss_kb=<i> blas=<core>
-    rep=<r> pytorch model=<m> batch=<b> images_per_s=<f> maxrss_kb=<i>
+    rep=<r> dtrain model=<m> batch=<b> precision=<p> images_per_s=<f> fwd_flops=<f> maxrss_kb=<i>
+        activation_kb=<i> blas=<core> kernels=<tier>
+    rep=<r> pytorch model=<m> batch=<b> precision=<p> images_per_s=<f> maxrss_kb=<i> blas=<core>
     rep=<r> dtrain FAILED model=<m> rc=<rc>          (failed or unparsable run)
 
 Peaks: --peak CORE=GFLOPS (repeatable), e.g. --peak Haswell=106.0 --peak SkylakeX=203.1

@@ -177,6 +177,8 @@ void dt_model_set_seed(dt_model *m, uint64_t seed);
 typedef enum dt_precision { DT_PRECISION_FP32 = 0, DT_PRECISION_BF16 = 1 } dt_precision;
 /* "fp32" / "bf16" */
 const char *dt_precision_name(dt_precision p);
+/* The names in dt_precision's order, NULL-terminated (for flags and menus). */
+extern const char *const dt_precision_names[];
 /* Switches the model's precision; a reserved model is re-reserved for the same batch. */
 dt_status dt_model_set_precision(dt_model *m, dt_precision p);
 dt_precision dt_model_precision(const dt_model *m);

@@ -71,10 +71,15 @@ static void test_arrays(void) {
     uint16_t *h = malloc(N * sizeof *h), *ref = malloc(N * sizeof *ref), *acc = malloc(N * sizeof *acc);
     fill(x, N);
     for (int i = 0; i < N; i++) ref[i] = dt_f32_to_bf16(x[i]);
+#ifdef DT_KERNELS_AVX512
     const int had_avx2 = dt_cpu_avx2();
     for (int tier = 0; tier < 2; tier++) {
         atomic_store(&dt_avx2_state, tier == 0 ? had_avx2 : 0);
         const char *name = dt_cpu_avx2() ? "avx2" : "portable";
+#else
+    { /* no x86 kernels: the portable forms only */
+        const char *name = "portable";
+#endif
         for (size_t n = N - 8; n <= N; n++) {
             memset(h, 0, N * sizeof *h);
             dt_bf16_store(h, x, n);
@@ -99,7 +104,9 @@ static void test_arrays(void) {
             CHECK_MSG(bad == 0, "%s: dt_bf16_store_add: %d of %zu wrong", name, bad, n);
         }
     }
+#ifdef DT_KERNELS_AVX512
     atomic_store(&dt_avx2_state, -1); /* asked again (DTRAIN_NO_AVX2) on the next use */
+#endif
     free(x); free(f); free(ref_f); free(h); free(ref); free(acc);
 }
 

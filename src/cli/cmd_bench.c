@@ -22,8 +22,6 @@ typedef struct {
     int precision;
 } bench_opts;
 
-static const char *const precision_words[] = {"fp32", "bf16", NULL}; /* dt_precision's order */
-
 static const dt_flag bench_flags[] = {
     {"model", DT_AT_TEXT(bench_opts, model), .help = "model name or spec file"},
     {"batch", DT_AT_INT(bench_opts, batch), .min = 1, .max = 1e6, .help = "batch size"},
@@ -31,7 +29,7 @@ static const dt_flag bench_flags[] = {
     {"steps", DT_AT_INT(bench_opts, steps), .min = 1, .max = 1e9, .help = "timed steps"},
     {"lr", DT_AT_FLOAT(bench_opts, lr), .min = 0, .max = 1e6, .min_open = 1, .help = "learning rate"},
     {"momentum", DT_AT_FLOAT(bench_opts, momentum), .min = 0, .max = 0.999999, .help = "momentum"},
-    {"precision", DT_AT_CHOICE(bench_opts, precision, precision_words), .help = "fp32 | bf16 (as dtrain train)"},
+    {"precision", DT_AT_CHOICE(bench_opts, precision, dt_precision_names), .help = "fp32 | bf16 (as dtrain train)"},
 };
 
 /* Training-step speed on random data (no data loading, no evaluation), for bench/run. */

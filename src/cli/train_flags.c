@@ -19,7 +19,6 @@ typedef dt_train_flags F;
 /* --algo's and --compress's help: the schemes from the registry */
 static char algo_help[200], compress_help[240];
 static const char *const target_on_words[] = {"test", "val", NULL};
-static const char *const precision_words[] = {"fp32", "bf16", NULL}; /* dt_precision's order */
 
 /* The run's own flags; the defaults shown by --help are the values in force before parsing
  * (dt_train_config_defaults), a zero one as .zero says. */
@@ -34,7 +33,7 @@ static const dt_flag train_flags[] = {
     {"lr", DT_AT_FLOAT(F, c.lr), .min = 0, .max = 1e6, .min_open = 1, .help = "learning rate, > 0"},
     {"momentum", DT_AT_FLOAT(F, c.momentum), .min = 0, .max = 0.999999, .help = "momentum in [0, 1)"},
     {"nesterov", DT_AT_SWITCH(F, c.nesterov), .help = "Nesterov momentum"},
-    {"precision", DT_AT_CHOICE(F, c.precision, precision_words),
+    {"precision", DT_AT_CHOICE(F, c.precision, dt_precision_names),
      .help = "fp32 | bf16: bf16 stores activations and their gradients as bfloat16 and multiplies in conv and linear "
              "layers bf16-rounded operands with fp32 sums; weights, gradients, optimiser and checkpoints stay fp32"},
     {"weight-decay", DT_AT_FLOAT(F, c.weight_decay), .min = 0, .max = 1e6, .help = "L2 weight decay, >= 0"},

@@ -247,6 +247,7 @@ dt_status dt_model_reserve(dt_model *m, int max_batch) {
     return DT_OK;
 }
 
+const char *const dt_precision_names[] = {"fp32", "bf16", NULL};
 const char *dt_precision_name(dt_precision p) { return p == DT_PRECISION_BF16 ? "bf16" : "fp32"; }
 
 dt_status dt_model_set_precision(dt_model *m, dt_precision p) {
