@@ -248,7 +248,7 @@ dt_status dt_model_reserve(dt_model *m, int max_batch) {
 }
 
 const char *const dt_precision_names[] = {"fp32", "bf16", NULL};
-const char *dt_precision_name(dt_precision p) { return p == DT_PRECISION_BF16 ? "bf16" : "fp32"; }
+const char *dt_precision_name(dt_precision p) { return dt_precision_names[p == DT_PRECISION_BF16]; }
 
 dt_status dt_model_set_precision(dt_model *m, dt_precision p) {
     if (p != DT_PRECISION_FP32 && p != DT_PRECISION_BF16)

@@ -31,7 +31,6 @@ struct dt_model {
     size_t act_bytes;       /* dt_model_activation_bytes */
     float *stage;
     float *slot[DT_STAGE_SLOTS]; /* activation-sized, handed to a node's roles in turn */
-    size_t sact;                 /* floats per slot */
     float *sw, *slogits;         /* a GEMM node's rounded parameters; the logits */
     dt_rng rng;
     double *t_fwd, *t_bwd;  /* per-node seconds when DTRAIN_LAYER_TIMES is set, else NULL */

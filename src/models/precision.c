@@ -66,7 +66,6 @@ void dt_bf16_stage_carve(dt_model *m, int batch) {
     size_t act, wts, logits;
     sizes(m, batch, &slots, &act, &wts, &logits);
     assert(slots <= DT_STAGE_SLOTS);
-    m->sact = act;
     for (int k = 0; k < slots; k++) m->slot[k] = m->stage + (size_t)k * act;
     m->sw = m->stage + (size_t)slots * act;
     m->slogits = m->sw + wts;
