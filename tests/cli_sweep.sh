@@ -58,6 +58,23 @@ expect_error "ranks without a scheme" "local-ranks.ini:$(line_of local-ranks 'n 
 bad indented 'epochs = 1' '  epochs = 1'
 expect_error "an indented line" "indented.ini:$(line_of indented '  epochs = 1'): indented line" -- sweep indented.ini
 expect_error "a missing file" "missing.ini: cannot read the experiment file" -- sweep missing.ini
+# what inih would have read otherwise: no seeds, a seed twice, ':' for '=', text after a
+# section's bracket dropped, a line cut at a NUL byte (it was called too long)
+bad no-seeds 'seeds = 1 2' 'seeds = ,,,'
+expect_error "seeds = ,,," "no-seeds.ini:3: key 'seeds': an empty value in ',,,'" -- sweep no-seeds.ini
+bad empty-seed 'seeds = 1 2' 'seeds = 1,,2'
+expect_error "seeds = 1,,2" "empty-seed.ini:3: key 'seeds': an empty value" -- sweep empty-seed.ini
+bad same-seed 'seeds = 1 2' 'seeds = 1 01'
+expect_error "seeds = 1 01: one seed twice" "same-seed.ini:3: key 'seeds': seed 1 given twice" -- sweep same-seed.ini
+bad colon 'epochs = 1' 'epochs: 1'
+expect_error "KEY: VALUE" "colon.ini:$(line_of colon 'epochs: 1'): expected KEY = VALUE, got ':' after 'epochs'" -- sweep colon.ini
+bad junk '\[base\]' '[base] junk'
+expect_error "text after [base]" "junk.ini:$(line_of junk '\[base\] junk'): text after [base]: expected nothing or a ; comment, got 'junk'" -- sweep junk.ini
+good | sed 's/^epochs = 1$/epochs = 1\x00/' >nul.ini
+expect_error "a NUL byte" "nul.ini:$(grep -an '^epochs = 1' nul.ini | cut -d: -f1): a NUL byte: expected a text file" -- sweep nul.ini
+mkfifo fifo.ini
+expect_error "a FIFO as the experiment file" "fifo.ini: cannot read the experiment file: is a FIFO" -- timeout 20 "$DTRAIN" sweep fifo.ini
+rm -f fifo.ini
 expect_error "no file" "expected one experiment file" -- sweep
 
 # ------------------------------------------------------------------ --dry-run

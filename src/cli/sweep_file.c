@@ -12,22 +12,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/paths.h"
+
+/* Bounds of what a file may ask for; the reader's memory grows with what it holds, not with
+ * these (a file of a few lines costs a few allocations). */
 #define MAX_ITEMS 256    /* keys of a section, values of an axis, variants, seeds */
 #define MAX_RUNS 20000
 
 typedef struct axis {
     char *key;
-    char *vals[MAX_ITEMS];
-    int nvals, line;
+    char **vals;
+    int nvals, cap, line;
 } axis;
 
 typedef struct section {
     char name[128];
     int line;                      /* its [header] line; 0: not in the file */
-    dt_sweep_flag flags[MAX_ITEMS];
-    int nflags;
-    axis axes[MAX_ITEMS];
-    int naxes;
+    dt_sweep_flag *flags;
+    int nflags, cap_flags;
+    axis *axes;
+    int naxes, cap_axes;
 } section;
 
 enum { SEC_NONE, SEC_SWEEP, SEC_BASE, SEC_AXES, SEC_VARIANT };
@@ -42,13 +46,29 @@ typedef struct parser {
     dt_sweep_flag sweep_keys[16];  /* [sweep]'s, as given (for duplicates) */
     int nsweep;
     section base, axes, *variants;
-    int nvariants;
+    int nvariants, cap_variants;
 } parser;
 
-static char *dup(const char *s) {
+static void out_of_memory(void) {
+    fputs("dtrain: error: out of memory\n", stderr);
+    exit(2);
+}
+
+static char *copy_text(const char *s) {
     char *d = strdup(s ? s : "");
-    if (!d) { fputs("dtrain: error: out of memory\n", stderr); exit(2); }
+    if (!d) out_of_memory();
     return d;
+}
+
+/* room for one more of n items of `size` bytes in *items (capacity *cap), new ones zeroed */
+static void *grow(void *items, int n, int *cap, size_t size) {
+    if (n < *cap) return items;
+    const int more = *cap ? 2 * *cap : 4;
+    char *bigger = realloc(items, (size_t)more * size);
+    if (!bigger) out_of_memory();
+    memset(bigger + (size_t)*cap * size, 0, (size_t)(more - *cap) * size);
+    *cap = more;
+    return bigger;
 }
 
 /* One error, the first: "PATH:LINE: ..." */
@@ -91,14 +111,25 @@ static char *trim(char *s) {
 
 /* inih's line reader, wrapped: counts lines (inih's own number is not passed to handlers in
  * Debian's build), sees the [section] headers (inih only passes sections with keys), and
- * refuses what inih would silently misread: over-long lines (cut in two) and indented lines
- * (taken as a continuation of the previous value). */
+ * refuses what inih would silently misread: over-long lines (cut in two), NUL bytes (a line
+ * cut short), indented lines (taken as a continuation of the previous value), KEY: VALUE
+ * (inih takes ':' for '=') and text after a [section]'s closing bracket (dropped). */
 static char *reader(char *str, int num, void *user) {
     parser *p = user;
-    if (p->bad || !fgets(str, num, p->fp)) return NULL;
+    if (p->bad) return NULL;
+    int len = 0, c = EOF;
+    while (len < num - 1 && (c = getc(p->fp)) != EOF) {
+        if (c == 0) { err(p, p->line + 1, "a NUL byte: expected a text file"); return NULL; }
+        str[len++] = (char)c;
+        if (c == '\n') break;
+    }
+    if (len == 0) return NULL;
+    str[len] = 0;
     p->line++;
-    const size_t len = strlen(str);
-    if (len > 0 && str[len - 1] != '\n' && !feof(p->fp)) { err(p, p->line, "line longer than %d characters", num - 2); return NULL; }
+    if (str[len - 1] != '\n' && len == num - 1) {
+        const int next = getc(p->fp);
+        if (next != EOF) { err(p, p->line, "line longer than %d characters", num - 2); return NULL; }
+    }
     char *t = str;
     if (p->line == 1 && !strncmp(t, "\xEF\xBB\xBF", 3)) t += 3;
     if ((*t == ' ' || *t == '\t') && *trim(t) && *trim(t) != ';' && *trim(t) != '#') {
@@ -108,10 +139,20 @@ static char *reader(char *str, int num, void *user) {
     char copy[512];
     snprintf(copy, sizeof copy, "%s", t);
     char *h = trim(copy);
-    if (*h != '[') return str;
+    if (*h != '[') {
+        const size_t at = strcspn(h, "=:");
+        if (*h && *h != ';' && *h != '#' && h[at] == ':')
+            err(p, p->line, "expected KEY = VALUE, got ':' after '%.*s' (write '%.*s = ...')", (int)at, h, (int)at, h);
+        return p->bad ? NULL : str;
+    }
     char *close = strchr(h, ']');
     if (!close) return str; /* inih reports it */
     *close = 0;
+    const char *after = trim(close + 1);
+    if (*after && *after != ';' && *after != '#') {
+        err(p, p->line, "text after [%s]: expected nothing or a ; comment, got '%s'", trim(h + 1), after);
+        return NULL;
+    }
     char *name = trim(h + 1);
     section *s = NULL;
     if (!strcmp(name, "sweep")) {
@@ -135,6 +176,7 @@ static char *reader(char *str, int num, void *user) {
                 return NULL;
             }
         if (p->nvariants == MAX_ITEMS) { err(p, p->line, "more than %d variants", MAX_ITEMS); return NULL; }
+        p->variants = grow(p->variants, p->nvariants, &p->cap_variants, sizeof *p->variants);
         s = &p->variants[p->nvariants++];
         snprintf(s->name, sizeof s->name, "%s", vn);
         p->cur = SEC_VARIANT;
@@ -163,7 +205,7 @@ static int sweep_key(parser *p, const char *key, const char *value) {
     for (size_t i = 0; i < sizeof known / sizeof *known; i++) ok |= !strcmp(key, known[i]);
     if (!ok) return err(p, p->line, "unknown key '%s' in [sweep] (expected name, seeds, out, parallel, hosts or hostfile)", key);
     if (!*value) return err(p, p->line, "key '%s': expected a value, got nothing", key);
-    p->sweep_keys[p->nsweep++] = (dt_sweep_flag){dup(key), dup(value), p->line};
+    p->sweep_keys[p->nsweep++] = (dt_sweep_flag){copy_text(key), copy_text(value), p->line};
     return 1;
 }
 
@@ -195,11 +237,13 @@ static int handler(void *user, const char *section_name, const char *name, const
     if (!is_axis) {
         if (!*value) return err(p, p->line, "key '%s': expected a value (true for a switch), got nothing", k), 1;
         if (!strcmp(k, "n") && !check_ranks(p, p->line, value)) return 1;
-        s->flags[s->nflags++] = (dt_sweep_flag){dup(k), dup(value), p->line};
+        s->flags = grow(s->flags, s->nflags, &s->cap_flags, sizeof *s->flags);
+        s->flags[s->nflags++] = (dt_sweep_flag){copy_text(k), copy_text(value), p->line};
         return 1;
     }
+    s->axes = grow(s->axes, s->naxes, &s->cap_axes, sizeof *s->axes);
     axis *a = &s->axes[s->naxes++]; /* counted at once: its values are freed with it, even on an error */
-    a->key = dup(k);
+    a->key = copy_text(k);
     a->line = p->line;
     char list[512];
     snprintf(list, sizeof list, "%s", value);
@@ -214,7 +258,8 @@ static int handler(void *user, const char *section_name, const char *name, const
             if (!strcmp(a->vals[i], v)) return err(p, p->line, "axis '%s': value '%s' given twice", k, v), 1;
         if (a->nvals == MAX_ITEMS) return err(p, p->line, "axis '%s': more than %d values", k, MAX_ITEMS), 1;
         if (!strcmp(k, "n") && !check_ranks(p, p->line, v)) return 1;
-        a->vals[a->nvals++] = dup(v);
+        a->vals = grow(a->vals, a->nvals, &a->cap, sizeof *a->vals);
+        a->vals[a->nvals++] = copy_text(v);
     }
     return 1;
 }
@@ -227,8 +272,10 @@ static const dt_sweep_flag *sweep_get(const parser *p, const char *key) {
 
 /* ------------------------------------------------------------------ expansion */
 
+/* A run's flags as they are resolved: room for every key the file can give one run ([base]'s,
+ * the variant's, one per axis) and the three the sweep adds (seed, hosts, hostfile). */
 typedef struct builder {
-    dt_sweep_flag f[3 * MAX_ITEMS + 4];
+    dt_sweep_flag *f;
     int n;
 } builder;
 
@@ -253,23 +300,22 @@ static void append_name(char *name, size_t len, const char *part) {
 
 /* One run: the builder's flags resolved (n taken out, false dropped, true a switch). */
 static int add_run(parser *p, dt_sweep *s, const builder *b, const char *name, int line) {
-    for (int i = 0; i < s->nruns; i++)
-        if (!strcmp(s->runs[i].name, name))
-            return err(p, line, "two runs get the folder name '%s' (values that differ only in characters "
-                       "other than letters, digits and ._+=-?)", name);
+    if (!strcmp(name, "sweep.json") || !strcmp(name, DT_SWEEP_LOCK))
+        return err(p, line, "a run named '%s' would take the sweep's own file of that name: name the variant otherwise", name);
     if (s->nruns == MAX_RUNS) return err(p, line, "more than %d runs", MAX_RUNS);
+    s->runs = grow(s->runs, s->nruns, &s->cap_runs, sizeof *s->runs);
     dt_sweep_run *r = &s->runs[s->nruns++];
     memset(r, 0, sizeof *r);
     snprintf(r->name, sizeof r->name, "%s", name);
     r->line = line;
     r->ranks = 1;
-    r->flags = calloc((size_t)b->n, sizeof *r->flags);
-    if (!r->flags) { fputs("dtrain: error: out of memory\n", stderr); exit(2); }
+    r->flags = calloc((size_t)b->n + 1, sizeof *r->flags);
+    if (!r->flags) out_of_memory();
     for (int i = 0; i < b->n; i++) {
         const dt_sweep_flag *f = &b->f[i];
         if (!strcmp(f->key, "n")) { r->ranks = atoi(f->value); r->ranks_line = f->line; continue; }
         if (!strcmp(f->value, "false")) continue;
-        r->flags[r->nflags++] = (dt_sweep_flag){dup(f->key), strcmp(f->value, "true") ? dup(f->value) : NULL, f->line};
+        r->flags[r->nflags++] = (dt_sweep_flag){copy_text(f->key), strcmp(f->value, "true") ? copy_text(f->value) : NULL, f->line};
     }
     /* the one rank-count error a flag check without ranks cannot see, and the likeliest */
     const char *algo = "local";
@@ -309,9 +355,11 @@ static int expand_variant(parser *p, dt_sweep *s, const section *v, const char *
     int idx[2 * MAX_ITEMS] = {0};
     const dt_sweep_flag *hosts = sweep_get(p, "hosts"), *hostfile = sweep_get(p, "hostfile");
     const int line = v->line ? v->line : p->base.line ? p->base.line : 1;
+    builder b = {.f = calloc((size_t)(p->base.nflags + v->nflags + nax + 3), sizeof *b.f)};
+    if (!b.f) out_of_memory();
     for (;;) {
         for (int sd = 0; sd < (nseeds ? nseeds : 1); sd++) {
-            builder b = {.n = 0};
+            b.n = 0;
             for (int i = 0; i < p->base.nflags; i++) put(&b, p->base.flags[i].key, p->base.flags[i].value, p->base.flags[i].line);
             for (int i = 0; i < v->nflags; i++) put(&b, v->flags[i].key, v->flags[i].value, v->flags[i].line);
             char name[256] = "";
@@ -331,11 +379,62 @@ static int expand_variant(parser *p, dt_sweep *s, const section *v, const char *
             if (hosts) put(&b, "hosts", hosts->value, hosts->line);
             if (hostfile) put(&b, "hostfile", hostfile->value, hostfile->line);
             if (!name[0]) snprintf(name, sizeof name, "run");
-            if (!add_run(p, s, &b, name, line)) return 0;
+            if (!add_run(p, s, &b, name, line)) { free(b.f); return 0; }
         }
         int a = nax - 1; /* the odometer: the last axis turns fastest */
         while (a >= 0 && ++idx[a] == ax[a]->nvals) idx[a--] = 0;
-        if (a < 0) return 1;
+        if (a < 0) { free(b.f); return 1; }
+    }
+}
+
+static int by_name(const void *a, const void *b) {
+    const dt_sweep_run *x = *(dt_sweep_run *const *)a, *y = *(dt_sweep_run *const *)b;
+    const int c = strcmp(x->name, y->name);
+    return c ? c : (x > y) - (x < y);
+}
+
+/* Every run its own folder: sorted by name, so that 20,000 runs cost no 2 * 10^8 compares. */
+static int distinct_names(parser *p, const dt_sweep *s) {
+    const dt_sweep_run **order = malloc((size_t)s->nruns * sizeof *order);
+    if (!order) out_of_memory();
+    for (int i = 0; i < s->nruns; i++) order[i] = &s->runs[i];
+    qsort(order, (size_t)s->nruns, sizeof *order, by_name);
+    for (int i = 1; i < s->nruns; i++)
+        if (!strcmp(order[i - 1]->name, order[i]->name)) {
+            const dt_sweep_run *later = order[i];
+            free(order);
+            return err(p, later->line, "two runs get the folder name '%s' (values that differ only in characters "
+                       "other than letters, digits and ._+=-?)", later->name);
+        }
+    free(order);
+    return 1;
+}
+
+/* [sweep] seeds: integers >= 0 separated by spaces or commas, none empty between two commas;
+ * each kept as its number (01 is 1) so that no seed runs twice under two names. */
+static int read_seeds(parser *p, const dt_sweep_flag *k, char out[][24], int *n) {
+    const char *at = k->value;
+    for (;;) {
+        const size_t part = strcspn(at, ",");
+        int in_part = 0;
+        for (size_t i = 0; i < part;) {
+            if (isspace((unsigned char)at[i])) { i++; continue; }
+            const size_t digits = strspn(at + i, "0123456789"), end = i + strcspn(at + i, " \t,");
+            if (digits == 0 || i + digits != end || digits > 18)
+                return err(p, k->line, "key 'seeds': expected seeds (integers >= 0) separated by spaces or commas, got '%.*s'",
+                           (int)(end - i), at + i);
+            char num[24];
+            snprintf(num, sizeof num, "%llu", strtoull(at + i, NULL, 10));
+            for (int j = 0; j < *n; j++)
+                if (!strcmp(out[j], num)) return err(p, k->line, "key 'seeds': seed %s given twice", num);
+            if (*n == MAX_ITEMS) return err(p, k->line, "key 'seeds': more than %d seeds", MAX_ITEMS);
+            memcpy(out[(*n)++], num, sizeof num);
+            in_part = 1;
+            i = end;
+        }
+        if (!in_part) return err(p, k->line, "key 'seeds': an empty value in '%s' (expected seeds separated by spaces or commas)", k->value);
+        if (!at[part]) return 1;
+        at += part + 1;
     }
 }
 
@@ -360,28 +459,17 @@ static int finish(parser *p, dt_sweep *s) {
         s->parallel = (int)n;
     }
     if (sweep_get(p, "hosts") && (k = sweep_get(p, "hostfile"))) return err(p, k->line, "key 'hostfile': give hosts or hostfile, not both");
-    char seedtext[1024] = "";
+    char seeds_buf[MAX_ITEMS][24];
     const char *seeds[MAX_ITEMS];
     int nseeds = 0, seeds_line = 0;
-    if ((k = sweep_get(p, "seeds"))) {
-        seeds_line = k->line;
-        snprintf(seedtext, sizeof seedtext, "%s", k->value);
-        for (char *t = strtok(seedtext, " \t,"); t; t = strtok(NULL, " \t,")) {
-            int digits = (int)strspn(t, "0123456789");
-            if (t[digits] || digits == 0 || digits > 18) return err(p, k->line, "key 'seeds': expected seeds (integers >= 0) separated by spaces, got '%s'", t);
-            for (int i = 0; i < nseeds; i++)
-                if (!strcmp(seeds[i], t)) return err(p, k->line, "key 'seeds': seed %s given twice", t);
-            if (nseeds == MAX_ITEMS) return err(p, k->line, "key 'seeds': more than %d seeds", MAX_ITEMS);
-            seeds[nseeds++] = t;
-        }
-    }
-    s->runs = calloc(MAX_RUNS, sizeof *s->runs);
-    if (!s->runs) return err(p, 1, "out of memory");
+    if ((k = sweep_get(p, "seeds")) && !read_seeds(p, k, seeds_buf, &nseeds)) return 0;
+    for (int i = 0; i < nseeds; i++) seeds[i] = seeds_buf[i];
+    if (k) seeds_line = k->line;
     section implicit = {.line = 0};
-    if (p->nvariants == 0) return expand_variant(p, s, &implicit, seeds, nseeds, seeds_line);
+    if (p->nvariants == 0 && !expand_variant(p, s, &implicit, seeds, nseeds, seeds_line)) return 0;
     for (int i = 0; i < p->nvariants; i++)
         if (!expand_variant(p, s, &p->variants[i], seeds, nseeds, seeds_line)) return 0;
-    return 1;
+    return distinct_names(p, s);
 }
 
 static void free_section(section *s) {
@@ -389,7 +477,10 @@ static void free_section(section *s) {
     for (int i = 0; i < s->naxes; i++) {
         free(s->axes[i].key);
         for (int j = 0; j < s->axes[i].nvals; j++) free(s->axes[i].vals[j]);
+        free(s->axes[i].vals);
     }
+    free(s->flags);
+    free(s->axes);
 }
 
 dt_status dt_sweep_read(const char *path, dt_sweep *s) {
@@ -397,12 +488,13 @@ dt_status dt_sweep_read(const char *path, dt_sweep *s) {
     snprintf(s->path, sizeof s->path, "%s", path);
     parser *p = calloc(1, sizeof *p);
     if (!p) return dt_fail(DT_ERR_NOMEM, "out of memory");
-    p->variants = calloc(MAX_ITEMS, sizeof *p->variants);
     p->path = path;
-    p->fp = fopen(path, "r");
     dt_status st = DT_OK;
-    if (!p->variants) st = dt_fail(DT_ERR_NOMEM, "out of memory");
-    else if (!p->fp) st = dt_fail(DT_ERR_IO, "%s: cannot read the experiment file: %s", path, strerror(errno));
+    if (dt_open_regular(path, &p->fp, NULL) != DT_OK) { /* "PATH: why" */
+        char why[600];
+        snprintf(why, sizeof why, "%s", dt_last_error() + strnlen(dt_last_error(), strlen(path) + 2));
+        st = dt_fail(DT_ERR_IO, "%s: cannot read the experiment file: %s", path, why);
+    }
     else {
         const int rc = ini_parse_stream(reader, p, handler, p);
         if (!p->bad && ferror(p->fp)) st = dt_fail(DT_ERR_IO, "%s: cannot read the experiment file: %s", path, strerror(errno));
@@ -429,5 +521,5 @@ void dt_sweep_free(dt_sweep *s) {
     }
     free(s->runs);
     s->runs = NULL;
-    s->nruns = 0;
+    s->nruns = s->cap_runs = 0;
 }
