@@ -1,6 +1,7 @@
 /* The supervisor's reading of the ranks' boards (boards.h). */
 #include "cli/boards.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -264,6 +265,39 @@ char dt_proc_state(int pid) {
     buf[n] = 0;
     const char *close_paren = strrchr(buf, ')'); /* the command name may hold anything */
     return close_paren && close_paren[1] == ' ' ? close_paren[2] : 0;
+}
+
+/* 1 when process pid's environment holds exactly `entry` (NAME=VALUE) */
+static int has_env(const char *pid_dir, const char *entry) {
+    char path[300];
+    snprintf(path, sizeof path, "/proc/%s/environ", pid_dir);
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    static char env[1 << 16]; /* entries past it are not looked at: DTRAIN_BOARD is set early */
+    const ssize_t n = read(fd, env, sizeof env - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    env[n] = 0;
+    const size_t len = strlen(entry);
+    for (const char *e = env; e < env + n; e += strlen(e) + 1)
+        if (!strncmp(e, entry, len) && e[len] == 0) return 1;
+    return 0;
+}
+
+int dt_boards_end_leftovers(const dt_boards *bs) {
+    char entry[4200];
+    snprintf(entry, sizeof entry, "DTRAIN_BOARD=%s", bs->dir);
+    DIR *d = opendir("/proc");
+    if (!d) return 0;
+    int ended = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        char *end;
+        const long pid = strtol(e->d_name, &end, 10);
+        if (*end || pid <= 1 || pid == (long)getpid() || !has_env(e->d_name, entry)) continue;
+        ended += (bs->kill ? bs->kill : kill)((pid_t)pid, SIGKILL) == 0;
+    }
+    closedir(d);
+    return ended;
 }
 
 int dt_boards_held(const dt_boards *bs, char *why, size_t len, int *pid) {

@@ -58,6 +58,10 @@ int dt_boards_frozen(const dt_boards *bs, double limit_s);
 void dt_boards_where(const dt_boards *bs, char *out, size_t len);
 /* "rank R on HOST (pid P)", the board's fields made safe to print. */
 void dt_boards_name(const dt_boards *bs, int r, char *out, size_t len);
+/* Kills (SIGKILL) every process of this machine still carrying the job's DTRAIN_BOARD: what
+ * the launcher left when it was killed (MPICH's hydra_pmi_proxy, guards, ranks), once it has
+ * exited. How many were ended. */
+int dt_boards_end_leftovers(const dt_boards *bs);
 /* A process's state letter from /proc (R, S, T, Z, ...), or 0 when it is gone or elsewhere. */
 char dt_proc_state(int pid);
 

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -56,13 +57,17 @@ static int run_attempt(char **av, dt_boards *bs, FILE *noise, const dt_job *job,
     fflush(stderr);
     /* on a terminal, rank 0 may draw its live progress line (its own stdout is a pipe here) */
     const int live = isatty(STDOUT_FILENO);
-    const pid_t child = fork();
+    const pid_t parent = getpid(), child = fork();
     if (child < 0) {
         fprintf(stderr, "dtrain: error: dtrain run: cannot fork: %s\n", strerror(errno));
         return -1;
     }
     if (child == 0) {
         setpgid(0, 0); /* the job's own group: ended as one */
+        /* dtrain run killed (kill -9, or with the sweep that started it) ends the job too:
+         * mpiexec takes SIGTERM as the end of its ranks */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent) _exit(127);
         dup2(out[1], 1);
         dup2(err[1], 2);
         close(out[0]); close(out[1]); close(err[0]); close(err[1]);
@@ -95,7 +100,14 @@ static int run_attempt(char **av, dt_boards *bs, FILE *noise, const dt_job *job,
         if (exited && (open_fds == 0 || dt_now() - exited_at > 3)) break;
         if (exited) continue;
         const double now = dt_now();
-        if (stop_signal) { o->interrupted = (int)stop_signal; kill(-child, (int)stop_signal); stop_signal = 0; }
+        /* the user's (or a dying sweep's) signal, passed on; a launcher still starting may miss
+         * it (seen: mpiexec and its ranks went on after SIGTERM), so it is killed as below */
+        if (stop_signal) {
+            o->interrupted = (int)stop_signal;
+            kill(-child, (int)stop_signal);
+            stop_signal = 0;
+            if (!ending_at) ending_at = now;
+        }
         dt_boards_map(bs);
         dt_boards_end_dropped(bs, noise);
         const int started = dt_boards_started(bs);
@@ -142,7 +154,11 @@ static int run_attempt(char **av, dt_boards *bs, FILE *noise, const dt_job *job,
         if (s[i].fd >= 0) close(s[i].fd);
     for (int i = 0; i < relay.nsaid && !o->error_relayed; i++) o->error_relayed = !strncmp(relay.said[i], "dtrain: error:", 14);
     dt_relay_free(&relay);
-    kill(-child, SIGKILL); /* nothing of the job outlives it (a launcher killed from outside leaves its ranks) */
+    /* nothing of the job outlives it: a launcher killed (from outside, or by us when it did
+     * not end) leaves its proxies and ranks, in process groups of their own */
+    kill(-child, SIGKILL);
+    const int leftovers = dt_boards_end_leftovers(bs);
+    if (leftovers && noise) fprintf(noise, "dtrain run: ended %d processes the launcher left\n", leftovers);
     dt_boards_map(bs);
     o->status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (WIFSIGNALED(status) && !ending_at && !o->interrupted) o->launcher_signal = WTERMSIG(status);

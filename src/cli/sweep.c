@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -124,25 +125,47 @@ static int check_all(const dt_sweep *s) {
 
 /* ------------------------------------------------------------------ running */
 
-static pid_t start(const dt_sweep_run *r, dt_sweep_slot *sl) {
-    if (dt_sweep_rm_rf(sl->dir) != 0 || dt_sweep_mkdir_p(sl->dir) != 0) {
-        fprintf(stderr, "sweep: %s: cannot make the folder %s: %s\n", r->name, sl->dir, strerror(errno));
+/* On a terminal the summary line is rewritten in place ('\r'), and cleared before any other
+ * line; into a file or a pipe it is a line of its own each time. */
+static int status_shown;
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...) {
+    if (status_shown) { fputs("\r\033[K", stderr); status_shown = 0; }
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+}
+
+
+static pid_t start(const dt_sweep *s, const dt_sweep_run *r, dt_sweep_slot *sl) {
+    const int state = dt_sweep_folder_state(sl->dir);
+    if (state == DT_SWEEP_FOLDER_FOREIGN) { /* made since the check: still not ours to remove */
+        say("sweep: %s: %s is not a folder a sweep made: left as it is, the run not started\n", r->name, sl->dir);
+        return -1;
+    }
+    if ((state == DT_SWEEP_FOLDER_OURS && dt_sweep_rm_rf(sl->dir) != 0) || dt_sweep_make_folder(sl->dir, s->name, r->name) != 0) {
+        say("sweep: %s: cannot make the folder %s: %s\n", r->name, sl->dir, strerror(errno));
         return -1;
     }
     char path[1400];
     char **av = dt_sweep_command(r, sl->dir, 0);
-    snprintf(path, sizeof path, "%s/command.txt", sl->dir);
-    FILE *f = fopen(path, "w");
-    if (f) { dt_sweep_quoted(f, av); fclose(f); }
+    if (dt_sweep_write_command(sl->dir, av) != 0) say("sweep: warning: %s: cannot write its command.txt: %s\n", r->name, dt_last_error());
     snprintf(path, sizeof path, "%s/console.txt", sl->dir);
     fflush(NULL);
-    const pid_t pid = fork();
+    const pid_t sweep = getpid(), pid = fork();
     if (pid == 0) {
         setpgid(0, 0); /* its own group: stopped as one, and not by the terminal's Ctrl-C */
+        /* a sweep that dies (kill -9) takes its runs with it: a restart finds no orphan still
+         * writing into the folder it redoes */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != sweep) _exit(127);
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
         unsetenv("DTRAIN_CHECK_ONLY"); /* from the user's environment: the run would only check */
-        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644), nul = open("/dev/null", O_RDONLY);
+        setenv("DTRAIN_RUN_DIR", sl->dir, 1); /* dtrain run's launcher.log stays with the run */
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644), nul = open("/dev/null", O_RDONLY);
         if (fd < 0) { fprintf(stderr, "sweep: %s: %s\n", path, strerror(errno)); _exit(127); }
         if (nul >= 0) dup2(nul, 0);
         dup2(fd, 1);
@@ -167,19 +190,6 @@ typedef struct tally {
     int done, failed, running, pending, finished_here;
     double secs_here;
 } tally;
-
-/* On a terminal the summary line is rewritten in place ('\r'), and cleared before any other
- * line; into a file or a pipe it is a line of its own each time. */
-static int status_shown;
-
-static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void say(const char *fmt, ...) {
-    if (status_shown) { fputs("\r\033[K", stderr); status_shown = 0; }
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-}
 
 static void progress(const dt_sweep *s, const tally *t) {
     char eta[32] = "?";
@@ -230,7 +240,7 @@ static int run_all(const dt_sweep *s, dt_sweep_slot *sl, tally *t) {
             const long cost = r->exclusive || r->ranks > cores ? cores : r->ranks;
             if (t->running > 0 && used + cost > cores) continue;
             sl[i].t0 = dt_now();
-            sl[i].pid = start(r, &sl[i]);
+            sl[i].pid = start(s, r, &sl[i]);
             t->pending--;
             if (sl[i].pid < 0) { sl[i].state = DT_SWEEP_FAILED; sl[i].exit = 127; t->failed++; continue; }
             sl[i].state = DT_SWEEP_RUNNING;
@@ -258,6 +268,40 @@ static int run_all(const dt_sweep *s, dt_sweep_slot *sl, tally *t) {
         if (t->running > 0 || t->pending > 0) nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
     }
     return (int)stop_signal;
+}
+
+/* Each run's state from its folder (done, failed, or to run) and the tally; 1 with one line
+ * printed when a run to start has at its path what no sweep made (a sweep never removes it),
+ * or OUT/sweep.json is another program's. A dry run says which folders a start replaces; the
+ * first survey warns of kept runs whose command changed. */
+static int survey(const dt_sweep *s, dt_sweep_slot *sl, int retry, int dry, int first, tally *t) {
+    memset(t, 0, sizeof *t);
+    if (!dt_sweep_json_ours(s)) {
+        fprintf(stderr, "dtrain: error: %s: out '%s' holds a sweep.json that no dtrain sweep wrote: it is not replaced; "
+                "set out to another folder\n", s->path, s->out);
+        return 1;
+    }
+    for (int i = 0; i < s->nruns; i++) {
+        snprintf(sl[i].dir, sizeof sl[i].dir, "%s/%s", s->out, s->runs[i].name);
+        /* a run that ended is kept whoever made its folder (sweeps before the mark made none);
+         * only one to start again needs the mark: its folder is removed first */
+        const int folder = dt_sweep_folder_state(sl[i].dir);
+        dt_sweep_read_status(&sl[i]);
+        if (sl[i].state == DT_SWEEP_FAILED && retry) sl[i].state = DT_SWEEP_PENDING;
+        if (sl[i].state != DT_SWEEP_PENDING) { if (first) dt_sweep_same_command(&s->runs[i], &sl[i]); }
+        else if (folder == DT_SWEEP_FOLDER_FOREIGN) {
+            fprintf(stderr, "dtrain: error: %s:%d: run '%s': %s exists and is not a folder a dtrain sweep made (no %s in it): "
+                    "it is never removed; move it away, or set out to another folder\n", s->path, s->runs[i].line,
+                    s->runs[i].name, sl[i].dir, DT_SWEEP_MARK);
+            return 1;
+        } else if (folder == DT_SWEEP_FOLDER_OURS && dry)
+            fprintf(stderr, "sweep: %s: its folder %s, left by a run cut short (no status.json), would be replaced\n",
+                    s->runs[i].name, sl[i].dir);
+        t->done += sl[i].state == DT_SWEEP_DONE;
+        t->failed += sl[i].state == DT_SWEEP_FAILED;
+        t->pending += sl[i].state == DT_SWEEP_PENDING;
+    }
+    return 0;
 }
 
 typedef struct {
@@ -304,19 +348,10 @@ int dt_cmd_sweep(int argc, char **argv) {
     dt_sweep_self[len] = 0;
     dt_sweep s;
     if (dt_sweep_read(file, &s) != DT_OK) { fprintf(stderr, "dtrain: error: %s\n", dt_last_error()); return 2; }
-    int rc = 2;
+    int rc = 2, lock = -1;
     dt_sweep_slot *sl = calloc((size_t)s.nruns, sizeof *sl);
-    if (!sl || check_all(&s)) goto out;
-    tally t = {0};
-    for (int i = 0; i < s.nruns; i++) {
-        snprintf(sl[i].dir, sizeof sl[i].dir, "%s/%s", s.out, s.runs[i].name);
-        dt_sweep_read_status(&sl[i]);
-        if (sl[i].state == DT_SWEEP_FAILED && retry) sl[i].state = DT_SWEEP_PENDING;
-        if (sl[i].state != DT_SWEEP_PENDING) dt_sweep_same_command(&s.runs[i], &sl[i]);
-        t.done += sl[i].state == DT_SWEEP_DONE;
-        t.failed += sl[i].state == DT_SWEEP_FAILED;
-        t.pending += sl[i].state == DT_SWEEP_PENDING;
-    }
+    tally t;
+    if (!sl || check_all(&s) || survey(&s, sl, retry, dry, 1, &t)) goto out;
     if (dry) {
         for (int i = 0; i < s.nruns; i++) {
             char **av = dt_sweep_command(&s.runs[i], sl[i].dir, 0);
@@ -328,8 +363,15 @@ int dt_cmd_sweep(int argc, char **argv) {
         rc = 0;
         goto out;
     }
-    if (dt_sweep_mkdir_p(s.out) != 0 || dt_sweep_write_json(&s) != 0) {
-        fprintf(stderr, "dtrain: error: %s: out '%s': cannot make the folder or write sweep.json in it: %s\n", file, s.out, strerror(errno));
+    /* the folders are surveyed again under the lock: another sweep may have ended since */
+    if (dt_sweep_mkdir_p(s.out) != 0) {
+        fprintf(stderr, "dtrain: error: %s: out '%s': cannot make the folder: %s\n", file, s.out, strerror(errno));
+        goto out;
+    }
+    if ((lock = dt_sweep_lock(&s)) < 0) { fprintf(stderr, "dtrain: error: %s\n", dt_last_error()); goto out; }
+    if (survey(&s, sl, retry, 0, 0, &t)) goto out;
+    if (dt_sweep_write_json(&s) != 0) {
+        fprintf(stderr, "dtrain: error: %s: out '%s': cannot write sweep.json in it: %s\n", file, s.out, dt_last_error());
         goto out;
     }
     fprintf(stderr, "sweep: %s: %d runs, %d done and %d failed before, %d to run, into %s\n", s.name, s.nruns, t.done, t.failed, t.pending, s.out);
@@ -352,6 +394,7 @@ int dt_cmd_sweep(int argc, char **argv) {
             t.failed && !retry ? " (dtrain sweep --retry-failed runs the failed ones again)" : "");
     rc = t.failed ? 1 : 0;
 out:
+    if (lock >= 0) close(lock);
     free(sl);
     dt_sweep_free(&s);
     return rc;

@@ -30,7 +30,7 @@ typedef struct dt_sweep {
     char out[1024];
     int parallel;       /* runs' ranks at once; 0: the cores */
     dt_sweep_run *runs;
-    int nruns;
+    int nruns, cap_runs;
 } dt_sweep;
 
 /* Reads and expands PATH. Errors: one line "PATH:LINE: ..." in dt_last_error(). */
@@ -58,7 +58,25 @@ void dt_sweep_free_command(char **av);
 void dt_sweep_quoted(FILE *f, char **av);       /* one shell-quoted line */
 int dt_sweep_mkdir_p(const char *path);         /* 0, or -1 with errno */
 int dt_sweep_rm_rf(const char *path);
+
+/* What is at a run's folder: nothing, a folder a sweep made (it holds the mark), or anything
+ * else, which a sweep never removes nor writes into. */
+enum { DT_SWEEP_FOLDER_NONE, DT_SWEEP_FOLDER_OURS, DT_SWEEP_FOLDER_FOREIGN };
+#define DT_SWEEP_MARK ".dtrain-sweep"
+int dt_sweep_folder_state(const char *dir);
+/* Makes the run's folder (it must not exist) with the mark in it: 0, or -1 with errno. */
+int dt_sweep_make_folder(const char *dir, const char *sweep, const char *run);
+/* OUT/sweep.json is absent or a sweep's (else it is not replaced) */
+int dt_sweep_json_ours(const dt_sweep *s);
+
+/* OUT/sweep.lock, held (flock) by the sweep and, inherited, by its runs: the fd, or -1 with
+ * the error in dt_last_error() when another sweep holds it. A sweep that died leaves runs
+ * ending (they get SIGTERM with it): waited for up to DT_SWEEP_LOCK_WAIT_S. */
+#define DT_SWEEP_LOCK "sweep.lock"
+#define DT_SWEEP_LOCK_WAIT_S 30
+int dt_sweep_lock(const dt_sweep *s);
 int dt_sweep_write_json(const dt_sweep *s);     /* OUT/sweep.json */
+int dt_sweep_write_command(const char *dir, char **av); /* DIR/command.txt: 0, or -1 (dt_last_error) */
 void dt_sweep_read_status(dt_sweep_slot *sl);   /* state DONE/FAILED from status.json, else PENDING */
 void dt_sweep_write_status(const dt_sweep_slot *sl);
 void dt_sweep_last_error(dt_sweep_slot *sl);

@@ -1,17 +1,25 @@
-/* dtrain sweep: a run's command and the files of its folder (command.txt, status.json, the
- * error line of console.txt) and of the sweep's (sweep.json). sweep.c checks and runs. */
+/* dtrain sweep: a run's command and the files of its folder (its mark, command.txt,
+ * status.json, the error line of console.txt) and of the sweep's (sweep.json, sweep.lock).
+ * sweep.c checks and runs. A sweep removes only folders it made: each carries its mark. */
 #include "cli/sweep.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/json.h"
+#include "core/paths.h"
+#include "core/tensorfile.h"
 
 char dt_sweep_self[4096];
 
@@ -106,15 +114,117 @@ int dt_sweep_rm_rf(const char *path) {
     return unlink(path);
 }
 
-/* TEXT into PATH whole or not at all */
-static int write_atomic(const char *path, const char *text) {
-    char tmp[1400];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) return -1;
-    const int ok = fputs(text, f) >= 0 && fputc('\n', f) != EOF;
-    if (fclose(f) != 0 || !ok || rename(tmp, path) != 0) { unlink(tmp); return -1; }
-    return 0;
+static dt_status fill_text(void *text, void *file) {
+    return fputs(text, file) >= 0 && fputc('\n', file) != EOF ? DT_OK : dt_fail(DT_ERR_IO, "write failed: %s", strerror(errno));
+}
+
+/* TEXT and a newline into PATH, whole or not at all (dt_write_atomic: a new file, never one
+ * reached through a symlink, renamed into place) */
+static int write_text(const char *path, const char *text) {
+    return dt_write_atomic(path, fill_text, (void *)text) == DT_OK ? 0 : -1;
+}
+
+/* a file of a run's folder (status.json, command.txt, console.txt) to read: a regular file,
+ * not a symlink to one; NULL if none */
+static FILE *open_own(const char *dir, const char *name) {
+    char path[1400];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = NULL;
+    struct stat sb;
+    if (lstat(path, &sb) != 0 || dt_open_regular(path, &f, NULL) != DT_OK) return NULL;
+    return f;
+}
+
+int dt_sweep_folder_state(const char *dir) {
+    struct stat sb;
+    if (lstat(dir, &sb) != 0) return errno == ENOENT ? DT_SWEEP_FOLDER_NONE : DT_SWEEP_FOLDER_FOREIGN;
+    if (!S_ISDIR(sb.st_mode)) return DT_SWEEP_FOLDER_FOREIGN;
+    char mark[1400];
+    snprintf(mark, sizeof mark, "%s/%s", dir, DT_SWEEP_MARK);
+    return lstat(mark, &sb) == 0 && S_ISREG(sb.st_mode) ? DT_SWEEP_FOLDER_OURS : DT_SWEEP_FOLDER_FOREIGN;
+}
+
+int dt_sweep_make_folder(const char *dir, const char *sweep, const char *run) {
+    if (mkdir(dir, 0755) != 0) return -1;
+    char mark[1400], text[600];
+    snprintf(mark, sizeof mark, "%s/%s", dir, DT_SWEEP_MARK);
+    snprintf(text, sizeof text, "made by dtrain sweep %s for its run %s: the sweep may remove this folder to run it again", sweep, run);
+    return write_text(mark, text);
+}
+
+/* sweep.json of another program, or no JSON at all, is not the sweep's to replace */
+int dt_sweep_json_ours(const dt_sweep *s) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/sweep.json", s->out);
+    struct stat sb;
+    if (lstat(path, &sb) != 0) return errno == ENOENT;
+    FILE *f = NULL;
+    if (!S_ISREG(sb.st_mode) || dt_open_regular(path, &f, NULL) != DT_OK) return 0;
+    json_t *j = json_loadf(f, 0, NULL);
+    fclose(f);
+    const int ours = json_is_object(j) && json_is_array(json_object_get(j, "runs")) && json_is_string(json_object_get(j, "out"));
+    json_decref(j);
+    return ours;
+}
+
+static int alive(long pid) { return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM); }
+
+int dt_sweep_lock(const dt_sweep *s) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/%s", s->out, DT_SWEEP_LOCK);
+    /* no O_CLOEXEC: the runs inherit the lock and hold it until the last of them has ended,
+     * so a sweep started after this one was killed waits for its runs instead of running them
+     * a second time beside them */
+    const int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW, 0644);
+    if (fd < 0) {
+        dt_fail(DT_ERR_IO, "%s: out '%s': cannot open %s: %s", s->path, s->out, path, strerror(errno));
+        return -1;
+    }
+    for (int tries = 0; flock(fd, LOCK_EX | LOCK_NB) != 0; tries++) {
+        const int why = errno;
+        char text[32] = "";
+        const ssize_t n = pread(fd, text, sizeof text - 1, 0);
+        text[n > 0 ? n : 0] = 0;
+        const long pid = strtol(text, NULL, 10);
+        if (why != EWOULDBLOCK) dt_fail(DT_ERR_IO, "%s: out '%s': cannot lock %s: %s", s->path, s->out, path, strerror(why));
+        else if (alive(pid))
+            dt_fail(DT_ERR_ARG, "%s: out '%s' is in use by another dtrain sweep (pid %ld): wait for it to end, or stop it",
+                    s->path, s->out, pid);
+        else if (tries == 10 * DT_SWEEP_LOCK_WAIT_S)
+            dt_fail(DT_ERR_ARG, "%s: out '%s' is in use by the runs of a dtrain sweep that ended (pid %ld): they did not "
+                    "stop within %d s", s->path, s->out, pid, DT_SWEEP_LOCK_WAIT_S);
+        else {
+            /* its runs were sent SIGTERM when it died (PR_SET_PDEATHSIG): they end in seconds */
+            if (!tries) fprintf(stderr, "sweep: waiting for the runs of a dtrain sweep that ended (pid %ld) to stop\n", pid);
+            const struct timespec tenth = {0, 100 * 1000 * 1000};
+            nanosleep(&tenth, NULL);
+            continue;
+        }
+        close(fd);
+        return -1;
+    }
+    char text[32];
+    const int n = snprintf(text, sizeof text, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, text, (size_t)n, 0) != n) {
+        dt_fail(DT_ERR_IO, "%s: out '%s': cannot write %s: %s", s->path, s->out, path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int dt_sweep_write_command(const char *dir, char **av) {
+    char *text = NULL, path[1400];
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    if (!m) return -1;
+    dt_sweep_quoted(m, av);
+    if (fclose(m) != 0) { free(text); return -1; }
+    if (len && text[len - 1] == '\n') text[len - 1] = 0; /* write_text ends the line */
+    snprintf(path, sizeof path, "%s/command.txt", dir);
+    const int rc = write_text(path, text);
+    free(text);
+    return rc;
 }
 
 int dt_sweep_write_json(const dt_sweep *s) {
@@ -150,16 +260,15 @@ int dt_sweep_write_json(const dt_sweep *s) {
     char path[1100];
     snprintf(path, sizeof path, "%s/sweep.json", s->out);
     const char *text = dt_json_text(&j);
-    const int rc = text ? write_atomic(path, text) : -1;
+    const int rc = text ? write_text(path, text) : (dt_fail(DT_ERR_NOMEM, "out of memory"), -1);
     dt_json_free(&j);
     return rc;
 }
 
 /* status.json of a finished run: state done / failed (with exit and error), else pending */
 void dt_sweep_read_status(dt_sweep_slot *sl) {
-    char path[1400], buf[2048];
-    snprintf(path, sizeof path, "%s/status.json", sl->dir);
-    FILE *f = fopen(path, "r");
+    char buf[2048];
+    FILE *f = open_own(sl->dir, "status.json");
     sl->state = DT_SWEEP_PENDING;
     if (!f) return;
     const size_t n = fread(buf, 1, sizeof buf - 1, f);
@@ -192,16 +301,14 @@ void dt_sweep_write_status(const dt_sweep_slot *sl) {
     dt_json_fixed(&j, "seconds", sl->seconds, 1);
     dt_json_end(&j);
     const char *text = dt_json_text(&j);
-    if (!text || write_atomic(path, text) != 0) fprintf(stderr, "sweep: warning: cannot write %s: %s\n", path, strerror(errno));
+    if (!text || write_text(path, text) != 0) fprintf(stderr, "sweep: warning: cannot write %s: %s\n", path, strerror(errno));
     dt_json_free(&j);
 }
 
 /* the last "dtrain: error:" line of the run's console.txt */
 void dt_sweep_last_error(dt_sweep_slot *sl) {
-    char path[1400];
-    snprintf(path, sizeof path, "%s/console.txt", sl->dir);
     sl->error[0] = 0;
-    FILE *f = fopen(path, "r");
+    FILE *f = open_own(sl->dir, "console.txt");
     if (!f) return;
     char *line = NULL;
     size_t cap = 0;
@@ -218,10 +325,9 @@ void dt_sweep_last_error(dt_sweep_slot *sl) {
 /* A run kept (done or failed) whose command.txt is not what the file says now (edited since):
  * kept all the same, never deleted, but said. The program's path aside (a moved build). */
 void dt_sweep_same_command(const dt_sweep_run *r, const dt_sweep_slot *sl) {
-    char path[1400], *old = NULL, *now = NULL;
+    char *old = NULL, *now = NULL;
     size_t olen = 0, nlen = 0;
-    snprintf(path, sizeof path, "%s/command.txt", sl->dir);
-    FILE *f = fopen(path, "r"), *m = open_memstream(&now, &nlen);
+    FILE *f = open_own(sl->dir, "command.txt"), *m = open_memstream(&now, &nlen);
     if (!f || !m) { if (f) fclose(f); if (m) fclose(m); free(now); return; }
     char **av = dt_sweep_command(r, sl->dir, 0);
     dt_sweep_quoted(m, av);
