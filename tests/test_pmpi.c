@@ -28,7 +28,7 @@ static char *slurp(const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     char *buf = calloc(1, 1 << 20);
-    if (buf) fread(buf, 1, (1 << 20) - 1, f);
+    if (buf && fread(buf, 1, (1 << 20) - 1, f) == 0 && ferror(f)) { free(buf); buf = NULL; }
     fclose(f);
     return buf;
 }
