@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every bad input gets one line on stderr naming the file or flag and what was expected,
-# exit status 2, no crash, and no output file.
+# exit status 2, no crash, and no output file; text quoted from a file is escaped (\xNN).
 . "$(dirname "$0")/lib.sh"
 
 # --- small IDX data sets written here: 4 images of 28x28 ---------------------------------
@@ -67,6 +67,20 @@ expect_error "eval: truncated weights" "cut.weights: truncated"     -- "$DTRAIN"
 expect_error "resume: weights not checkpoint" "not a checkpoint"    -- train --data-dir "$T/good" --resume "$T/good.weights"
 expect_error "unknown command"    "unknown command 'fit' (expected train, run," -- "$DTRAIN" fit
 expect_error "misspelt command"   "unknown command 'trian' (did you mean train?)" -- "$DTRAIN" trian
+# text quoted from a file is escaped in every message: one line, no control byte reaches the
+# terminal
+# no_controls LABEL COMMAND...: a check that COMMAND's stderr holds no control byte but its newline
+no_controls() {
+    local label=$1
+    shift
+    "$@" 2>&1 >/dev/null | LC_ALL=C grep -q $'[\001-\011\013-\037\177]'
+    [ $? -eq 1 ]; check "$label" $? "$("$@" 2>&1 >/dev/null | head -c 200 | cat -v)"
+}
+printf 'input c=1 h=28 w=28\n\033[31mred\302\233\377\n' >"$T/esc.spec"
+expect_error "an escape sequence in a spec file's layer, a C1 control, a byte not UTF-8" \
+    "esc.spec:2: unknown layer '\x1b[31mred\xc2\x9b\xff'" -- train --data-dir "$T/good" --model "$T/esc.spec"
+no_controls "... no control byte on stderr" train --data-dir "$T/good" --model "$T/esc.spec"
+rm -f "$T/esc.spec"
 # outputs are checked before training, not after it (a directory, a folder that is not there)
 mkdir -p "$T/adir"
 expect_error "--log is a directory" "--log $T/adir: is a directory" -- train --data-dir "$T/good" --log "$T/adir"

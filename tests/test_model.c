@@ -430,6 +430,26 @@ static void test_weights_meta(void) {
     CHECK(rmdir(dir) == 0);
 }
 
+/* Every message is one line that does nothing to a terminal: text from a file keeps its
+ * control bytes, C1 controls and bytes that are not UTF-8 as \xNN, valid UTF-8 as it is. */
+static void test_messages_escaped(void) {
+    dt_fail(DT_ERR_FORMAT, "f: '%s'", "a\033]0;t\007b\nc\177\xc2\x9b|\xc3\xa9|\xff\xe2\x82|\xed\xa0\x80|\xf0\x9f\x98\x80");
+    CHECK_MSG(!strcmp(dt_last_error(), "f: 'a\\x1b]0;t\\x07b\\x0ac\\x7f\\xc2\\x9b|\xc3\xa9|\\xff\\xe2\\x82|"
+                                       "\\xed\\xa0\\x80|\xf0\x9f\x98\x80'"), "%s", dt_last_error());
+    /* a cause given more context: dt_last_error() may be an argument */
+    dt_fail(DT_ERR_IO, "x: %s", "y\tz");
+    dt_fail(DT_ERR_IO, "outer: %s", dt_last_error());
+    CHECK_MSG(!strcmp(dt_last_error(), "outer: x: y\\x09z"), "%s", dt_last_error());
+    /* a long run of escapes is cut at a whole one, never in the middle */
+    char many[400];
+    memset(many, 27, sizeof many - 1);
+    many[sizeof many - 1] = 0;
+    dt_fail(DT_ERR_FORMAT, "%s", many);
+    const char *e = dt_last_error();
+    const size_t len = strlen(e);
+    CHECK(len > 400 && len % 4 == 0 && !strncmp(e + len - 4, "\\x1b", 4));
+}
+
 int main(void) {
     dt_runtime_init();
     test_grads_ready();
@@ -437,6 +457,7 @@ int main(void) {
     test_spec_errors();
     test_weights_file();
     test_weights_meta();
+    test_messages_escaped();
     test_sgd();
     return test_summary("test_model");
 }
