@@ -31,13 +31,8 @@ static int spec_file(const char *model) {
 
 char *dt_model_spec_of(const char *model) {
     if (!spec_file(model)) return dt_model_spec_text(model);
-    FILE *f = fopen(model, "rb");
-    if (!f) return NULL;
-    char *text = malloc((1u << 20) + 1); /* dt_model_from_file's limit */
-    size_t n = text ? fread(text, 1, 1u << 20, f) : 0;
-    fclose(f);
-    if (text) text[n] = 0;
-    return text;
+    char *text = NULL;
+    return dt_model_spec_read(model, &text) == DT_OK ? text : NULL;
 }
 
 dt_status dt_weights_meta_put(dt_records *l, const char *model, const char *data, const char *algo) {
