@@ -7,8 +7,8 @@
 # message naming the cause; --out on a disk too small for the weights fails before training.
 # A weights file with bytes after its checksum is refused; temporaries of killed writers
 # (FILE.tmp.PID) go when a run with that --checkpoint starts. A FIFO is refused wherever dtrain
-# reads (--model, a data file, --hostfile); nothing is written through a symbolic link planted
-# at a name dtrain makes (FILE.tmp.PID, a run folder's files).
+# reads (--model, a data file, --hostfile, a model a weights file names); nothing is written
+# through a symbolic link planted at a name dtrain makes (FILE.tmp.PID, a run folder's files).
 . "$(dirname "$0")/lib.sh"
 require_mnist
 C=(--model cnn1 --data mnist --train-limit 256 --test-limit 100 --batch 32 --epochs 1 --quiet)
@@ -95,7 +95,8 @@ for n in 1 2; do
 done
 
 # 5. a FIFO wherever dtrain reads a file is refused, never waited on: --model, a data file,
-#    --hostfile
+#    --hostfile, and the model a weights file names (a model named inside a file is a built-in
+#    name or the file's own spec text, never a path opened)
 refused "train --model on a FIFO" "$T/fifo: is a FIFO" -- "$DTRAIN" train "${C[@]}" --no-save --model "$T/fifo"
 unchanged fifo
 mkdir "$T/fifodata"
@@ -105,7 +106,11 @@ refused "a FIFO in place of a data file" "fifodata/t10k-images-idx3-ubyte: is a 
     "$DTRAIN" train "${C[@]}" --no-save --data-dir "$T/fifodata"
 refused "run --hostfile on a FIFO" "--hostfile $T/fifo: is a FIFO" -- "$DTRAIN" run -n 2 --algo allreduce "${C[@]}" \
     --no-save --hostfile "$T/fifo"
-rm -rf "$T/fifodata"
+/usr/bin/python3 "$(dirname "$0")/tfile_edit.py" "$T/good.w" "$T/fifo-model.w" text meta:model "$T/fifo" drop meta:spec
+refused "eval of weights whose model is a FIFO's path, no spec text" "never opened as a path" -- \
+    "$DTRAIN" eval --test-limit 10 --weights "$T/fifo-model.w"
+unchanged fifo
+rm -rf "$T/fifodata" "$T/fifo-model.w"
 
 # 6. nothing is written through a symbolic link planted at a name dtrain makes itself: the
 #    temporary of --out (FILE.tmp.PID, PID the writer's), a run folder's console.txt and log.jsonl
