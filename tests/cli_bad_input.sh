@@ -69,7 +69,7 @@ expect_error "unknown command"    "unknown command 'fit' (expected train, run," 
 expect_error "misspelt command"   "unknown command 'trian' (did you mean train?)" -- "$DTRAIN" trian
 # strings from files are escaped in every message (one line, no control byte reaches the
 # terminal); a model named inside a weights file is a built-in name or the file's spec text,
-# never a path opened
+# never a path opened; non-finite weights and a record written twice are refused, naming them
 edit() { /usr/bin/python3 "$(dirname "$0")/tfile_edit.py" "$@"; }
 # no_controls LABEL COMMAND...: a check that COMMAND's stderr holds no control byte but its newline
 no_controls() {
@@ -95,7 +95,15 @@ printf 'input c=1 h=28 w=28\n\033[31mred\302\233\377\n' >"$T/esc.spec"
 expect_error "an escape sequence in a spec file's layer, a C1 control, a byte not UTF-8" \
     "esc.spec:2: unknown layer '\x1b[31mred\xc2\x9b\xff'" -- train --data-dir "$T/good" --model "$T/esc.spec"
 no_controls "... no control byte on stderr" train --data-dir "$T/good" --model "$T/esc.spec"
-rm -f "$T/secret" "$T/path.weights" "$T/esc.weights" "$T/esc.spec"
+for v in nan inf -inf; do
+    edit "$T/good.weights" "$T/bad.weights" value conv1.weight $v
+    expect_error "eval: weights holding $v" "bad.weights: tensor 'conv1.weight' holds a non-finite value" -- \
+        "$DTRAIN" eval --weights "$T/bad.weights" --data-dir "$T/good"
+done
+edit "$T/good.weights" "$T/bad.weights" dup conv1.bias
+expect_error "eval: a record written twice" "bad.weights: record 'conv1.bias' appears twice" -- \
+    "$DTRAIN" eval --weights "$T/bad.weights" --data-dir "$T/good"
+rm -f "$T/secret" "$T/path.weights" "$T/esc.weights" "$T/esc.spec" "$T/bad.weights"
 # outputs are checked before training, not after it (a directory, a folder that is not there)
 mkdir -p "$T/adir"
 expect_error "--log is a directory" "--log $T/adir: is a directory" -- train --data-dir "$T/good" --log "$T/adir"

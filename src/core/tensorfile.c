@@ -64,6 +64,25 @@ void dt_tfile_free(dt_tfile *f) {
 
 typedef struct { FILE *f; uLong crc; size_t left; } reader; /* left: bytes not read yet */
 
+static int by_name(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* Each record once: a second record of a name would be the one dt_tfile_find never returns,
+ * or, read by another program, the one it does. Sorted names, so 100,000 records take no
+ * quadratic time. */
+static dt_status check_unique(const char *path, const dt_tfile *f) {
+    if (f->n < 2) return DT_OK;
+    const char **names = malloc((size_t)f->n * sizeof *names);
+    if (!names) return dt_fail(DT_ERR_NOMEM, "out of memory reading %s", path);
+    for (int i = 0; i < f->n; i++) names[i] = f->recs[i].name;
+    qsort(names, (size_t)f->n, sizeof *names, by_name);
+    dt_status st = DT_OK;
+    for (int i = 1; i < f->n && st == DT_OK; i++)
+        if (!strcmp(names[i - 1], names[i]))
+            st = dt_fail(DT_ERR_FORMAT, "%s: record '%s' appears twice (a file holds each record once)", path, names[i]);
+    free(names);
+    return st;
+}
+
 static int get(reader *r, void *p, size_t len) {
     if (len > r->left || fread(p, 1, len, r->f) != len) return 0;
     r->left -= len;
@@ -152,6 +171,7 @@ dt_status dt_tfile_read(const char *path, dt_tfile *out) {
         goto done;
     }
     out->crc = stored;
+    st = check_unique(path, out);
 done:
     fclose(f);
     if (st != DT_OK) dt_tfile_free(out);

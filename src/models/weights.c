@@ -3,6 +3,7 @@
 #include "core/tensorfile.h"
 #include "models/model.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,6 +141,12 @@ static dt_status copy_in(const dt_tfile *f, const char *path, const dt_tensor_vi
         shape_str(b, sizeof b, v->ndim, v->shape);
         return dt_fail(DT_ERR_FORMAT, "%s: tensor '%s' has shape %s, the model expects %s", path, v->name, a, b);
     }
+    /* training never writes a NaN or an infinity (it stops as diverged): such a file was
+     * made elsewhere or damaged, and would evaluate to a meaningless figure */
+    for (size_t k = 0; k < r->numel; k++)
+        if (!isfinite(r->data[k]))
+            return dt_fail(DT_ERR_FORMAT, "%s: tensor '%s' holds a non-finite value (%g at index %zu); weights are "
+                           "finite numbers", path, v->name, (double)r->data[k], k);
     memcpy(base + v->offset, r->data, v->numel * sizeof(float));
     return DT_OK;
 }
