@@ -64,7 +64,10 @@ const char *dt_status_str(dt_status s);
 const char *dt_version(void);
 /* The message of the most recent error in this thread ("file X: expected Y, found Z"). */
 const char *dt_last_error(void);
-/* Records an error message and returns s (so: return dt_fail(DT_ERR_IO, "...")). */
+/* Records an error message and returns s (so: return dt_fail(DT_ERR_IO, "...")). Control
+ * characters and bytes that are not valid UTF-8 (text quoted from a file) are kept as \xNN,
+ * so the message is one line that does nothing to a terminal; an argument may be
+ * dt_last_error() itself (a cause given more context). */
 dt_status dt_fail(dt_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---------------------------------------------------------------- random numbers */

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every bad input gets one line on stderr naming the file or flag and what was expected,
-# exit status 2, no crash, and no output file.
+# exit status 2, no crash, and no output file; text quoted from a file is escaped (\xNN).
 . "$(dirname "$0")/lib.sh"
 
 # --- small IDX data sets written here: 4 images of 28x28 ---------------------------------
@@ -67,6 +67,43 @@ expect_error "eval: truncated weights" "cut.weights: truncated"     -- "$DTRAIN"
 expect_error "resume: weights not checkpoint" "not a checkpoint"    -- train --data-dir "$T/good" --resume "$T/good.weights"
 expect_error "unknown command"    "unknown command 'fit' (expected train, run," -- "$DTRAIN" fit
 expect_error "misspelt command"   "unknown command 'trian' (did you mean train?)" -- "$DTRAIN" trian
+# strings from files are escaped in every message (one line, no control byte reaches the
+# terminal); a model named inside a weights file is a built-in name or the file's spec text,
+# never a path opened; non-finite weights and a record written twice are refused, naming them
+edit() { /usr/bin/python3 "$(dirname "$0")/tfile_edit.py" "$@"; }
+# no_controls LABEL COMMAND...: a check that COMMAND's stderr holds no control byte but its newline
+no_controls() {
+    local label=$1
+    shift
+    "$@" 2>&1 >/dev/null | LC_ALL=C grep -q $'[\001-\011\013-\037\177]'
+    [ $? -eq 1 ]; check "$label" $? "$("$@" 2>&1 >/dev/null | head -c 200 | cat -v)"
+}
+printf 'input c=1 h=28 w=28\nSECRET-LINE\n' >"$T/secret"
+edit "$T/good.weights" "$T/path.weights" text meta:model "$T/secret" drop meta:spec
+expect_error "eval: weights naming a path as their model, no spec text" "path.weights: names its model '$T/secret' without" -- \
+    "$DTRAIN" eval --weights "$T/path.weights" --data-dir "$T/good"
+"$DTRAIN" eval --weights "$T/path.weights" --data-dir "$T/good" 2>&1 | grep -q SECRET
+[ $? -eq 1 ]; check "... that path is never opened (no line of it in the message)" $? "$("$DTRAIN" eval --weights "$T/path.weights" 2>&1)"
+edit "$T/good.weights" "$T/esc.weights" text meta:model $'\033]0;pwned\007' drop meta:spec
+expect_error "eval: an escape sequence in meta:model, shown escaped" "esc.weights: names its model '\x1b]0;pwned\x07'" -- \
+    "$DTRAIN" eval --weights "$T/esc.weights" --data-dir "$T/good"
+no_controls "... no control byte on stderr" "$DTRAIN" eval --weights "$T/esc.weights" --data-dir "$T/good"
+edit "$T/good.weights" "$T/esc.weights" text meta:model $'cnn1\033[2J'
+expect_error "eval --model: the file's model name shown escaped" "holds weights of cnn1\x1b[2J" -- \
+    "$DTRAIN" eval --model mlp --weights "$T/esc.weights" --data-dir "$T/good"
+printf 'input c=1 h=28 w=28\n\033[31mred\302\233\377\n' >"$T/esc.spec"
+expect_error "an escape sequence in a spec file's layer, a C1 control, a byte not UTF-8" \
+    "esc.spec:2: unknown layer '\x1b[31mred\xc2\x9b\xff'" -- train --data-dir "$T/good" --model "$T/esc.spec"
+no_controls "... no control byte on stderr" train --data-dir "$T/good" --model "$T/esc.spec"
+for v in nan inf -inf; do
+    edit "$T/good.weights" "$T/bad.weights" value conv1.weight $v
+    expect_error "eval: weights holding $v" "bad.weights: tensor 'conv1.weight' holds a non-finite value" -- \
+        "$DTRAIN" eval --weights "$T/bad.weights" --data-dir "$T/good"
+done
+edit "$T/good.weights" "$T/bad.weights" dup conv1.bias
+expect_error "eval: a record written twice" "bad.weights: record 'conv1.bias' appears twice" -- \
+    "$DTRAIN" eval --weights "$T/bad.weights" --data-dir "$T/good"
+rm -f "$T/secret" "$T/path.weights" "$T/esc.weights" "$T/esc.spec" "$T/bad.weights"
 # outputs are checked before training, not after it (a directory, a folder that is not there)
 mkdir -p "$T/adir"
 expect_error "--log is a directory" "--log $T/adir: is a directory" -- train --data-dir "$T/good" --log "$T/adir"

@@ -6,7 +6,9 @@
 # or a FIFO that has a reader in place. A full disk under --log leaves whole JSON lines and a
 # message naming the cause; --out on a disk too small for the weights fails before training.
 # A weights file with bytes after its checksum is refused; temporaries of killed writers
-# (FILE.tmp.PID) go when a run with that --checkpoint starts.
+# (FILE.tmp.PID) go when a run with that --checkpoint starts. A FIFO is refused wherever dtrain
+# reads (--model, a data file, --hostfile, a model a weights file names); nothing is written
+# through a symbolic link planted at a name dtrain makes (FILE.tmp.PID, a run folder's files).
 . "$(dirname "$0")/lib.sh"
 require_mnist
 C=(--model cnn1 --data mnist --train-limit 256 --test-limit 100 --batch 32 --epochs 1 --quiet)
@@ -92,7 +94,49 @@ for n in 1 2; do
     [ -e "$s/ck.tmp.$$" ]; check "... a running writer's temporary stays" $? "ck.tmp.$$"
 done
 
-# 5. a full disk: a 64 kB tmpfs (root only; a container without the right to mount skips it)
+# 5. a FIFO wherever dtrain reads a file is refused, never waited on: --model, a data file,
+#    --hostfile, and the model a weights file names (a model named inside a file is a built-in
+#    name or the file's own spec text, never a path opened)
+refused "train --model on a FIFO" "$T/fifo: is a FIFO" -- "$DTRAIN" train "${C[@]}" --no-save --model "$T/fifo"
+unchanged fifo
+mkdir "$T/fifodata"
+for f in "${DTRAIN_DATA:-data}"/mnist/*; do ln -s "$(cd "$(dirname "$f")" && pwd)/$(basename "$f")" "$T/fifodata/"; done
+rm -f "$T"/fifodata/t10k-images-idx3-ubyte* && mkfifo "$T/fifodata/t10k-images-idx3-ubyte"
+refused "a FIFO in place of a data file" "fifodata/t10k-images-idx3-ubyte: is a FIFO" -- \
+    "$DTRAIN" train "${C[@]}" --no-save --data-dir "$T/fifodata"
+refused "run --hostfile on a FIFO" "--hostfile $T/fifo: is a FIFO" -- "$DTRAIN" run -n 2 --algo allreduce "${C[@]}" \
+    --no-save --hostfile "$T/fifo"
+/usr/bin/python3 "$(dirname "$0")/tfile_edit.py" "$T/good.w" "$T/fifo-model.w" text meta:model "$T/fifo" drop meta:spec
+refused "eval of weights whose model is a FIFO's path, no spec text" "never opened as a path" -- \
+    "$DTRAIN" eval --test-limit 10 --weights "$T/fifo-model.w"
+unchanged fifo
+rm -rf "$T/fifodata" "$T/fifo-model.w"
+
+# 6. nothing is written through a symbolic link planted at a name dtrain makes itself: the
+#    temporary of --out (FILE.tmp.PID, PID the writer's), a run folder's console.txt and log.jsonl
+echo precious >"$T/victim"
+"$DTRAIN" train "${C[@]}" --out "$T/w.weights" 2>"$T/link.err" &
+pid=$!
+ln -s "$T/victim" "$T/w.weights.tmp.$pid"
+wait $pid
+compare "a symbolic link at --out's temporary name: exit status 2" $? == 2
+echo precious | cmp -s - "$T/victim" && [ ! -e "$T/w.weights" ] && [ -L "$T/w.weights.tmp.$pid" ]
+check "... nothing written through it, no weights, the link as it was" $? "$(cd "$T" && ls -l w.weights* victim | tr '\n' ' ')"
+[ "$(wc -l <"$T/link.err")" -eq 1 ] && grep -q "w.weights.tmp.$pid: is a symbolic link" "$T/link.err"
+check "... one line naming the link" $? "$(head -c 300 "$T/link.err")"
+rm -f "$T/w.weights.tmp.$pid" "$T/link.err"
+for own in console.txt log.jsonl; do
+    mkdir "$T/rd" && : >"$T/victim" && ln -s "$T/victim" "$T/rd/$own"
+    "$DTRAIN" train --model cnn1 --data mnist --train-limit 256 --test-limit 100 --batch 32 --epochs 1 --run-dir "$T/rd" \
+        >/dev/null 2>"$T/rd.err"
+    compare "--run-dir whose $own is a symbolic link: exit status 2" $? == 2
+    [ ! -s "$T/victim" ]; check "... nothing written through it" $? "$(head -c 200 "$T/victim" | cat -v)"
+    [ "$(wc -l <"$T/rd.err")" -eq 1 ] && grep -q "$own is a symbolic link\|$own: is a symbolic link" "$T/rd.err"
+    check "... one line naming it" $? "$(head -c 300 "$T/rd.err")"
+    rm -rf "$T/rd" "$T/rd.err" "$T/victim"
+done
+
+# 7. a full disk: a 64 kB tmpfs (root only; a container without the right to mount skips it)
 mkdir -p "$M"
 if ! err=$(mount -t tmpfs -o size=64k tmpfs "$M" 2>&1); then
     if echo "$err" | grep -qi "permission denied\|not permitted"; then echo "skip the full-disk checks: $err"; finish; exit; fi

@@ -3,8 +3,9 @@
 # lines of Python, the models of bench/pytorch_train.py, load_state_dict(strict=True)) gives
 # dtrain eval's accuracy on the same MNIST test images; a file PyTorch writes is read by dtrain
 # eval with no --model/--data and gives PyTorch's accuracy; batch norm's running statistics and
-# num_batches_tracked go both ways; a malformed file is one line, exit 2. Skipped (exit 0, with
-# the reason) where /usr/bin/python3 has no torch (Debian's python3-torch).
+# num_batches_tracked go both ways; a malformed file is one line, exit 2, and so is one naming a
+# spec file's path without its text (never opened). Skipped (exit 0, with the reason) where
+# /usr/bin/python3 has no torch (Debian's python3-torch).
 . "$(dirname "$0")/lib.sh"
 DATA=${DTRAIN_DATA:-data}
 PY=/usr/bin/python3
@@ -84,5 +85,11 @@ head -c 500 "$T/m.safetensors" >"$T/cut.safetensors"
 expect_error "a file cut in its header" "cut.safetensors: header length" -- "$DTRAIN" eval --weights "$T/cut.safetensors"
 expect_error "cnn1's file evaluated as another model" "holds weights of cnn1" -- \
     "$DTRAIN" eval --weights "$T/m.safetensors" --model mlp
-rm -f "$T/renamed.safetensors" "$T/bad.safetensors" "$T/cut.safetensors"
+# a model named in the metadata is a built-in name or the file's spec text, never a path opened
+$PY -c 'import json, struct, sys; b = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n]); del h["__metadata__"]["spec"]; j = json.dumps(h).encode()
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(j)) + j + b[8 + n:])' "$T/pybn.safetensors" "$T/nospec.safetensors"
+expect_error "a spec file's path in the metadata without its text" "nospec.safetensors: names its model '$T/bn.spec' without" -- \
+    "$DTRAIN" eval --weights "$T/nospec.safetensors"
+rm -f "$T/renamed.safetensors" "$T/bad.safetensors" "$T/cut.safetensors" "$T/nospec.safetensors"
 finish

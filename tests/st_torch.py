@@ -4,8 +4,9 @@ lines of Python (Debian has no safetensors package), models from bench/pytorch_t
 
     st_torch.py eval FILE MODEL MNIST_DIR N   accuracy (percent, 2 decimals) of FILE's weights
                                               loaded with strict=True, on the first N test images
-    st_torch.py write FILE MODEL SEED DATA [NAME]  a freshly seeded MODEL's state_dict as FILE
-                                              (__metadata__ model NAME [MODEL], data DATA)
+    st_torch.py write FILE MODEL SEED DATA [SPEC]  a freshly seeded MODEL's state_dict as FILE
+                                              (__metadata__ model MODEL, data DATA; with SPEC,
+                                              a spec file: model SPEC and spec its text)
     st_torch.py keys FILE MODEL               exit 1 unless FILE's tensor names, dtypes and
                                               shapes are MODEL's state_dict's
 MODEL: cnn1, resnet18-cifar, or bn-tiny (tests/cli_safetensors.sh's batch-norm spec)."""
@@ -88,8 +89,12 @@ def main(argv):
                     b.uniform_(-0.5, 0.5)
                 elif name.endswith("running_var"):
                     b.uniform_(0.5, 2.0)
-        name = argv[6] if len(argv) > 6 else model  # a spec file's path for dtrain
-        write(path, m.state_dict(), {"format": "pt", "model": name, "data": argv[5]})
+        meta = {"format": "pt", "model": model, "data": argv[5]}
+        if len(argv) > 6:  # a spec file's path and its text, as dtrain writes them: dtrain reads
+            meta["model"] = argv[6]  # the text, never a path a file names
+            with open(argv[6]) as f:
+                meta["spec"] = f.read()
+        write(path, m.state_dict(), meta)
     elif cmd == "keys":
         state, _ = read(path)
         want = {k: (v.dtype, tuple(v.shape)) for k, v in m.state_dict().items()}

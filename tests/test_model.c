@@ -1,6 +1,7 @@
 /* Model building, the spec parser and its errors, parameter layout, weights files,
  * the optimiser and the learning-rate schedules. */
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include "check.h"
 #include "core/tensorfile.h"
 #include "dtrain.h"
+#include "models/model.h"
 
 static void expect_spec_error(const char *spec, const char *needle) {
     dt_model *m = NULL;
@@ -430,6 +432,86 @@ static void test_weights_meta(void) {
     CHECK(rmdir(dir) == 0);
 }
 
+/* What no loader accepts, and what no writer does: a non-finite value (training never writes
+ * one), a record written twice, a symbolic link planted at the temporary's name. */
+static void test_weights_refused(void) {
+    char dir[] = "/tmp/dtrain-refused-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[256], tmp[300], victim[256];
+    snprintf(path, sizeof path, "%s/m.weights", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    dt_model *m = NULL, *m2 = NULL;
+    CHECK(dt_model_from_name("resblock-tiny", &m) == DT_OK);
+    CHECK(dt_model_from_name("resblock-tiny", &m2) == DT_OK);
+    dt_model_init(m, 1);
+    dt_model_init(m2, 2);
+    const float before = dt_model_params(m2)[0];
+    const float bad[] = {NAN, INFINITY, -INFINITY};
+    for (int i = 0; i < 3; i++) {
+        const size_t at = dt_model_tensor(m, 1)->offset + 1;
+        const float keep = dt_model_params(m)[at];
+        dt_model_params(m)[at] = bad[i];
+        CHECK(dt_model_save(m, path) == DT_OK);
+        dt_model_params(m)[at] = keep;
+        CHECK(dt_model_load(m2, path) == DT_ERR_FORMAT);
+        char want[200];
+        snprintf(want, sizeof want, "tensor '%s' holds a non-finite value", dt_model_tensor(m, 1)->name);
+        CHECK_MSG(strstr(dt_last_error(), want) && strstr(dt_last_error(), path), "%s", dt_last_error());
+        CHECK(dt_model_params(m2)[0] == before); /* untouched */
+    }
+    dt_record *r = calloc((size_t)(dt_model_num_tensors(m) + dt_model_num_state_tensors(m)) + 1, sizeof *r);
+    int n = dt_model_records(m, r);
+    CHECK(n >= 2);
+    r[n] = r[1]; /* the second tensor again, last */
+    CHECK(dt_tfile_write(path, r, n + 1) == DT_OK);
+    dt_tfile f;
+    CHECK(dt_tfile_read(path, &f) == DT_ERR_FORMAT);
+    char want[400];
+    snprintf(want, sizeof want, "%s: record '%s' appears twice", path, r[1].name);
+    CHECK_MSG(strstr(dt_last_error(), want), "%s", dt_last_error());
+    dt_tfile_free(&f);
+    free(r);
+    unlink(path);
+    /* a link at PATH.tmp.PID: refused, nothing written where it points, no file made */
+    FILE *v = fopen(victim, "w");
+    fputs("precious", v);
+    fclose(v);
+    CHECK(symlink(victim, tmp) == 0);
+    CHECK(dt_model_save(m, path) == DT_ERR_IO);
+    CHECK_MSG(strstr(dt_last_error(), "is a symbolic link"), "%s", dt_last_error());
+    char back[16] = "";
+    v = fopen(victim, "r");
+    CHECK(v && fread(back, 1, sizeof back - 1, v) == 8 && !strcmp(back, "precious"));
+    if (v) fclose(v);
+    CHECK(access(path, F_OK) != 0);
+    unlink(tmp);
+    unlink(victim);
+    CHECK(rmdir(dir) == 0);
+    dt_model_free(m);
+    dt_model_free(m2);
+}
+
+/* Every message is one line that does nothing to a terminal: text from a file keeps its
+ * control bytes, C1 controls and bytes that are not UTF-8 as \xNN, valid UTF-8 as it is. */
+static void test_messages_escaped(void) {
+    dt_fail(DT_ERR_FORMAT, "f: '%s'", "a\033]0;t\007b\nc\177\xc2\x9b|\xc3\xa9|\xff\xe2\x82|\xed\xa0\x80|\xf0\x9f\x98\x80");
+    CHECK_MSG(!strcmp(dt_last_error(), "f: 'a\\x1b]0;t\\x07b\\x0ac\\x7f\\xc2\\x9b|\xc3\xa9|\\xff\\xe2\\x82|"
+                                       "\\xed\\xa0\\x80|\xf0\x9f\x98\x80'"), "%s", dt_last_error());
+    /* a cause given more context: dt_last_error() may be an argument */
+    dt_fail(DT_ERR_IO, "x: %s", "y\tz");
+    dt_fail(DT_ERR_IO, "outer: %s", dt_last_error());
+    CHECK_MSG(!strcmp(dt_last_error(), "outer: x: y\\x09z"), "%s", dt_last_error());
+    /* a long run of escapes is cut at a whole one, never in the middle */
+    char many[400];
+    memset(many, 27, sizeof many - 1);
+    many[sizeof many - 1] = 0;
+    dt_fail(DT_ERR_FORMAT, "%s", many);
+    const char *e = dt_last_error();
+    const size_t len = strlen(e);
+    CHECK(len > 400 && len % 4 == 0 && !strncmp(e + len - 4, "\\x1b", 4));
+}
+
 int main(void) {
     dt_runtime_init();
     test_grads_ready();
@@ -437,6 +519,8 @@ int main(void) {
     test_spec_errors();
     test_weights_file();
     test_weights_meta();
+    test_weights_refused();
+    test_messages_escaped();
     test_sgd();
     return test_summary("test_model");
 }

@@ -17,10 +17,12 @@ void dt_boards_map(dt_boards *bs) {
         if (bs->b[r]) continue;
         char path[4200];
         snprintf(path, sizeof path, "%s/rank.%d", bs->dir, r);
-        int fd = open(path, O_RDWR | O_CLOEXEC);
+        /* the job's folder is this process's own, but a board is mapped only as the plain file
+         * a rank made: never through a link, never a FIFO (not waited on either) */
+        int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         if (fd < 0) continue;
         struct stat s;
-        if (fstat(fd, &s) == 0 && (size_t)s.st_size >= sizeof(dt_board)) {
+        if (fstat(fd, &s) == 0 && S_ISREG(s.st_mode) && (size_t)s.st_size >= sizeof(dt_board)) {
             void *p = mmap(NULL, sizeof(dt_board), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
             if (p != MAP_FAILED) bs->b[r] = p;
         }

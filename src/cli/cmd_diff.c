@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/escape.h"
 #include "core/flag.h"
 #include "dtrain.h"
 #include "core/tensorfile.h"
@@ -69,8 +70,9 @@ int dt_cmd_diff(int argc, char **argv) {
             if (fabs(ra->data[j]) > scale) scale = fabs(ra->data[j]);
         }
     }
+    char name[4 * sizeof a.recs[0].name]; /* a name from the file: printed escaped, as errors are */
     if (st == DT_OK)
-        printf("max |a-b| = %.3g (in %s), max |a| = %.3g, %s\n", worst, where, scale,
+        printf("max |a-b| = %.3g (in %s), max |a| = %.3g, %s\n", worst, dt_escape(name, sizeof name, where), scale,
                worst == 0 ? "identical" : "different");
     dt_tfile_free(&a);
     dt_tfile_free(&b);

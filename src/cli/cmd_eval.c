@@ -15,8 +15,11 @@
 #include "core/tensorfile.h"
 
 /* The model a weights file is evaluated with: --model, else the one the file names (its spec
- * text), else cnn1 (files of older builds name none). A --model or --data that contradicts
- * the file is refused: weights evaluated on the wrong data give a plausible, wrong figure. */
+ * text, or a built-in model's name), else cnn1 (files of older builds name none). A model
+ * named inside a file is never opened as a path: the file is not the user, and what it names
+ * could be any local file (a FIFO that never answers, a secret whose line would come back in
+ * the parser's error). A --model or --data that contradicts the file is refused: weights
+ * evaluated on the wrong data give a plausible, wrong figure. */
 static dt_status eval_model(const char *model, const char *data, const char *weights, const dt_weights_meta *w,
                             dt_model **m) {
     if (model && !dt_weights_meta_same_model(w, model))
@@ -24,10 +27,18 @@ static dt_status eval_model(const char *model, const char *data, const char *wei
     if (data && w->data && strcmp(data, w->data) != 0)
         return dt_fail(DT_ERR_ARG, "eval: --data %s: %s was trained on %s", data, weights, w->data);
     if (model) return dt_model_open(model, m);
-    if (!w->spec) return dt_model_open(w->model ? w->model : "cnn1", m);
-    char origin[1100];
-    snprintf(origin, sizeof origin, "%s (its model %s)", weights, w->model ? w->model : "");
-    return dt_model_from_spec(w->spec, origin, m);
+    if (w->spec) {
+        char origin[1100];
+        snprintf(origin, sizeof origin, "%s (its model %s)", weights, w->model ? w->model : "");
+        return dt_model_from_spec(w->spec, origin, m);
+    }
+    if (!w->model) return dt_model_from_name("cnn1", m);
+    char *zoo = dt_model_spec_text(w->model);
+    if (!zoo)
+        return dt_fail(DT_ERR_FORMAT, "%s: names its model '%s' without the model's spec text, and no built-in model "
+                       "has that name (a model named in a file is never opened as a path): give --model", weights, w->model);
+    free(zoo);
+    return dt_model_from_name(w->model, m);
 }
 
 typedef struct {

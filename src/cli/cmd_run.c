@@ -16,11 +16,11 @@
 #include "core/paths.h"
 #include "trainer/trainer.h"
 
-/* A hostfile must be readable and name a host: one that names none would let mpiexec run
- * every rank here, silently. */
+/* A hostfile must be a readable regular file (a FIFO is refused, not waited on) and name a
+ * host: one that names none would let mpiexec run every rank here, silently. */
 static dt_status check_hostfile(const char *path) {
-    FILE *fp = fopen(path, "r");
-    if (!fp) return dt_fail(DT_ERR_ARG, "--hostfile %s: cannot read it: %s", path, strerror(errno));
+    FILE *fp;
+    if (dt_open_regular(path, &fp, NULL) != DT_OK) return dt_fail(DT_ERR_ARG, "--hostfile %s", dt_last_error());
     char line[1024];
     int hosts = 0;
     while (fgets(line, sizeof line, fp)) {

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/tensorfile.h"
+#include "core/paths.h"
 
 static int plain(const char *a) {
     if (!*a) return 0;
@@ -75,10 +75,11 @@ dt_status dt_run_dir_path(const char *dir, const char *name, char *out, size_t l
     return DT_OK;
 }
 
-/* Whether the log holds a summary line: the run that wrote it finished. */
+/* Whether the log holds a summary line: the run that wrote it finished. Not a regular file
+ * (a FIFO there): no finished run, and never waited on; opening the log will say. */
 static int finished(const char *log) {
-    FILE *f = fopen(log, "r");
-    if (!f) return 0;
+    FILE *f;
+    if (dt_open_regular(log, &f, NULL) != DT_OK) return 0;
     char line[4096];
     int done = 0;
     while (fgets(line, sizeof line, f)) {

@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 
 #include "cli/boards.h"
 #include "cli/relay.h"
+#include "core/paths.h"
 #include "trainer/ckset.h"
 #include "trainer/trainer.h"
 
@@ -278,7 +280,12 @@ int dt_supervise(const dt_job *job) {
     }
     char noise_path[4200];
     snprintf(noise_path, sizeof noise_path, "%s/launcher.log", bs.dir);
-    FILE *noise = fopen(noise_path, "w");
+    /* created new in the job's own folder (mkdtemp: this process's, mode 0700), as every file
+     * dtrain names itself: never through a link; an append log, so no temporary and rename.
+     * Without it the run goes on, only the launcher's messages are not kept */
+    int noise_fd;
+    FILE *noise = dt_open_own(noise_path, O_EXCL, &noise_fd) == DT_OK ? fdopen(noise_fd, "w") : NULL;
+    if (!noise && noise_fd >= 0) close(noise_fd);
     struct sigaction sa, old_int, old_term;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop;

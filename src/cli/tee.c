@@ -13,6 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/paths.h"
+
 static struct {
     int on;
     int orig[2];      /* the process's own stdout and stderr, kept */
@@ -69,8 +71,10 @@ static void *pump(void *arg) {
 
 dt_status dt_console_tee(const char *path) {
     if (con.on) return DT_OK;
-    con.file = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (con.file < 0) return dt_fail(DT_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+    /* appended (a resumed run adds to it), and never through a symbolic link planted at its
+     * name: the run folder's files are dtrain's own */
+    dt_status st = dt_open_own(path, O_APPEND, &con.file);
+    if (st != DT_OK) return st;
     int p[2][2];
     fflush(stdout);
     fflush(stderr);

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/paths.h"
+
 typedef struct {
     double ts, dur;   /* seconds, dt_now's clock */
     const char *name; /* static */
@@ -173,21 +175,20 @@ static void rank_text(sbuf *s, int rank, const char *host, double base, double o
 
 /* head, the ranks' events and tail, written as they are: the events (about a megabyte for the
  * default window) are not copied into one more buffer on the way */
+typedef struct { const char *path, *head, *events, *tail; size_t n; } trace_text;
+
+static dt_status fill_trace(void *ctx, void *file) {
+    const trace_text *t = ctx;
+    FILE *f = file;
+    const int bad = fputs(t->head, f) == EOF || fwrite(t->events, 1, t->n, f) != t->n || fputs(t->tail, f) == EOF;
+    return bad ? dt_fail(DT_ERR_IO, "%s: write failed: %s", t->path, strerror(errno)) : DT_OK;
+}
+
+/* as every output: a temporary created new beside it, renamed into place (core/paths.h) */
 static dt_status write_file(const char *path, const char *head, const char *events, size_t n, const char *tail) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return dt_fail(DT_ERR_IO, "--trace %s: cannot write %s: %s", path, tmp, strerror(errno));
-    int bad = fputs(head, f) == EOF;
-    bad |= fwrite(events, 1, n, f) != n;
-    bad |= fputs(tail, f) == EOF;
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        int e = errno;
-        remove(tmp);
-        return dt_fail(DT_ERR_IO, "--trace %s: writing failed: %s", path, strerror(e));
-    }
-    return DT_OK;
+    trace_text t = {path, head, events, tail, n};
+    dt_status st = dt_write_atomic(path, fill_trace, &t);
+    return st == DT_OK ? st : dt_fail(st, "--trace %s", dt_last_error());
 }
 
 /* Collectives between oversubscribed ranks cost milliseconds each (a rank spins while the

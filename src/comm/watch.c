@@ -35,7 +35,8 @@ static int64_t now_ns(void) {
 int dt_watch_board_open(const char *dir, int rank) {
     char path[4200];
     snprintf(path, sizeof path, "%s/rank.%d", dir, rank);
-    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* in the supervisor's own folder; still never through a link planted at the name */
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) return -1;
     if (ftruncate(fd, (off_t)sizeof(dt_board)) != 0) { close(fd); return -1; }
     void *p = mmap(NULL, sizeof(dt_board), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

@@ -8,7 +8,13 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "core/tensorfile.h"
+void dt_path_folder(const char *path, char *dir, size_t len) {
+    snprintf(dir, len, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, len, ".");
+    else if (slash == dir) dir[1] = 0;
+    else *slash = 0;
+}
 
 const char *dt_node_kind(mode_t mode) {
     if (S_ISREG(mode)) return NULL;
@@ -56,20 +62,4 @@ dt_status dt_check_input(const char *flag, const char *path) {
     if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
         return dt_fail(DT_ERR_ARG, "%s %s: is %s, expected a regular file", flag, path, dt_node_kind(sb.st_mode));
     return DT_OK;
-}
-
-dt_status dt_open_regular(const char *path, FILE **out, unsigned long long *size) {
-    *out = NULL;
-    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return dt_fail(DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    const int flags = fcntl(fd, F_GETFL);
-    dt_status st = DT_OK;
-    if (fstat(fd, &sb) != 0) st = dt_fail(DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    else if (!S_ISREG(sb.st_mode)) st = dt_fail(DT_ERR_IO, "%s: is %s, expected a regular file", path, dt_node_kind(sb.st_mode));
-    else if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0 || !(*out = fdopen(fd, "rb")))
-        st = dt_fail(DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    if (st != DT_OK) close(fd);
-    else if (size) *size = (unsigned long long)sb.st_size;
-    return st;
 }

@@ -1,7 +1,9 @@
-/* Paths the user names, checked before a run spends time on them. Outputs that dtrain
- * replaces (weights, checkpoints: a new file renamed into place) must be regular files or not
- * exist yet, or the rename would replace a device, a FIFO or a socket with a plain file;
- * inputs must be regular files, or opening a FIFO would wait for a writer forever. */
+/* Paths the user names, checked before a run spends time on them (paths.c), and the one way
+ * to open them (files.c). Outputs that dtrain replaces (weights, checkpoints: a new file
+ * renamed into place) must be regular files or not exist yet, or the rename would replace a
+ * device, a FIFO or a socket with a plain file; inputs must be regular files, or opening a
+ * FIFO would wait for a writer forever. A file dtrain creates is created new, never through
+ * a symbolic link found at its name. */
 #ifndef DT_PATHS_H
 #define DT_PATHS_H
 
@@ -28,9 +30,35 @@ dt_status dt_check_room(const char *flag, const char *path, size_t bytes);
  * to report, with the reason). */
 dt_status dt_check_input(const char *flag, const char *path);
 
+/* The folder of path ("." when it has none) into dir. */
+void dt_path_folder(const char *path, char *dir, size_t len);
+
+/* ---- files.c: every reader and writer of a file goes through these */
+
 /* Opens path for reading without ever waiting on it (O_NONBLOCK until it is known to be a
  * regular file): anything else is refused in one line naming path. Its size in *size unless
  * size is NULL. */
 dt_status dt_open_regular(const char *path, FILE **out, unsigned long long *size);
+/* The same as a file descriptor (for gzdopen), closed by the caller. */
+dt_status dt_open_regular_fd(const char *path, int *fd, unsigned long long *size);
+
+/* Opens a file dtrain names itself for writing (a temporary, a run folder's console.txt):
+ * how is O_EXCL (created new) or O_APPEND (created or added to). A symbolic link at that name
+ * is refused, never followed, and so is a node that is not a regular file (a FIFO is not
+ * waited on); one line naming path. The descriptor in *fd. */
+dt_status dt_open_own(const char *path, int how, int *fd);
+
+/* Creates path atomically from the bytes a callback writes to a FILE*: a temporary
+ * PATH.tmp.PID beside it, created new (dt_open_own: a link or anything planted at that name
+ * is refused), synced, renamed into place, and the folder synced. A path that exists and is
+ * not a regular file is refused, never replaced. */
+dt_status dt_write_atomic(const char *path, dt_status (*fill)(void *ctx, void *file), void *ctx);
+
+/* 1 when pid_text (what follows ".tmp." in a temporary file's name) is the whole number of a
+ * process that is gone and not this one: that writer was killed, its file is stale. */
+int dt_tmp_writer_gone(const char *pid_text);
+
+/* Removes path's temporaries PATH.tmp.PID whose writer is gone (dt_tmp_writer_gone). */
+void dt_remove_stale_tmp(const char *path);
 
 #endif

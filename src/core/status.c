@@ -4,6 +4,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "core/escape.h"
+
 static _Thread_local char last_error[512];
 
 const char *dt_status_str(dt_status s) {
@@ -22,10 +24,15 @@ const char *dt_status_str(dt_status s) {
 
 const char *dt_last_error(void) { return last_error[0] ? last_error : "no error"; }
 
+/* Formatted apart first, so an argument may be dt_last_error() itself (a cause rewrapped);
+ * then escaped: the names and lines quoted from files can hold any byte, and the message
+ * must stay one line that does nothing to the terminal (escape.h). */
 dt_status dt_fail(dt_status s, const char *fmt, ...) {
+    char raw[sizeof last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    dt_escape(last_error, sizeof last_error, raw);
     return s;
 }

@@ -3,87 +3,13 @@
 #include "core/paths.h"
 
 #include <assert.h>
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zlib.h>
 
 static const char MAGIC[8] = {'D', 'T', 'R', 'T', 'N', 'S', '0', '1'};
-
-void dt_path_folder(const char *path, char *dir, size_t len) {
-    snprintf(dir, len, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash) snprintf(dir, len, ".");
-    else if (slash == dir) dir[1] = 0;
-    else *slash = 0;
-}
-
-int dt_tmp_writer_gone(const char *pid_text) {
-    char *end = NULL;
-    const long pid = strtol(pid_text, &end, 10);
-    if (end == pid_text || *end || pid <= 0 || pid == (long)getpid()) return 0;
-    return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
-}
-
-/* Temporary files PATH.tmp.PID left by a writer that was killed (its process is gone) are
- * removed before the next write of PATH; one whose process still runs is left alone. */
-void dt_remove_stale_tmp(const char *path) {
-    char dir[4096];
-    dt_path_folder(path, dir, sizeof dir);
-    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-    const size_t blen = strlen(base);
-    DIR *d = opendir(dir);
-    if (!d) return;
-    for (struct dirent *e; (e = readdir(d));) {
-        if (strncmp(e->d_name, base, blen) != 0 || strncmp(e->d_name + blen, ".tmp.", 5) != 0) continue;
-        if (!dt_tmp_writer_gone(e->d_name + blen + 5)) continue;
-        char stale[4096 + 256];
-        snprintf(stale, sizeof stale, "%s/%s", dir, e->d_name);
-        unlink(stale);
-    }
-    closedir(d);
-}
-
-dt_status dt_write_atomic(const char *path, dt_status (*fill)(void *ctx, void *file), void *ctx) {
-    struct stat sb;
-    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
-        return dt_fail(DT_ERR_IO, "%s: is %s, expected a regular file (it would be replaced)", path, dt_node_kind(sb.st_mode));
-    dt_remove_stale_tmp(path);
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 32);
-    if (!tmp) return dt_fail(DT_ERR_NOMEM, "out of memory");
-    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        dt_status st = dt_fail(DT_ERR_IO, "%s: cannot create file: %s", path, strerror(errno));
-        free(tmp);
-        return st;
-    }
-    dt_status st = fill(ctx, f);
-    if (st == DT_OK && (fflush(f) != 0 || fsync(fileno(f)) != 0))
-        st = dt_fail(DT_ERR_IO, "%s: write failed: %s", path, strerror(errno));
-    if (fclose(f) != 0 && st == DT_OK)
-        st = dt_fail(DT_ERR_IO, "%s: write failed: %s", path, strerror(errno));
-    if (st == DT_OK && rename(tmp, path) != 0)
-        st = dt_fail(DT_ERR_IO, "%s: cannot rename temporary file into place: %s", path, strerror(errno));
-    if (st != DT_OK) unlink(tmp);
-    free(tmp);
-    if (st == DT_OK) {
-        /* the rename itself is durable only once the folder is synced */
-        char dir[4096];
-        dt_path_folder(path, dir, sizeof dir);
-        int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0 || fsync(fd) != 0) st = dt_fail(DT_ERR_IO, "%s: cannot sync its folder %s: %s", path, dir, strerror(errno));
-        if (fd >= 0) close(fd);
-    }
-    return st;
-}
 
 typedef struct { const dt_record *recs; int n; const char *path; uint32_t crc; } write_ctx;
 
@@ -137,6 +63,25 @@ void dt_tfile_free(dt_tfile *f) {
 }
 
 typedef struct { FILE *f; uLong crc; size_t left; } reader; /* left: bytes not read yet */
+
+static int by_name(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* Each record once: a second record of a name would be the one dt_tfile_find never returns,
+ * or, read by another program, the one it does. Sorted names, so 100,000 records take no
+ * quadratic time. */
+static dt_status check_unique(const char *path, const dt_tfile *f) {
+    if (f->n < 2) return DT_OK;
+    const char **names = malloc((size_t)f->n * sizeof *names);
+    if (!names) return dt_fail(DT_ERR_NOMEM, "out of memory reading %s", path);
+    for (int i = 0; i < f->n; i++) names[i] = f->recs[i].name;
+    qsort(names, (size_t)f->n, sizeof *names, by_name);
+    dt_status st = DT_OK;
+    for (int i = 1; i < f->n && st == DT_OK; i++)
+        if (!strcmp(names[i - 1], names[i]))
+            st = dt_fail(DT_ERR_FORMAT, "%s: record '%s' appears twice (a file holds each record once)", path, names[i]);
+    free(names);
+    return st;
+}
 
 static int get(reader *r, void *p, size_t len) {
     if (len > r->left || fread(p, 1, len, r->f) != len) return 0;
@@ -226,6 +171,7 @@ dt_status dt_tfile_read(const char *path, dt_tfile *out) {
         goto done;
     }
     out->crc = stored;
+    st = check_unique(path, out);
 done:
     fclose(f);
     if (st != DT_OK) dt_tfile_free(out);

@@ -63,16 +63,4 @@ char *dt_tfile_text(const dt_tfile *f, const char *name);
  * path and the record. */
 dt_status dt_tfile_take(const dt_tfile *f, const char *path, const char *name, void *dst, size_t bytes);
 
-/* The folder of path ("." when it has none) into dir. */
-void dt_path_folder(const char *path, char *dir, size_t len);
-/* 1 when pid_text (what follows ".tmp." in a temporary file's name) is the whole number of a
- * process that is gone and not this one: that writer was killed, its file is stale. */
-int dt_tmp_writer_gone(const char *pid_text);
-
-/* Removes path's temporaries PATH.tmp.PID whose writer is gone (dt_tmp_writer_gone). */
-void dt_remove_stale_tmp(const char *path);
-
-/* Creates path atomically from the bytes a callback writes to a FILE*. */
-dt_status dt_write_atomic(const char *path, dt_status (*fill)(void *ctx, void *file), void *ctx);
-
 #endif

@@ -13,7 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
+
+#include "core/paths.h"
 
 #define IDX_MAGIC_IMAGES 0x00000803u
 #define IDX_MAGIC_LABELS 0x00000801u
@@ -82,11 +85,17 @@ static dt_status idx_read(const char *path, int labels, uint32_t dims[3], uint8_
     const size_t header = 4 + 4 * (size_t)nd;
     *data = NULL;
 
+    int fd;
+    dt_status st = dt_open_regular_fd(path, &fd, NULL); /* a FIFO in a file's place is refused, not waited on */
+    if (st != DT_OK) return st;
     errno = 0;
-    gzFile f = gzopen(path, "rb");
-    if (!f) return dt_fail(DT_ERR_IO, "%s: cannot open: %s", path, errno_text(errno));
+    gzFile f = gzdopen(fd, "rb");
+    if (!f) {
+        st = dt_fail(DT_ERR_IO, "%s: cannot open: %s", path, errno_text(errno));
+        close(fd);
+        return st;
+    }
 
-    dt_status st = DT_OK;
     uint8_t hdr[16];
     long long got = gz_read_all(f, path, hdr, header, &st);
     if (got < 0) goto fail;
@@ -220,9 +229,9 @@ dt_status dt_cifar_load(const char *const *paths, int npaths, dt_dataset *out) {
         struct stat sb;
         if (stat(paths[i], &sb) != 0)
             return dt_fail(DT_ERR_IO, "%s: cannot open: %s", paths[i], errno_text(errno));
-        if (S_ISDIR(sb.st_mode))
-            return dt_fail(DT_ERR_IO, "%s: is a directory, expected a CIFAR-10 batch file",
-                           paths[i]);
+        if (!S_ISREG(sb.st_mode))
+            return dt_fail(DT_ERR_IO, "%s: is %s, expected a CIFAR-10 batch file", paths[i],
+                           dt_node_kind(sb.st_mode));
         long long sz = (long long)sb.st_size;
         if (sz <= 0 || sz % CIFAR_RECORD != 0)
             return dt_fail(DT_ERR_FORMAT,
@@ -247,11 +256,8 @@ dt_status dt_cifar_load(const char *const *paths, int npaths, dt_dataset *out) {
     long long n = 0;
     uint8_t rec[CIFAR_RECORD];
     for (int i = 0; i < npaths && st == DT_OK; i++) {
-        FILE *f = fopen(paths[i], "rb");
-        if (!f) {
-            st = dt_fail(DT_ERR_IO, "%s: cannot open: %s", paths[i], errno_text(errno));
-            break;
-        }
+        FILE *f;
+        if ((st = dt_open_regular(paths[i], &f, NULL)) != DT_OK) break;
         long long r = 0;
         while (st == DT_OK) {
             size_t got = fread(rec, 1, sizeof rec, f);

@@ -65,6 +65,9 @@ struct dt_records;
 struct dt_tfile;
 dt_status dt_weights_meta_put(struct dt_records *l, const char *model, const char *data, const char *algo);
 dt_status dt_weights_meta_get(const struct dt_tfile *f, dt_weights_meta *out);
+/* A spec file's text (malloc'd): a regular file of at most 1 MB without NUL bytes, else a
+ * one-line error naming path. */
+dt_status dt_model_spec_read(const char *path, char **text);
 /* The spec text of a model name or spec file (malloc'd), NULL when it cannot be had. */
 char *dt_model_spec_of(const char *model);
 /* A weights file read by its name: *.safetensors as safetensors (core/safetensors.h), any

@@ -4,6 +4,8 @@
  * says otherwise; "add in=A" adds A to the previous output, "add in=A,B" adds A and B. */
 #include "models/model.h"
 
+#include "core/paths.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -190,30 +192,32 @@ fail:
     return st;
 }
 
-dt_status dt_model_from_file(const char *path, dt_model **out) {
-    *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return dt_fail(DT_ERR_IO, "%s: cannot open model spec file", path);
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 4096 + 1 > cap) {
-            cap = cap ? cap * 2 : 8192;
-            char *nb = realloc(buf, cap);
-            if (!nb) { free(buf); fclose(f); return dt_fail(DT_ERR_NOMEM, "out of memory"); }
-            buf = nb;
-        }
-        size_t r = fread(buf + len, 1, 4096, f);
-        len += r;
-        if (r < 4096) break;
-        if (len > (1u << 20)) { free(buf); fclose(f); return dt_fail(DT_ERR_FORMAT, "%s: model spec file larger than 1 MB", path); }
-    }
-    int err = ferror(f);
+dt_status dt_model_spec_read(const char *path, char **text) {
+    *text = NULL;
+    FILE *f;
+    unsigned long long size = 0;
+    dt_status st = dt_open_regular(path, &f, &size); /* a FIFO named as a spec is refused, not waited on */
+    if (st != DT_OK) return st;
+    if (size > (1u << 20)) { fclose(f); return dt_fail(DT_ERR_FORMAT, "%s: model spec file larger than 1 MB", path); }
+    char *buf = malloc((size_t)size + 1);
+    if (!buf) { fclose(f); return dt_fail(DT_ERR_NOMEM, "out of memory"); }
+    /* what is there now: a file that grew since fstat is read to its size then */
+    const size_t len = fread(buf, 1, (size_t)size, f);
+    const int err = ferror(f);
     fclose(f);
     if (err) { free(buf); return dt_fail(DT_ERR_IO, "%s: read error", path); }
     buf[len] = 0;
     if (memchr(buf, 0, len)) { free(buf); return dt_fail(DT_ERR_FORMAT, "%s: not a text file", path); }
-    dt_status st = dt_model_from_spec(buf, path, out);
+    *text = buf;
+    return DT_OK;
+}
+
+dt_status dt_model_from_file(const char *path, dt_model **out) {
+    *out = NULL;
+    char *buf;
+    dt_status st = dt_model_spec_read(path, &buf);
+    if (st != DT_OK) return st;
+    st = dt_model_from_spec(buf, path, out);
     free(buf);
     return st;
 }

@@ -3,6 +3,7 @@
 #include "core/tensorfile.h"
 #include "models/model.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,13 +32,8 @@ static int spec_file(const char *model) {
 
 char *dt_model_spec_of(const char *model) {
     if (!spec_file(model)) return dt_model_spec_text(model);
-    FILE *f = fopen(model, "rb");
-    if (!f) return NULL;
-    char *text = malloc((1u << 20) + 1); /* dt_model_from_file's limit */
-    size_t n = text ? fread(text, 1, 1u << 20, f) : 0;
-    fclose(f);
-    if (text) text[n] = 0;
-    return text;
+    char *text = NULL;
+    return dt_model_spec_read(model, &text) == DT_OK ? text : NULL;
 }
 
 dt_status dt_weights_meta_put(dt_records *l, const char *model, const char *data, const char *algo) {
@@ -145,6 +141,12 @@ static dt_status copy_in(const dt_tfile *f, const char *path, const dt_tensor_vi
         shape_str(b, sizeof b, v->ndim, v->shape);
         return dt_fail(DT_ERR_FORMAT, "%s: tensor '%s' has shape %s, the model expects %s", path, v->name, a, b);
     }
+    /* training never writes a NaN or an infinity (it stops as diverged): such a file was
+     * made elsewhere or damaged, and would evaluate to a meaningless figure */
+    for (size_t k = 0; k < r->numel; k++)
+        if (!isfinite(r->data[k]))
+            return dt_fail(DT_ERR_FORMAT, "%s: tensor '%s' holds a non-finite value (%g at index %zu); weights are "
+                           "finite numbers", path, v->name, (double)r->data[k], k);
     memcpy(base + v->offset, r->data, v->numel * sizeof(float));
     return DT_OK;
 }

@@ -18,11 +18,10 @@ dt_status dt_check_log(const char *path) {
     struct stat sb;
     /* a device or a FIFO is written in place, never opened here (a FIFO's writer, a tty) */
     if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return DT_OK;
-    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-    if (fd < 0) return DT_OK; /* not readable: opening it to write will say */
+    int fd;
+    if (dt_open_regular_fd(path, &fd, NULL) != DT_OK) return DT_OK; /* not readable: opening it to write will say */
     char head[4096];
-    ssize_t n = 0;
-    if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode)) n = read(fd, head, sizeof head - 1);
+    const ssize_t n = read(fd, head, sizeof head - 1);
     close(fd);
     if (n <= 0) return DT_OK; /* empty */
     head[n] = 0;
@@ -34,6 +33,15 @@ dt_status dt_check_log(const char *path) {
                    "a log is appended to, so name a new file or a log of an earlier run", path);
 }
 
+/* The run folder's own log (--run-dir without --log): dtrain named it, so a symbolic link
+ * planted there is refused, never followed, as for its console.txt; a --log the user names is
+ * opened as named (--log /dev/stdout is a link). */
+static int own_log(const dt_train_config *c) {
+    char own[4200];
+    const int n = c->run_dir ? snprintf(own, sizeof own, "%s/log.jsonl", c->run_dir) : -1;
+    return n > 0 && (size_t)n < sizeof own && !strcmp(own, c->log_path);
+}
+
 /* Opens --log to append: a resumed or restarted run (dtrain run --max-restarts) adds its own
  * config line and its epochs after the earlier ones (a reader takes, per epoch, the last line);
  * a character device (/dev/null) or a FIFO is written as it is, in place. O_NONBLOCK while
@@ -42,7 +50,11 @@ static dt_status open_log(dt_trainer *t) {
     const char *path = t->cfg->log_path;
     dt_status st = dt_check_log(path);
     if (st != DT_OK) return st;
-    const int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NONBLOCK | O_CLOEXEC, 0644);
+    const int own = own_log(t->cfg);
+    const int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NONBLOCK | O_CLOEXEC | (own ? O_NOFOLLOW : 0), 0644);
+    if (fd < 0 && own && errno == ELOOP)
+        return dt_fail(DT_ERR_IO, "--run-dir %s: its log %s is a symbolic link (dtrain writes its own files only as "
+                       "files, never through a link)", t->cfg->run_dir, path);
     if (fd < 0 && errno == ENXIO)
         return dt_fail(DT_ERR_IO, "--log %s: a FIFO that no process reads (start its reader first)", path);
     if (fd < 0) return dt_fail(DT_ERR_IO, "--log %s: cannot create: %s", path, strerror(errno));

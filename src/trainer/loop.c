@@ -4,6 +4,7 @@
  * The loop is the only caller of the scheme's hooks (scheme.h), and keeps the context
  * they see (t->ctx) up to date: epoch, step, learning rate, the step's batch figures. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -315,15 +316,21 @@ dt_status dt_trainer_run(dt_trainer *t) {
         else if (!cfg->quiet) printf("final model: test accuracy %.2f%%\n", 100 * t->last.test_acc);
     }
     const double wall = dt_now() - t->t_start;
+    /* the outputs in order of worth: the weights first, then the summary that marks the run
+     * finished in its log (a --run-dir whose log has one is not run again: it must not have one
+     * unless the weights are there), then the trace, which only explains the run */
+    if (cfg->weights_out && t->comm.rank == 0 &&
+        (st = dt_model_save_meta(t->model, cfg->weights_out, cfg->model, cfg->data, t->scheme->scheme->name)) != DT_OK)
+        return st;
     if ((st = dt_trainer_summary(t, spread, spread_after, wall)) != DT_OK) return st;
     /* after the run's time was taken: the trace's messages are neither training nor counted */
     if (cfg->trace) {
         char host[256] = "?";
         gethostname(host, sizeof host - 1);
-        if ((st = dt_trace_write(t->comm.comm, cfg->trace, host, t->scheme->scheme->name)) != DT_OK) return st;
+        /* a trace that cannot be written (rank 0 writes it) is a warning: the run stands, with
+         * its weights and log */
+        if (dt_trace_write(t->comm.comm, cfg->trace, host, t->scheme->scheme->name) != DT_OK)
+            fprintf(stderr, "dtrain: warning: %s (the run's weights and log are written)\n", dt_last_error());
     }
-    if (cfg->weights_out && t->comm.rank == 0 && 
-        (st = dt_model_save_meta(t->model, cfg->weights_out, cfg->model, cfg->data, t->scheme->scheme->name)) != DT_OK)
-        return st;
     return DT_OK;
 }
