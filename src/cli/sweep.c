@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "core/flag.h"
+#include "core/paths.h"
 
 #define STOP_GRACE_S 20 /* after SIGTERM, what has not ended is killed */
 
@@ -165,8 +166,8 @@ static pid_t start(const dt_sweep *s, const dt_sweep_run *r, dt_sweep_slot *sl) 
         signal(SIGTERM, SIG_DFL);
         unsetenv("DTRAIN_CHECK_ONLY"); /* from the user's environment: the run would only check */
         setenv("DTRAIN_RUN_DIR", sl->dir, 1); /* dtrain run's launcher.log stays with the run */
-        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644), nul = open("/dev/null", O_RDONLY);
-        if (fd < 0) { fprintf(stderr, "sweep: %s: %s\n", path, strerror(errno)); _exit(127); }
+        int fd = -1, nul = open("/dev/null", O_RDONLY);
+        if (dt_open_own(path, O_EXCL, &fd) != DT_OK) { fprintf(stderr, "sweep: %s\n", dt_last_error()); _exit(127); }
         if (nul >= 0) dup2(nul, 0);
         dup2(fd, 1);
         dup2(fd, 2);

@@ -19,7 +19,6 @@
 
 #include "core/json.h"
 #include "core/paths.h"
-#include "core/tensorfile.h"
 
 char dt_sweep_self[4096];
 
@@ -169,23 +168,31 @@ int dt_sweep_json_ours(const dt_sweep *s) {
 
 static int alive(long pid) { return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM); }
 
+/* the pid the lock file names, 0 if none */
+static long holder(const char *path) {
+    FILE *f = NULL;
+    char text[32] = "";
+    if (dt_open_regular(path, &f, NULL) != DT_OK) return 0;
+    const size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = 0;
+    return strtol(text, NULL, 10);
+}
+
 int dt_sweep_lock(const dt_sweep *s) {
     char path[1100];
     snprintf(path, sizeof path, "%s/%s", s->out, DT_SWEEP_LOCK);
-    /* no O_CLOEXEC: the runs inherit the lock and hold it until the last of them has ended,
+    /* not closed on exec: the runs inherit the lock and hold it until the last of them has ended,
      * so a sweep started after this one was killed waits for its runs instead of running them
      * a second time beside them */
-    const int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW, 0644);
-    if (fd < 0) {
-        dt_fail(DT_ERR_IO, "%s: out '%s': cannot open %s: %s", s->path, s->out, path, strerror(errno));
+    int fd = -1;
+    if (dt_open_own(path, O_APPEND, &fd) != DT_OK || fcntl(fd, F_SETFD, 0) != 0) {
+        if (fd >= 0) close(fd);
         return -1;
     }
     for (int tries = 0; flock(fd, LOCK_EX | LOCK_NB) != 0; tries++) {
         const int why = errno;
-        char text[32] = "";
-        const ssize_t n = pread(fd, text, sizeof text - 1, 0);
-        text[n > 0 ? n : 0] = 0;
-        const long pid = strtol(text, NULL, 10);
+        const long pid = holder(path);
         if (why != EWOULDBLOCK) dt_fail(DT_ERR_IO, "%s: out '%s': cannot lock %s: %s", s->path, s->out, path, strerror(why));
         else if (alive(pid))
             dt_fail(DT_ERR_ARG, "%s: out '%s' is in use by another dtrain sweep (pid %ld): wait for it to end, or stop it",
@@ -205,7 +212,7 @@ int dt_sweep_lock(const dt_sweep *s) {
     }
     char text[32];
     const int n = snprintf(text, sizeof text, "%ld\n", (long)getpid());
-    if (ftruncate(fd, 0) != 0 || pwrite(fd, text, (size_t)n, 0) != n) {
+    if (ftruncate(fd, 0) != 0 || write(fd, text, (size_t)n) != n) {
         dt_fail(DT_ERR_IO, "%s: out '%s': cannot write %s: %s", s->path, s->out, path, strerror(errno));
         close(fd);
         return -1;

@@ -490,11 +490,9 @@ dt_status dt_sweep_read(const char *path, dt_sweep *s) {
     if (!p) return dt_fail(DT_ERR_NOMEM, "out of memory");
     p->path = path;
     dt_status st = DT_OK;
-    if (dt_open_regular(path, &p->fp, NULL) != DT_OK) { /* "PATH: why" */
-        char why[600];
-        snprintf(why, sizeof why, "%s", dt_last_error() + strnlen(dt_last_error(), strlen(path) + 2));
-        st = dt_fail(DT_ERR_IO, "%s: cannot read the experiment file: %s", path, why);
-    }
+    if (dt_open_regular(path, &p->fp, NULL) != DT_OK) /* its error: "PATH: why" */
+        st = dt_fail(DT_ERR_IO, "%s: cannot read the experiment file: %s", path,
+                     dt_last_error() + strnlen(dt_last_error(), strlen(path) + 2));
     else {
         const int rc = ini_parse_stream(reader, p, handler, p);
         if (!p->bad && ferror(p->fp)) st = dt_fail(DT_ERR_IO, "%s: cannot read the experiment file: %s", path, strerror(errno));
