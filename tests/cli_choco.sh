@@ -5,6 +5,7 @@
 # agree to rounding, and --gamma 0.5 does not (the check can fail). topk:0.01 sends 1% of the
 # entries (8 bytes each) of every tensor with every put read exactly once and trains;
 # --gossip-every 4 sends a quarter of the messages; --trigger sends fewer and still trains.
+# --gamma's default follows --compress.
 . "$(dirname "$0")/lib.sh"
 require_mnist
 
@@ -61,5 +62,16 @@ sent=$(msgs "$f"); fresh=$(per_rank_sum "$f" fresh_recv)
 compare "choco --trigger: every put read once" "$sent" == "$fresh"
 
 expect_error "choco --gamma 0: one line, exit 2" "--gamma" -- "$DTRAIN" train --algo choco --gamma 0 "${S[@]}" --no-save
+
+# --gamma's default follows --compress: 0.5 uncompressed and with int8, 0.5 sqrt(F) with topk:F
+# (0.05 for topk:0.01), a --gamma given is kept; the config line says the value in force, --help
+# the rule
+gam() { log_query "$1" 'one("config")["scheme"]["gamma"]'; }
+run -n 2 --algo choco --compress int8 "${S[@]}" --max-steps 2 --no-save --log "$T/int8.jsonl"
+compare "choco int8: the default --gamma is 0.5 (it loses too little to matter)" "$(gam "$T/int8.jsonl")" == 0.5
+compare "choco topk:0.01: the default --gamma is 0.5 sqrt(0.01) = 0.05" "$(gam "$T/topk.jsonl")" == 0.05
+compare "choco --gamma 1: kept" "$(gam "$T/c1.jsonl")" == 1
+"$DTRAIN" train --help | grep -q -- '--gamma X .*\[0.5; choco with --compress topk:F: 0.5 sqrt(F)'
+check "--help says --gamma's default with top-k" $? "$("$DTRAIN" train --help | grep -- '--gamma X')"
 
 finish
