@@ -61,8 +61,10 @@ def report(runs, loss_below, group_ignore):
     cells, per_run = {}, []
     for r, c in zip(runs, keys):
         a, why = measure(r, loss_below)
-        sk = (r.workers, scheme_of(c))
-        cells.setdefault(sk, {}).setdefault((r.get("batch"), r.get("lr")), []).append((r, a))
+        # frozen: a setting may be any JSON value, and a list or object is not a key
+        sk = (dtrainlog.freeze(r.workers), scheme_of(c))
+        bl = (dtrainlog.freeze(r.get("batch")), dtrainlog.freeze(r.get("lr")))
+        cells.setdefault(sk, {}).setdefault(bl, []).append((r, a))
         acc = r.summary_value("test_acc")
         per_run.append([r.label, show(r.workers), sk[1], show(r.get("batch")), show(r.get("lr")), show(r.get("seed")),
                         r.status, len(r.steps), "" if a is None else f"{a:.6f}",

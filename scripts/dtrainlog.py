@@ -12,9 +12,11 @@ LAST config line's settings, one epoch line per epoch number (the last one writt
 redone epoch replaces the lost one), one step line per step and one eval line per step (the same
 rule), and the summary and `diverged` line written after that last config (a summary before it
 belongs to an attempt that was continued, so the run is not done yet). Lines of other types
-(transport, ...) are ignored. A line that is not a JSON object is an error naming file:line;
-only a last line without its newline may be cut (a run being written, or killed mid-line): it is
-left out.
+(transport, ...) are ignored. A line that is not a JSON object (or not UTF-8, nested deeper
+than any log line, a string that is not Unicode, a number too long to read) is an error naming
+file:line; only a last line without its newline may be cut (a run being written, or killed
+mid-line): it is left out. A log without a config line (an empty one: a run killed before it
+started) has no settings: configured() tells such logs apart, and scripts/report leaves them out.
 
 Run from the shell (for bash scripts that need one figure):
     scripts/dtrainlog.py done LOG           exit 0 if LOG has a summary (1 if not, 2 on error)
@@ -25,6 +27,8 @@ import glob
 import json
 import math
 import os
+import re
+import stat
 import sys
 
 # Settings that name a run's files, its time or its attempt, not what it computes: two runs
@@ -36,6 +40,19 @@ SEED_KEY = "seed"
 DERIVED = ("steps_per_epoch",)
 # What --images N sets in the config line (and so follows from it, the batch and the ranks)
 IMAGES_SET = ("epochs", "max_steps")
+
+
+# A dtrain log line nests three deep (a summary's per-rank list of objects); a line nested deeper
+# than this is not one, and Python's JSON parser and the readers below recurse once per level
+MAX_DEPTH = 32
+# Figures beyond this are no measurement dtrain writes, and their squares (a std) would overflow:
+# number() treats them like a non-finite one
+MAX_FIGURE = 1e150
+# \ud800-\udfff escapes: only these can make a string that is not Unicode (a lone surrogate,
+# which cannot be printed or written as UTF-8)
+SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+# a JSON string (its escapes, \" too, inside it) or a bracket: depth_over's tokens
+BRACKETS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[{}\]]')
 
 
 class LogError(Exception):
@@ -53,6 +70,7 @@ class Run:
         self.steps = {}      # step -> the last step line of that step
         self.summary = None  # the summary written after the last config line, or None
         self.diverged = None  # the diverged line written after the last config line, or None
+        self.lines = 0       # the lines read (blank ones and a cut last line not counted)
 
     # ---- the lines, in order
     def epoch_lines(self):
@@ -125,11 +143,14 @@ def freeze(v):
 
 
 def number(v):
-    """v as a finite float, or None (null, text, a boolean, not finite)."""
+    """v as a finite float, or None (null, text, a boolean, not finite, beyond MAX_FIGURE)."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
-    v = float(v)
-    return v if math.isfinite(v) else None
+    try:
+        v = float(v)
+    except OverflowError:  # an integer beyond any float
+        return None
+    return v if math.isfinite(v) and abs(v) <= MAX_FIGURE else None
 
 
 def label_of(path):
@@ -142,42 +163,113 @@ def label_of(path):
 
 def read_run(path, label=None):
     """Reads one log into a Run; LogError (one line) if it cannot be read or is not a log."""
+    run = Run(path, label if label is not None else label_of(path))
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        # O_NONBLOCK: a FIFO in a log's place must not hang the open; it is refused below
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
         raise LogError(f"{path}: cannot read: {e.strerror}")
-    except UnicodeDecodeError:
-        raise LogError(f"{path}: not a text file (expected a dtrain --log file)")
-    run = Run(path, label if label is not None else label_of(path))
-    lines = text.split("\n")
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
+    with open(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise LogError(f"{path}: not a regular file (expected a dtrain --log file)")
+        n = 0
         try:
-            rec = json.loads(line)
-        except ValueError:
-            if n == len(lines) and not text.endswith("\n"):
-                continue  # the last line, still being written or cut by a kill
-            raise LogError(f"{path}:{n}: not a JSON line (expected a dtrain --log file)")
-        if not isinstance(rec, dict):
-            raise LogError(f"{path}:{n}: not a JSON object (expected a dtrain --log file)")
-        t = rec.get("type")
-        if t == "config":
-            run.config = {k: v for k, v in rec.items() if k != "type"}
-            run.configs += 1
-            run.summary = run.diverged = None
-        elif t == "epoch":
-            run.epochs[key_of(rec, "epoch", n)] = rec
-        elif t == "eval":
-            run.evals[key_of(rec, "step", n)] = rec
-        elif t == "step":
-            run.steps[key_of(rec, "step", n)] = rec
-        elif t == "summary":
-            run.summary = rec
-        elif t == "diverged":
-            run.diverged = rec
+            while True:
+                n += 1
+                raw = f.readline()
+                if not raw:
+                    break
+                rec = parse_line(path, n, raw)
+                if rec is not None:
+                    add_line(run, rec, n)
+        except OSError as e:
+            raise LogError(f"{path}: cannot read: {e.strerror}")
+        except MemoryError:  # a line of gigabytes
+            raise LogError(f"{path}:{n}: out of memory reading this line (expected a dtrain --log file)") from None
     return run
+
+
+def parse_line(path, n, raw):
+    """Line N of PATH (bytes) as a dict; None for a blank line or a last line cut mid-write
+    (no newline); LogError naming PATH:N for anything else that is not a log line."""
+    cut = not raw.endswith(b"\n")  # only the last line can lack its newline
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        if cut:
+            return None  # cut inside a character
+        raise LogError(f"{path}:{n}: not UTF-8 text (expected a dtrain --log file)") from None
+    if not text.strip():
+        return None
+    if text.count("[") + text.count("{") > MAX_DEPTH and depth_over(text):
+        raise LogError(f"{path}:{n}: nested deeper than {MAX_DEPTH} levels (expected a dtrain --log file)")
+    try:
+        rec = json.loads(text)
+    except json.JSONDecodeError:
+        if cut:
+            return None
+        raise LogError(f"{path}:{n}: not a JSON line (expected a dtrain --log file)") from None
+    except ValueError:  # valid JSON Python will not read: an integer of more than 4300 digits
+        raise LogError(f"{path}:{n}: a number too long to read (expected a dtrain --log file)") from None
+    if not isinstance(rec, dict):
+        raise LogError(f"{path}:{n}: not a JSON object (expected a dtrain --log file)")
+    if SURROGATE.search(text) and not unicode_ok(rec):
+        raise LogError(f"{path}:{n}: a string with a lone \\ud800-\\udfff escape, not Unicode "
+                       "(expected a dtrain --log file)")
+    return rec
+
+
+def depth_over(text):
+    """Whether TEXT's brackets (outside strings) nest deeper than MAX_DEPTH: checked before the
+    parser, which would recurse that deep (a RecursionError), without recursing."""
+    depth = 0
+    for m in BRACKETS.finditer(text):
+        c = m.group()[0]
+        if c in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return True
+        elif c in "]}":
+            depth -= 1
+    return False
+
+
+def unicode_ok(rec):
+    """Whether every string (key or value) in REC is valid Unicode (no lone surrogate)."""
+    todo = [rec]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, dict):
+            todo.extend(v.keys())
+            todo.extend(v.values())
+        elif isinstance(v, list):
+            todo.extend(v)
+        elif isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                return False
+    return True
+
+
+def add_line(run, rec, n):
+    """Files record REC (line N) in RUN by its type."""
+    t = rec.get("type")
+    if t == "config":
+        run.config = {k: v for k, v in rec.items() if k != "type"}
+        run.configs += 1
+        run.summary = run.diverged = None
+    elif t == "epoch":
+        run.epochs[key_of(rec, "epoch", n)] = rec
+    elif t == "eval":
+        run.evals[key_of(rec, "step", n)] = rec
+    elif t == "step":
+        run.steps[key_of(rec, "step", n)] = rec
+    elif t == "summary":
+        run.summary = rec
+    elif t == "diverged":
+        run.diverged = rec
+    run.lines += 1
 
 
 def key_of(rec, field, n):
@@ -215,6 +307,21 @@ def read_runs(paths):
         if seen[r.label] > 1:
             r.label = os.path.relpath(r.path)
     return runs
+
+
+def configured(runs):
+    """(the RUNS with a config line, a reason per log without one). A log without a config line
+    is no run: an empty one is a run killed before it started (or a file made by hand), and with
+    no settings it belongs to no configuration; counted, it would be a row of its own."""
+    keep, left = [], []
+    for r in runs:
+        if r.configs:
+            keep.append(r)
+        elif r.lines == 0:
+            left.append(f"{r.path}: empty, no config line (a run killed before it started?)")
+        else:
+            left.append(f"{r.path}: no config line, so no settings to group it by (expected a dtrain --log file)")
+    return keep, left
 
 
 def group_key(run, ignore=()):

@@ -5,6 +5,8 @@
 # agree to rounding, and --gamma 0.5 does not (the check can fail). topk:0.01 sends 1% of the
 # entries (8 bytes each) of every tensor with every put read exactly once and trains;
 # --gossip-every 4 sends a quarter of the messages; --trigger sends fewer and still trains.
+# --gamma's default follows --compress; ranks drifting apart get one warning line (the drift
+# check), a healthy run none.
 . "$(dirname "$0")/lib.sh"
 require_mnist
 
@@ -61,5 +63,33 @@ sent=$(msgs "$f"); fresh=$(per_rank_sum "$f" fresh_recv)
 compare "choco --trigger: every put read once" "$sent" == "$fresh"
 
 expect_error "choco --gamma 0: one line, exit 2" "--gamma" -- "$DTRAIN" train --algo choco --gamma 0 "${S[@]}" --no-save
+
+# --gamma's default follows --compress: 0.5 uncompressed and with int8, 0.5 sqrt(F) with topk:F
+# (0.05 for topk:0.01), a --gamma given is kept; the config line says the value in force, --help
+# the rule
+gam() { log_query "$1" 'one("config")["scheme"]["gamma"]'; }
+run -n 2 --algo choco --compress int8 "${S[@]}" --max-steps 2 --no-save --log "$T/int8.jsonl"
+compare "choco int8: the default --gamma is 0.5 (it loses too little to matter)" "$(gam "$T/int8.jsonl")" == 0.5
+compare "choco topk:0.01: the default --gamma is 0.5 sqrt(0.01) = 0.05" "$(gam "$T/topk.jsonl")" == 0.05
+compare "choco --gamma 1: kept" "$(gam "$T/c1.jsonl")" == 1
+"$DTRAIN" train --help | grep -q -- '--gamma X .*\[0.5; choco with --compress topk:F: 0.5 sqrt(F)'
+check "--help says --gamma's default with top-k" $? "$("$DTRAIN" train --help | grep -- '--gamma X')"
+
+# the drift check: at --gamma 1 with topk:0.01 the ranks' models drift apart (the spread,
+# measured every 10 steps, grows ~1.8x each time, past 100x its first and half the model's
+# norm then by step 90): ONE warning line on rank 0 naming the epoch, the spread and what to try, and one
+# "drift" line in the log; the run goes on. At the default --gamma, none.
+D=(--algo choco --compress topk:0.01 --model mlp --data mnist --train-limit 8000 --test-limit 200 --epochs 1 --batch 16
+   --eval-every-steps 10 --max-steps 150 --seed 1 --no-save)
+"$DTRAIN" run -n 4 --gamma 1 "${D[@]}" --quiet --log "$T/drift.jsonl" >"$T/drift.out" 2>"$T/drift.err"; rc=$?
+n=$(grep -c "drifting apart" "$T/drift.err")
+[ "$rc" = 0 ] && [ "$n" = 1 ] && [ "$(line_count "$T/drift.jsonl" drift)" = 1 ] &&
+    grep -q "warning: epoch 1: the ranks' models are drifting apart: spread .*; try a smaller --gamma, a milder --compress than topk:0.01, or a smaller --lr" "$T/drift.err" &&
+    [ "$(line_count "$T/drift.jsonl" summary)" = 1 ]
+check "choco drifting apart (--gamma 1, topk:0.01): one warning line, one drift line, the run finishes" $? \
+    "exit $rc, $n warnings: $(grep drifting "$T/drift.err" | head -1); $(log_query "$T/drift.jsonl" 'of("drift")' 2>&1 | head -c 200)"
+"$DTRAIN" run -n 4 "${D[@]}" --quiet --log "$T/nodrift.jsonl" >"$T/nodrift.out" 2>"$T/nodrift.err"; rc=$?
+[ "$rc" = 0 ] && ! grep -q "drifting" "$T/nodrift.err" && [ "$(line_count "$T/nodrift.jsonl" drift)" = 0 ]
+check "... at the default --gamma (0.05): none" $? "exit $rc; spreads $(log_query "$T/nodrift.jsonl" '[round(e["spread"], 3) for e in of("eval")]' 2>&1)"
 
 finish

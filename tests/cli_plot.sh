@@ -226,5 +226,33 @@ expect_error "--out fig.txt" "--out $T/fig.txt: expected a file name ending in .
     "$PLOT" --out "$T/fig.txt" "$T/fast.jsonl"
 expect_error "--label count" "--label: 1 given for 3 lines" -- plot_bad --label A "${RUNS[@]}"
 expect_error "unwritable output" "p.svg: cannot write" -- "$PLOT" --out "$T/no/such/dir/p.svg" "$T/fast.jsonl"
+# any JSON at all: one line naming the file and line, exit 2, no traceback (a line nested
+# 100,000 deep, beside a good log; a FIFO in a log's place, which an open() would wait on)
+"$PY" -c 'print("[" * 100000 + "]" * 100000)' >"$T/deep.jsonl"
+mkfifo "$T/fifo.jsonl"
+expect_error "a line nested 100,000 deep" "deep.jsonl:1: nested deeper than 32 levels" -- plot_bad "$T/fast.jsonl" "$T/deep.jsonl"
+expect_error "a FIFO in place of a log (no hang)" "fifo.jsonl: not a regular file" -- timeout 20 "$PLOT" --out "$T/bad.svg" "$T/fifo.jsonl"
+# figures no run measures (two seeds' epoch 2 at +-1e300: their std would overflow) are left out
+# like a null, and an epoch numbered [3] (any JSON) still pairs the seeds' points by time: the
+# mean line has the other two epochs
+for s in 1 2; do
+    "$PY" - "$T/fast.jsonl" "$T/huge$s.jsonl" "$s" <<'EOF'
+import json, sys
+with open(sys.argv[2], "w") as out:
+    for line in open(sys.argv[1]):
+        r = json.loads(line)
+        if r["type"] == "config":
+            r["seed"] = int(sys.argv[3])
+        if r["type"] == "epoch" and r["epoch"] == 2:
+            r["test_acc"] = 1e300 if sys.argv[3] == "1" else -1e300
+        if r["type"] == "epoch" and r["epoch"] == 3:
+            r["epoch"] = [3]
+        out.write(json.dumps(r) + "\n")
+EOF
+done
+"$PLOT" --x seconds --out "$T/huge.svg" "$T/huge1.jsonl" "$T/huge2.jsonl" >"$T/out" 2>"$T/err"; rc=$?
+n=$("$PY" -c 'import json, sys; print(len(json.loads(sys.argv[1])["lines"][0]["pts"]))' "$(svg_lines "$T/huge.svg" 2>/dev/null)" 2>/dev/null)
+[ "$rc" = 0 ] && [ "$n" = 2 ]
+check "figures beyond any measurement are left out, not a traceback" $? "exit $rc, $n points; $(head -c 300 "$T/err")"
 
 finish

@@ -165,6 +165,52 @@ expect_error "--tune unknown key" "--tune lrr: no run has a setting 'lrr'" -- "$
 expect_error "--fig not an image" "--fig $T/heat.txt: expected a file name ending in .pdf, .png or .svg" -- \
     "$REPORT" --area --fig "$T/heat.txt" "$T/area"
 expect_error "unwritable CSV" "t.csv: cannot write" -- "$REPORT" --csv "$T/no/dir/t.csv" "$T/sweep"
+# any JSON at all: one line naming the file and line, exit 2, no traceback. Nested 100,000 deep
+# (Python's parser would recurse past its limit), a deep line after a good one, bytes that are
+# not UTF-8, a lone surrogate escape (no text can hold it), a FIFO in a log's place (an open()
+# would wait for a writer for ever)
+mkdir "$T/any"
+"$PY" -c 'print("[" * 100000 + "]" * 100000)' >"$T/any/deep.jsonl"
+{ echo '{"type":"config","lr":0.1}'; "$PY" -c 'print("{\"a\":" * 5000 + "1" + "}" * 5000)'; } >"$T/any/deep2.jsonl"
+printf '{"type":"config","lr":0.1}\n{"type":"summary","algo":"\xff"}\n' >"$T/any/latin.jsonl"
+printf '{"type":"config","algo":"\\ud800x","lr":0.1}\n{"type":"summary","test_acc":0.5}\n' >"$T/any/surrogate.jsonl"
+mkfifo "$T/any/fifo.jsonl"
+expect_error "a line nested 100,000 deep" "deep.jsonl:1: nested deeper than 32 levels" -- "$REPORT" "$T/any/deep.jsonl"
+expect_error "an object nested 5,000 deep, line 2" "deep2.jsonl:2: nested deeper than 32" -- "$REPORT" "$T/any/deep2.jsonl"
+expect_error "bytes that are not UTF-8" "latin.jsonl:2: not UTF-8 text" -- "$REPORT" "$T/any/latin.jsonl"
+expect_error "a lone surrogate escape" "surrogate.jsonl:1: a string with a lone" -- "$REPORT" "$T/any/surrogate.jsonl"
+expect_error "a FIFO in place of a log (no hang)" "fifo.jsonl: not a regular file" -- timeout 20 "$REPORT" "$T/any/fifo.jsonl"
+expect_error "dtrainlog.py done on the deep line" "deep.jsonl:1: nested deeper" -- "$ROOT/scripts/dtrainlog.py" done "$T/any/deep.jsonl"
+# figures no run measures (an integer beyond any float, +-1e300 whose std overflows): left out
+# like a null, the row still drawn
+mkdir -p "$T/huge/h1" "$T/huge/h2"
+"$PY" - "$T/huge" <<'EOF2'
+import sys
+for i, (acc, wall) in enumerate([("1" + "0" * 400, "1e300"), ("0.9", "-1e300")], 1):
+    with open(f"{sys.argv[1]}/h{i}/log.jsonl", "w") as f:
+        f.write('{"type":"config","algo":"allreduce","lr":0.1,"seed":%d}\n' % i)
+        f.write('{"type":"summary","test_acc":%s,"wall_s":%s}\n' % (acc, wall))
+EOF2
+out=$("$REPORT" --metrics test_acc,wall_s "$T/huge" 2>&1)
+echo "$out" | grep -qF '| 1,2 | 2 | 90.00 ± – (1 of 2) | – |'
+check "figures beyond any measurement are left out, not a traceback" $? "$(echo "$out" | tail -1)"
+# a log without a config line is no run: an empty one (a run killed before it started) or one
+# of other lines only is left out with one warning naming it; the others are reported; only
+# such logs: one line, exit 2
+mkdir -p "$T/holes/dead" "$T/holes/cfgless"
+cp -r "$T/sweep/a1" "$T/holes/a1"
+: >"$T/holes/dead/log.jsonl"
+echo '{"type":"summary","test_acc":0.5}' >"$T/holes/cfgless/log.jsonl"
+"$REPORT" "$T/holes" >"$T/holes.out" 2>"$T/holes.err"; rc=$?
+[ "$rc" = 0 ] && grep -q '^1 runs, 1 configurations' "$T/holes.out" && [ "$(wc -l <"$T/holes.err")" = 2 ] &&
+    grep -q "warning: left out $T/holes/dead/log.jsonl: empty" "$T/holes.err" &&
+    grep -q "warning: left out $T/holes/cfgless/log.jsonl: no config line" "$T/holes.err"
+check "an empty or config-less log is no run: left out with a warning each" $? \
+    "exit $rc, $(head -1 "$T/holes.out"); $(tr '\n' ' ' <"$T/holes.err")"
+out=$("$ROOT/scripts/table" "$T/holes" 2>/dev/null)
+[ "$(echo "$out" | grep -c '^| ')" = 2 ] && echo "$out" | grep -q '^| a1 |'  # the header and a1
+check "... scripts/table too: a row for the run only" $? "$(echo "$out" | tail -1)"
+expect_error "only an empty log" "no runs: $T/holes/dead/log.jsonl: empty" -- "$REPORT" "$T/holes/dead"
 # --md into a pipe (as into /dev/null or a terminal): written through it, the pipe left a pipe
 # (a rename over it would have replaced it with a file; as root, /dev/null too)
 mkfifo "$T/pipe"

@@ -23,7 +23,9 @@
  *     options struct (DT_SCHEME_FLAGS): name, the member and its kind, default, range, help.
  *     dtrain fills the struct (defaults, then the values given, each checked) before create;
  *     the scheme reads typed members through s->opts. A flag two schemes declare has the
- *     same kind and default; one named as a flag of dtrain's own (--epochs) is refused.
+ *     same kind and default; one named as a flag of dtrain's own (--epochs) is refused. A
+ *     default that depends on --compress (choco's --gamma) is set by the def's adjust, which
+ *     sees the struct after the values given and changes only what was not given (DT_GIVEN).
  * C4  The step. The trainer is the only caller of the hooks, on every training rank, in this
  *     order (a NULL hook does nothing):
  *         start                      once, collective: buffers, set-up exchanges (not counted)
@@ -187,6 +189,10 @@ typedef struct dt_scheme_def {
     dt_compress_support compress;
     /* fills in s->ops and s->impl (C2) */
     dt_status (*create)(dt_scheme *s);
+    /* optional (C3): defaults that depend on --compress, set in the options struct after the
+     * declared defaults and the values given; only a value not given may change (its flag's
+     * DT_GIVEN int is 0). create, the hooks and the log's configuration line see the result. */
+    void (*adjust)(void *opts, const dt_codec_spec *codec);
 } dt_scheme_def;
 
 /* Adds a scheme to the registry, for this process (every rank registers it). Before dt_train

@@ -63,8 +63,8 @@ static const dt_flag eg_flags[] = {
              "new arrived | consensus: those, by a consensus step of --gamma | sum: send the sum of the own updates and add the "
              "neighbours' in full (asynchronous SGD without a server; --topology complete) | auto: consensus without "
              "--sync"},
-    {"gamma", DT_AT_FLOAT(eg_opts, gamma), .def = "0.5", .min = 0, .max = 1, .min_open = 1,
-     .help = "consensus step size, (0, 1] (eventgrad: of --mix consensus)"},
+    {"gamma", DT_AT_FLOAT(eg_opts, gamma), .def = "0.5", .min = 0, .max = 1, .min_open = 1, .zero = "",
+     .help = "consensus step size, (0, 1] (eventgrad: of --mix consensus) [" DT_GAMMA_DEFAULT_HELP "]"},
     {"max-lag", DT_AT_INT(eg_opts, max_lag), .def = "6", .min = 0, .max = 1000,
      .help = "asynchronous: steps a round of sends may be on its way while the next ones compute (0: each send waits "
              "for the link)"},

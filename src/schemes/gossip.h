@@ -18,6 +18,10 @@
 #ifndef DT_GOSSIP_H
 #define DT_GOSSIP_H
 
+/* --gamma's default, as --help tells it: the flag is eventgrad's and choco's, one flag of the
+ * command line with one declared default (0.5); choco lowers it for top-k (choco.c) */
+#define DT_GAMMA_DEFAULT_HELP "0.5; choco with --compress topk:F: 0.5 sqrt(F), 0.158 for topk:0.1"
+
 #include "schemes/scheme.h"
 
 typedef struct dt_gossip dt_gossip;

@@ -129,7 +129,8 @@ dt_status dt_scheme_config_set(dt_scheme_config *a, const char *name, const char
 }
 
 /* The scheme's options struct: its declared defaults, then the values given (each checked by
- * its flag, one line naming it). *out NULL for a scheme without flags; freed by the caller. */
+ * its flag, one line naming it), then the defaults that depend on --compress (the def's
+ * adjust). *out NULL for a scheme without flags; freed by the caller. */
 static dt_status fill_opts(const dt_scheme_def *sc, const dt_scheme_config *a, void **out) {
     *out = NULL;
     if (!sc->opts_size) return DT_OK;
@@ -140,6 +141,8 @@ static dt_status fill_opts(const dt_scheme_def *sc, const dt_scheme_config *a, v
         const dt_flag *f = scheme_flag(sc, a->set[i].name);
         if (f) st = dt_flag_set(f, o, a->set[i].value);
     }
+    dt_codec_spec codec = {.kind = DT_CODEC_NONE};
+    if (st == DT_OK && sc->adjust && (st = dt_codec_parse(a ? a->compress : NULL, &codec)) == DT_OK) sc->adjust(o, &codec);
     if (st != DT_OK) { free(o); return st; }
     *out = o;
     return DT_OK;

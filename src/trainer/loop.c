@@ -170,6 +170,65 @@ static dt_status check_divergence(dt_trainer *t, long bad_step) {
                    name[0] ? ", first in " : "", name);
 }
 
+/* The drift check: how far the ranks' models may move apart before rank 0 says so. The spread
+ * is the largest distance of a rank's parameters from the agreed model. In the 419 archived
+ * logs with two spreads or more (docs/data's log archives: dpsgd, eventgrad, choco), no run
+ * that finished grew it beyond 10x its smallest so far; choco at too large a --gamma for its
+ * --compress grows it by orders of magnitude, past the model's own norm, within a few epochs,
+ * and then to non-finite values (docs/results.md). Both must hold: a healthy spread can come
+ * near the norm (5.7 on Fashion-MNIST), and one first measured a few steps in is tiny and
+ * grows 100x. */
+#define DRIFT_GROWTH 100.0 /* the spread over the smallest one measured before */
+#define DRIFT_NORM 0.5     /* the spread over the agreed model's norm at that smallest spread */
+
+/* One line and a "drift" record, once per run. It does not stop the run, unlike a non-finite
+ * value: a drift can settle (a schedule that lowers --lr, the consensus catching up), the
+ * evaluated model is the ranks' mean, and the last epochs may still be worth having; a drift
+ * that does not settle reaches non-finite values, and the divergence check stops it then. */
+dt_status dt_trainer_check_drift(dt_trainer *t, double spread, int epoch, long step) {
+    if (!t->scheme->decentralized || t->comm.rank != 0 || !isfinite(spread) || t->drift_said) return DT_OK;
+    double n2 = 0;
+    const float *x = t->eval_params;
+    for (size_t i = 0, n = dt_model_num_params(t->model); i < n; i++) n2 += (double)x[i] * x[i];
+    /* against the model as it was at the smallest spread: a drifting run's own norm can grow
+     * with its spread (a hundredfold in a few epochs), and would hide it */
+    const double before = t->spread_min, norm = t->spread_min_norm;
+    if (!t->spreads || spread < t->spread_min) {
+        t->spread_min = spread;
+        t->spread_min_norm = sqrt(n2);
+    }
+    if (!t->spreads++ || spread < DRIFT_GROWTH * before || !(spread >= DRIFT_NORM * norm)) return DT_OK;
+    t->drift_said = 1;
+    /* what to try: the scheme's consensus step if it has one, a milder codec if there is one */
+    char hint[160] = "", codec[32];
+    const dt_scheme_def *sc = t->scheme->scheme;
+    size_t o = 0;
+    if (dt_flag_find(sc->flags, sc->nflags, "gamma"))
+        o += (size_t)snprintf(hint + o, sizeof hint - o, "a smaller --gamma, ");
+    if (t->scheme->codec.kind != DT_CODEC_NONE && o < sizeof hint)
+        snprintf(hint + o, sizeof hint - o, "a milder --compress than %s, ",
+                 dt_codec_spec_str(&t->scheme->codec, codec, sizeof codec));
+    dt_progress_clear(t);
+    fprintf(stderr, "dtrain: warning: epoch %d: the ranks' models are drifting apart: spread %.3g, up from %.3g, "
+            "%.3g times the model's norm then (%.3g); try %s%sa smaller --lr\n", epoch, spread, before,
+            norm > 0 ? spread / norm : INFINITY, norm, hint, hint[0] ? "or " : "");
+    fflush(stderr);
+    dt_json j;
+    dt_json_init(&j);
+    dt_json_begin(&j, NULL);
+    dt_json_str(&j, "type", "drift");
+    dt_json_int(&j, "epoch", epoch);
+    dt_json_int(&j, "step", step);
+    dt_json_num(&j, "spread", spread);
+    dt_json_num(&j, "spread_min", before);
+    dt_json_num(&j, "params_norm_then", norm);
+    dt_json_end(&j);
+    const char *text = dt_json_text(&j);
+    dt_status st = text ? dt_trainer_log(t, text) : DT_OK;
+    dt_json_free(&j);
+    return st;
+}
+
 static dt_status train_epochs(dt_trainer *t) {
     const dt_train_config *cfg = t->cfg;
     dt_step_ctx *c = &t->ctx;
@@ -280,6 +339,8 @@ dt_status dt_trainer_run(dt_trainer *t) {
     double spread = 0, spread_after = 0;
     dt_watch_phase("the end of the run");
     if (t->scheme->decentralized && (st = dt_trainer_agreed_model(t, &spread)) != DT_OK) return st;
+    if (t->scheme->decentralized && (st = dt_trainer_check_drift(t, spread, t->ctx.epoch + 1, t->ctx.step)) != DT_OK)
+        return st;
     if ((st = HOOK(t, finish)) != DT_OK) return st;
     default_baseline(t);
     /* every rank keeps the agreed (averaged) model: that is what is saved */

@@ -272,6 +272,7 @@ dt_status dt_trainer_step_report(dt_trainer *t) {
     if (st != DT_OK) return st;
     e.eval_s = dt_now() - t0;
     st = print_step_eval(t, &e);
+    if (st == DT_OK) st = dt_trainer_check_drift(t, e.spread, t->ctx.epoch + 1, e.step);
     t->eval_s += dt_now() - t0;
     if (st == DT_OK) dt_trainer_on_step_eval(t, &e);
     /* the step just taken counts (the loop advances ctx.step after this report) */
@@ -307,6 +308,7 @@ dt_status dt_trainer_epoch_report(dt_trainer *t, double loss_sum, long seen, lon
     e->val_loss = val[1];
     print_epoch(t, e);
     st = log_epoch(t, e);
+    if (st == DT_OK) st = dt_trainer_check_drift(t, e->spread, e->epoch, t->ctx.step);
     t->eval_s += dt_now() - t0;
     if (st == DT_OK) dt_trainer_on_epoch(t, e, t->ctx.step);
     return st == DT_OK ? dt_target_check(t, dt_target_figure(t, e->test_acc, e->val_acc), t->ctx.step, e->msgs_sent, e->mb_sent) : st;

@@ -66,6 +66,10 @@ typedef struct dt_trainer {
     int reached;
     double target_train_s, target_msgs, target_mb;
     long target_steps;
+    /* the drift check (loop.c): the smallest spread measured so far and the agreed model's
+     * norm then (spreads: how many measured), and whether the run's one warning was given */
+    double spread_min, spread_min_norm;
+    int spreads, drift_said;
     int log_fd;              /* --log, open from the first line on (rank 0); -1: not yet */
     int log_in_place;        /* --log is a character device or a FIFO: no truncation, no fsync */
 } dt_trainer;
@@ -117,6 +121,10 @@ typedef struct dt_step_eval {
  * time counted as evaluation's: after an epoch's report (e), and after one between steps */
 void dt_trainer_on_epoch(dt_trainer *t, const dt_epoch_stats *e, long step);
 void dt_trainer_on_step_eval(dt_trainer *t, const dt_step_eval *e);
+/* loop.c: after the agreed model was made (t->eval_params) and its spread measured, at an
+ * evaluation in epoch (1-based) after step: rank 0 warns once per run, in one line and in the
+ * log, when the ranks' models drift apart by orders of magnitude (not collective) */
+dt_status dt_trainer_check_drift(dt_trainer *t, double spread, int epoch, long step);
 /* report.c */
 /* An existing --log that is not a dtrain log (nor empty, nor a device or FIFO) is refused. */
 dt_status dt_check_log(const char *path);
