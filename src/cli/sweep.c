@@ -139,15 +139,15 @@ static void say(const char *fmt, ...) {
     va_end(ap);
 }
 
-
 static pid_t start(const dt_sweep *s, const dt_sweep_run *r, dt_sweep_slot *sl) {
     const int state = dt_sweep_folder_state(sl->dir);
     if (state == DT_SWEEP_FOLDER_FOREIGN) { /* made since the check: still not ours to remove */
         say("sweep: %s: %s is not a folder a sweep made: left as it is, the run not started\n", r->name, sl->dir);
         return -1;
     }
+    errno = 0;
     if ((state == DT_SWEEP_FOLDER_OURS && dt_sweep_rm_rf(sl->dir) != 0) || dt_sweep_make_folder(sl->dir, s->name, r->name) != 0) {
-        say("sweep: %s: cannot make the folder %s: %s\n", r->name, sl->dir, strerror(errno));
+        say("sweep: %s: cannot make the folder %s: %s\n", r->name, sl->dir, errno ? strerror(errno) : dt_last_error());
         return -1;
     }
     char path[1400];
@@ -288,7 +288,8 @@ static int survey(const dt_sweep *s, dt_sweep_slot *sl, int retry, int dry, int 
          * only one to start again needs the mark: its folder is removed first */
         const int folder = dt_sweep_folder_state(sl[i].dir);
         dt_sweep_read_status(&sl[i]);
-        if (sl[i].state == DT_SWEEP_FAILED && retry) sl[i].state = DT_SWEEP_PENDING;
+        const int failed = sl[i].state == DT_SWEEP_FAILED;
+        if (failed && retry) sl[i].state = DT_SWEEP_PENDING;
         if (sl[i].state != DT_SWEEP_PENDING) { if (first) dt_sweep_same_command(&s->runs[i], &sl[i]); }
         else if (folder == DT_SWEEP_FOLDER_FOREIGN) {
             fprintf(stderr, "dtrain: error: %s:%d: run '%s': %s exists and is not a folder a dtrain sweep made (no %s in it): "
@@ -296,8 +297,8 @@ static int survey(const dt_sweep *s, dt_sweep_slot *sl, int retry, int dry, int 
                     s->runs[i].name, sl[i].dir, DT_SWEEP_MARK);
             return 1;
         } else if (folder == DT_SWEEP_FOLDER_OURS && dry)
-            fprintf(stderr, "sweep: %s: its folder %s, left by a run cut short (no status.json), would be replaced\n",
-                    s->runs[i].name, sl[i].dir);
+            fprintf(stderr, "sweep: %s: its folder %s, %s, would be replaced\n", s->runs[i].name, sl[i].dir,
+                    failed ? "of a run that failed (--retry-failed)" : "left by a run cut short (no status.json)");
         t->done += sl[i].state == DT_SWEEP_DONE;
         t->failed += sl[i].state == DT_SWEEP_FAILED;
         t->pending += sl[i].state == DT_SWEEP_PENDING;

@@ -125,7 +125,7 @@ static int write_text(const char *path, const char *text) {
 
 /* a file of a run's folder (status.json, command.txt, console.txt) to read: a regular file,
  * not a symlink to one; NULL if none */
-static FILE *open_own(const char *dir, const char *name) {
+static FILE *open_run_file(const char *dir, const char *name) {
     char path[1400];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     FILE *f = NULL;
@@ -275,7 +275,7 @@ int dt_sweep_write_json(const dt_sweep *s) {
 /* status.json of a finished run: state done / failed (with exit and error), else pending */
 void dt_sweep_read_status(dt_sweep_slot *sl) {
     char buf[2048];
-    FILE *f = open_own(sl->dir, "status.json");
+    FILE *f = open_run_file(sl->dir, "status.json");
     sl->state = DT_SWEEP_PENDING;
     if (!f) return;
     const size_t n = fread(buf, 1, sizeof buf - 1, f);
@@ -315,7 +315,7 @@ void dt_sweep_write_status(const dt_sweep_slot *sl) {
 /* the last "dtrain: error:" line of the run's console.txt */
 void dt_sweep_last_error(dt_sweep_slot *sl) {
     sl->error[0] = 0;
-    FILE *f = open_own(sl->dir, "console.txt");
+    FILE *f = open_run_file(sl->dir, "console.txt");
     if (!f) return;
     char *line = NULL;
     size_t cap = 0;
@@ -334,7 +334,7 @@ void dt_sweep_last_error(dt_sweep_slot *sl) {
 void dt_sweep_same_command(const dt_sweep_run *r, const dt_sweep_slot *sl) {
     char *old = NULL, *now = NULL;
     size_t olen = 0, nlen = 0;
-    FILE *f = open_own(sl->dir, "command.txt"), *m = open_memstream(&now, &nlen);
+    FILE *f = open_run_file(sl->dir, "command.txt"), *m = open_memstream(&now, &nlen);
     if (!f || !m) { if (f) fclose(f); if (m) fclose(m); free(now); return; }
     char **av = dt_sweep_command(r, sl->dir, 0);
     dt_sweep_quoted(m, av);
