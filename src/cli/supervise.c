@@ -156,11 +156,7 @@ static int run_attempt(char **av, dt_boards *bs, FILE *noise, const dt_job *job,
         if (s[i].fd >= 0) close(s[i].fd);
     for (int i = 0; i < relay.nsaid && !o->error_relayed; i++) o->error_relayed = !strncmp(relay.said[i], "dtrain: error:", 14);
     dt_relay_free(&relay);
-    /* nothing of the job outlives it: a launcher killed (from outside, or by us when it did
-     * not end) leaves its proxies and ranks, in process groups of their own */
-    kill(-child, SIGKILL);
-    const int leftovers = dt_boards_end_leftovers(bs);
-    if (leftovers && noise) fprintf(noise, "dtrain run: ended %d processes the launcher left\n", leftovers);
+    kill(-child, SIGKILL); /* nothing of the job outlives it (a launcher killed from outside leaves its ranks) */
     dt_boards_map(bs);
     o->status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (WIFSIGNALED(status) && !ending_at && !o->interrupted) o->launcher_signal = WTERMSIG(status);
@@ -315,6 +311,11 @@ int dt_supervise(const dt_job *job) {
         if (run_attempt(av, &bs, noise, job, &o) != 0) { rc = 2; break; }
         int lost = 0;
         rc = judge(job, &bs, &o, av[0], noise_path, noise, &lost);
+        /* nothing of the job outlives it: a launcher killed (from outside, or by us when it did
+         * not end) leaves its proxies and ranks, in process groups of their own. Once judged:
+         * a guard still ending (it waits a moment after an abort) is no loss of the job's */
+        const int leftovers = dt_boards_end_leftovers(&bs);
+        if (leftovers && noise) fprintf(noise, "dtrain run: ended %d processes the launcher left\n", leftovers);
         if (rc == 0 || !lost || restarts_done >= job->max_restarts) break;
         /* again, from the newest checkpoint every rank has, or from the start */
         int epoch = 0;
