@@ -57,9 +57,9 @@ name = long
 parallel = 9
 [base]
 model = mlp
-train-limit = 20000
+train-limit = 10000
 test-limit = 200
-epochs = 3
+epochs = 2
 quiet = true
 [axes]
 lr = 0.01, 0.02, 0.03
@@ -120,7 +120,7 @@ faults() {
     check "$how: kill -9 of the sweep ends its runs (within 20 s)" $? "$(pgrep -af -- '--log runs/endless/' | head -3 | tr '\n' ' ')"
     pkill -9 -f -- "--log runs/endless/" # (a failure above must not leave them to the next checks)
 }
-sed -e 's/^name = long$/name = endless/' -e 's/^epochs = 3$/epochs = 200/' long.ini >endless.ini
+sed -e 's/^name = long$/name = endless/' -e 's/^epochs = 2$/epochs = 400/' long.ini >endless.ini
 faults idle
 yes >/dev/null &
 y1=$!
