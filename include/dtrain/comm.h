@@ -95,6 +95,19 @@ dt_status dt_wait_all(dt_comm *c, int n, MPI_Request *req, const char *what);
 /* MPI_Testall, timed (lets non-blocking calls progress): *done set when all completed. */
 dt_status dt_test_all(dt_comm *c, int n, MPI_Request *req, int *done, const char *what);
 
+/* A message from any rank, matched (MPI_Improbe) and then received (MPI_Mrecv) by a rank
+ * that serves others. In the simulation build, which has neither, MPI_Iprobe and a receive of
+ * the probed source and tag: the same message, as MPI keeps a sender's order and only the
+ * serving thread receives on c. Not counted: the caller counts what the message is. */
+typedef struct dt_probed {
+    MPI_Message msg;
+    int source, tag;
+} dt_probed;
+/* *flag set when a message is there; then *status has its source, tag and size. */
+dt_status dt_probe_any(dt_comm *c, int *flag, dt_probed *m, MPI_Status *status);
+/* The probed message into buf (count bytes, its size from the status). */
+dt_status dt_recv_probed(dt_comm *c, void *buf, int count, dt_probed *m);
+
 /* ---------------------------------------------------------------- counted calls */
 /* Collectives on floats (in place), counted and timed. */
 dt_status dt_allreduce_sum(dt_comm *c, float *buf, size_t n);
@@ -105,7 +118,10 @@ dt_status dt_bcast(dt_comm *c, float *buf, size_t n, int root);
  * rank sends its buffer once, rank 0 receives N-1. */
 dt_status dt_reduce_sum(dt_comm *c, const float *buf, float *sum, size_t n);
 /* The sum of dt_allreduce_sum, started (MPI_Iallreduce, in place): counted when started; buf
- * is not to be touched until *req completes (dt_wait_all). n < 2^31. */
+ * is not to be touched until *req completes (dt_wait_all). n < 2^31. In the simulation build
+ * (docs/simulation.md) it is done before returning and *req is MPI_REQUEST_NULL: SMPI 3.32's
+ * MPI_Iallreduce frees its in-place copy before sending it and sends every buffer to every
+ * rank (N-1 times the bytes of a ring), so the overlap is not simulated. */
 dt_status dt_iallreduce_sum(dt_comm *c, float *buf, size_t n, MPI_Request *req);
 /* The broadcast of dt_bcast for set-up traffic (e.g. equal starting copies): not a payload
  * and not timed, counted beside the payloads (other_bytes, at the root as a broadcast is).

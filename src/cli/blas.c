@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cli/blas.h"
+#include "core/sim.h"
 
 /* Debian's OpenBLAS 0.3.21 does not know recent AVX-512 CPUs (e.g. Zen 5); with a preset or
  * detected AVX2 kernel family (OPENBLAS_CORETYPE=Haswell, Zen) it runs at half the speed. The
@@ -18,6 +19,8 @@ static int is_avx512_core(const char *core) {
 }
 
 void dt_cli_fast_blas(char **argv) {
+    /* dtrain-sim: smpirun's program reads its arguments otherwise; dtrain sim chose the BLAS */
+    if (dt_sim_active()) return;
     const char *opt = getenv("DTRAIN_BLAS_AUTO");
     if ((opt && !strcmp(opt, "0")) || getenv("DTRAIN_REEXECED")) return;
     int reexec = 0;

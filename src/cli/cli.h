@@ -9,6 +9,7 @@ int dt_cli_fail(void);
 
 int dt_cmd_train(int argc, char **argv);
 int dt_cmd_run(int argc, char **argv);
+int dt_cmd_sim(int argc, char **argv);
 int dt_cmd_eval(int argc, char **argv);
 int dt_cmd_info(int argc, char **argv);
 int dt_cmd_bench(int argc, char **argv);

@@ -33,19 +33,6 @@ static dt_status check_hostfile(const char *path) {
 
 /* Starts N ranks of `dtrain train` with mpiexec and supervises them (supervise.h). Flags are
  * checked here first, so a typo is reported once, not by every rank. */
-/* --algo local trains alone: with more than one rank (or -n N without --algo, whose default
- * is local) the ranks would be started only to refuse, each the same way. Refused here. */
-static dt_status local_ranks(const dt_train_flags *f, int argc, char **argv) {
-    if (strcmp(f->c.scheme.name, "local") != 0 || f->ranks == 1) return DT_OK;
-    int given = 0;
-    for (int i = 2; i < argc; i++) given |= !strcmp(argv[i], "--algo") || !strncmp(argv[i], "--algo=", 7);
-    if (!given)
-        return dt_fail(DT_ERR_ARG, "dtrain run: -n %d needs --algo (one of: %s; local trains on one process)", f->ranks,
-                       dt_scheme_names());
-    return dt_fail(DT_ERR_ARG, "dtrain run: --algo local trains on one process, but -n %d (choose one of: %s)", f->ranks,
-                   dt_scheme_names());
-}
-
 int dt_cmd_run(int argc, char **argv) {
     static dt_train_flags f;
     dt_flag_list lists[DT_RUN_LISTS];
@@ -65,7 +52,7 @@ int dt_cmd_run(int argc, char **argv) {
     if (st == DT_OK && !help && !f.hostfile && !f.hosts && !getenv("DTRAIN_MPIEXEC") && f.ranks > 16 * cores)
         st = dt_fail(DT_ERR_ARG, "-n %d: more than 16 ranks per core on this machine (%ld cores, so at most %ld); "
                      "use --hosts or --hostfile to run more", f.ranks, cores, 16 * cores);
-    if (st == DT_OK && !help) st = local_ranks(&f, argc, argv);
+    if (st == DT_OK && !help) st = dt_local_ranks(&f, "run", argc, argv);
     /* as rank 0 would, before any rank starts: one line, not one per rank */
     /* dtrain sweep checks every run's flags before it starts any (src/cli/sweep.c): nothing made */
     const int check_only = getenv("DTRAIN_CHECK_ONLY") != NULL;

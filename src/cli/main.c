@@ -39,6 +39,7 @@ static const struct {
 } commands[] = {
     {"train", train, "train a model (one process, or every rank under mpiexec)"},
     {"run", dt_cmd_run, "start N ranks of train: dtrain run -n 4 --algo eventgrad ..."},
+    {"sim", dt_cmd_sim, "N ranks of train on a simulated cluster: dtrain sim -n 64 --platform campus-100m ..."},
     {"eval", dt_cmd_eval, "test accuracy of saved weights"},
     {"info", dt_cmd_info, "layers, shapes, parameter count and FLOPs of a model"},
     {"bench", dt_cmd_bench, "time training steps on random data"},

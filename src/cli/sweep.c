@@ -266,7 +266,9 @@ static int run_all(const dt_sweep *s, dt_sweep_slot *sl, tally *t) {
         if (stop_at && dt_now() - stop_at > STOP_GRACE_S)
             for (int i = 0; i < s->nruns; i++)
                 if (sl[i].state == DT_SWEEP_RUNNING) kill(-sl[i].pid, SIGKILL);
-        if (t->running > 0 || t->pending > 0) nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+        /* a named timespec: SMPI's nanosleep macro would split a compound literal's comma */
+        const struct timespec tick = {0, 50 * 1000 * 1000};
+        if (t->running > 0 || t->pending > 0) nanosleep(&tick, NULL);
     }
     return (int)stop_signal;
 }

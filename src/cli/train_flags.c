@@ -173,6 +173,17 @@ dt_status dt_scheme_values(dt_train_flags *f) {
     return dt_scheme_check(&f->c.scheme);
 }
 
+dt_status dt_local_ranks(const dt_train_flags *f, const char *cmd, int argc, char **argv) {
+    if (strcmp(f->c.scheme.name, "local") != 0 || f->ranks == 1) return DT_OK;
+    int given = 0;
+    for (int i = 2; i < argc; i++) given |= !strcmp(argv[i], "--algo") || !strncmp(argv[i], "--algo=", 7);
+    if (!given)
+        return dt_fail(DT_ERR_ARG, "dtrain %s: -n %d needs --algo (one of: %s; local trains on one process)", cmd, f->ranks,
+                       dt_scheme_names());
+    return dt_fail(DT_ERR_ARG, "dtrain %s: --algo local trains on one process, but -n %d (choose one of: %s)", cmd,
+                   f->ranks, dt_scheme_names());
+}
+
 /* --images sets the epochs (the trainer derives them): not with --epochs or --max-steps given. */
 dt_status dt_run_length(dt_train_flags *f) {
     if (f->c.images && f->epochs_given)

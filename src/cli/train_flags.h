@@ -36,6 +36,9 @@ int dt_train_flag_lists(dt_train_flags *f, dt_flag_list lists[DT_TRAIN_LISTS]);
 int dt_run_flag_lists(dt_train_flags *f, dt_flag_list lists[DT_RUN_LISTS]);
 /* After parsing: --target-on's needs, and the scheme's configuration checked. */
 dt_status dt_scheme_values(dt_train_flags *f);
+/* --algo local trains alone: with -n above 1 (or -n N without --algo, whose default is local)
+ * the ranks would be started only to refuse, each the same way. Refused once, by cmd. */
+dt_status dt_local_ranks(const dt_train_flags *f, const char *cmd, int argc, char **argv);
 /* --images or --epochs: the run's length. */
 dt_status dt_run_length(dt_train_flags *f);
 /* --help's text: HEAD, then the schemes (--algo) one a line. */

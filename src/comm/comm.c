@@ -109,6 +109,35 @@ dt_status dt_wait_all(dt_comm *c, int n, MPI_Request *req, const char *what) {
     return dt_mpi_check(err, what);
 }
 
+dt_status dt_probe_any(dt_comm *c, int *flag, dt_probed *m, MPI_Status *status) {
+    const double t0 = dt_comm_time_begin(c);
+#ifdef DT_SIM
+    const int err = MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->comm, flag, status);
+    m->msg = MPI_MESSAGE_NULL;
+    if (err == MPI_SUCCESS && *flag) m->source = status->MPI_SOURCE, m->tag = status->MPI_TAG;
+    const char *what = "MPI_Iprobe";
+#else
+    const int err = MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->comm, flag, &m->msg, status);
+    if (err == MPI_SUCCESS && *flag) m->source = status->MPI_SOURCE, m->tag = status->MPI_TAG;
+    const char *what = "MPI_Improbe";
+#endif
+    dt_comm_time_end(c, t0);
+    return dt_mpi_check(err, what);
+}
+
+dt_status dt_recv_probed(dt_comm *c, void *buf, int count, dt_probed *m) {
+    const double t0 = dt_comm_time_begin(c);
+#ifdef DT_SIM
+    const int err = MPI_Recv(buf, count, MPI_BYTE, m->source, m->tag, c->comm, MPI_STATUS_IGNORE);
+    const char *what = "MPI_Recv (probed)";
+#else
+    const int err = MPI_Mrecv(buf, count, MPI_BYTE, &m->msg, MPI_STATUS_IGNORE);
+    const char *what = "MPI_Mrecv";
+#endif
+    dt_comm_time_end(c, t0);
+    return dt_mpi_check(err, what);
+}
+
 dt_status dt_test_all(dt_comm *c, int n, MPI_Request *req, int *done, const char *what) {
     const double t0 = dt_comm_time_begin(c);
     *done = 1;
@@ -148,7 +177,12 @@ dt_status dt_allreduce_sum(dt_comm *c, float *buf, size_t n) {
 dt_status dt_iallreduce_sum(dt_comm *c, float *buf, size_t n, MPI_Request *req) {
     assert(n <= (size_t)INT_MAX);
     double t0 = dt_comm_time_begin(c), tt = dt_trace_t0();
+#ifdef DT_SIM
+    *req = MPI_REQUEST_NULL; /* see dtrain/comm.h: SMPI's own would lose the bucket */
+    int err = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->comm);
+#else
     int err = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->comm, req);
+#endif
     dt_comm_time_end(c, t0);
     if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Iallreduce");
     count_allreduce(c, n);

@@ -17,6 +17,7 @@
 #include <zlib.h>
 
 #include "core/paths.h"
+#include "data/dataset_share.h"
 
 #define IDX_MAGIC_IMAGES 0x00000803u
 #define IDX_MAGIC_LABELS 0x00000801u
@@ -402,18 +403,20 @@ dt_status dt_dataset_load(const char *name, const char *dir, int train, dt_datas
     assert(out);
     memset(out, 0, sizeof *out);
     if (!name) name = "(null)";
-    if (strcmp(name, "mnist") == 0 || strcmp(name, "fashion-mnist") == 0)
-        return load_idx_named(name, dir, train, out);
-    if (strcmp(name, "cifar10") == 0) return load_cifar_named(dir, train, out);
-    return dt_fail(DT_ERR_ARG, "unknown dataset '%s' (expected mnist, fashion-mnist or cifar10)",
-                   name);
+    const int idx = strcmp(name, "mnist") == 0 || strcmp(name, "fashion-mnist") == 0;
+    if (!idx && strcmp(name, "cifar10") != 0)
+        return dt_fail(DT_ERR_ARG, "unknown dataset '%s' (expected mnist, fashion-mnist or cifar10)", name);
+    if (dt_dataset_share_find(name, dir, train, out)) return DT_OK; /* simulation: loaded by a rank */
+    const dt_status st = idx ? load_idx_named(name, dir, train, out) : load_cifar_named(dir, train, out);
+    if (st == DT_OK) dt_dataset_share_add(name, dir, train, out);
+    return st;
 }
 
 void dt_dataset_truncate(dt_dataset *d, int n) {
     assert(d && n >= 0 && n <= d->n);
     if (n == d->n) return;
     d->n = n;
-    if (n == 0) return; /* keep the buffers; dt_dataset_free releases them */
+    if (n == 0 || dt_dataset_is_shared(d)) return; /* keep the buffers; dt_dataset_free releases them */
     size_t per = (size_t)d->c * d->h * d->w;
     uint8_t *im = realloc(d->images, (size_t)n * per); /* shrinking: failure is harmless */
     if (im) d->images = im;
@@ -423,7 +426,9 @@ void dt_dataset_truncate(dt_dataset *d, int n) {
 
 void dt_dataset_free(dt_dataset *d) {
     if (!d) return;
-    free(d->images);
-    free(d->labels);
+    if (!dt_dataset_is_shared(d)) { /* the share's live as long as the simulation */
+        free(d->images);
+        free(d->labels);
+    }
     memset(d, 0, sizeof *d);
 }

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/sim.h"
+
 /* DTRAIN_LAYER_TIMES=1: per-node forward/backward wall time, printed to stderr at free
  * (profiling aid for bench work; off by default, costs two clock reads per node when on). */
 static int layer_times_on(void) {
@@ -300,6 +302,7 @@ const float *dt_model_forward(dt_model *m, const float *x, int batch, int train)
     m->batch = batch;
     m->last_train = train;
     if (m->precision == DT_PRECISION_BF16) {
+        dt_sim_compute(dt_model_flops(m) * batch);
         dt_bf16_forward(m, batch, train);
         return m->logits;
     }
@@ -311,6 +314,7 @@ const float *dt_model_forward(dt_model *m, const float *x, int batch, int train)
         double t0 = m->t_fwd ? dt_now() : 0;
         n->ops->forward(n, &p);
         if (m->t_fwd) m->t_fwd[i] += dt_now() - t0;
+        dt_sim_compute(n->flops * batch); /* simulation, modelled compute: this layer's time */
     }
     m->logits = m->nodes[m->nn - 1].y;
     return m->logits;
@@ -349,7 +353,10 @@ float dt_model_loss(const dt_model *m, const uint8_t *labels, int *correct) {
 }
 
 float dt_model_backward_input(dt_model *m, const uint8_t *labels, int *correct, float *dx_out) {
-    if (m->precision == DT_PRECISION_BF16) return dt_bf16_backward(m, labels, correct, dx_out);
+    if (m->precision == DT_PRECISION_BF16) {
+        dt_sim_compute(2 * dt_model_flops(m) * m->batch);
+        return dt_bf16_backward(m, labels, correct, dx_out);
+    }
     dt_node *last = &m->nodes[m->nn - 1];
     float loss = dt_softmax_xent(last->y, labels, m->batch, (int)dt_node_out_size(last), last->dy,
                               correct);
@@ -366,6 +373,8 @@ float dt_model_backward_input(dt_model *m, const uint8_t *labels, int *correct, 
         double t0 = m->t_bwd ? dt_now() : 0;
         n->ops->backward(n, &p);
         if (m->t_bwd) m->t_bwd[i] += dt_now() - t0;
+        /* backward: the gradients of the input and of the weights, twice forward's FLOPs */
+        dt_sim_compute(2 * n->flops * m->batch);
         if (n->nparam > 0) ready = (size_t)(n->g[0] - m->grads);
         if (m->grads_ready) m->grads_ready(m->grads_ready_arg, ready);
     }

@@ -143,7 +143,7 @@ static dt_status server_apply(dt_step_ctx *t, dp_impl *p, int w, const msg_hdr *
     return DT_OK;
 }
 
-static dt_status server_handle(dt_step_ctx *t, dp_impl *p, MPI_Message *msg, MPI_Status *status) {
+static dt_status server_handle(dt_step_ctx *t, dp_impl *p, dt_probed *msg, MPI_Status *status) {
     int cnt = 0;
     dt_status gs = dt_mpi_check(MPI_Get_count(status, MPI_BYTE, &cnt), "MPI_Get_count (downpour)");
     if (gs != DT_OK) return gs;
@@ -151,16 +151,14 @@ static dt_status server_handle(dt_step_ctx *t, dp_impl *p, MPI_Message *msg, MPI
     if (w < 0 || w >= p->W || cnt < (int)HDR || (size_t)cnt > p->incap) {
         /* take it anyway (into a scratch buffer) so that it is not left unmatched */
         char *junk = malloc(cnt > 0 ? (size_t)cnt : 1);
-        int err = junk ? MPI_Mrecv(junk, cnt, MPI_BYTE, msg, MPI_STATUS_IGNORE) : MPI_SUCCESS;
+        dt_status rs = junk ? dt_recv_probed(t->comm, junk, cnt, msg) : DT_OK;
         free(junk);
-        if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Mrecv (downpour, unexpected message)");
+        if (rs != DT_OK) return rs;
         return dt_fail(DT_ERR_MPI, "downpour: server rank %d got an unexpected message from rank %d (tag %d, %d bytes)",
                        t->comm->rank, src, tag, cnt);
     }
-    double t0 = dt_now();
-    int err = MPI_Mrecv(p->inbuf, cnt, MPI_BYTE, msg, MPI_STATUS_IGNORE);
-    t->comm->c.t_comm += dt_now() - t0;
-    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Mrecv (downpour)");
+    const dt_status rs = dt_recv_probed(t->comm, p->inbuf, cnt, msg);
+    if (rs != DT_OK) return rs;
     /* EPOCH is measurement and DONE control (docs/accounting.md): not training traffic */
     if (tag == TAG_PULL || tag == TAG_PUSH) dt_count_recv(t->comm, 1, (uint64_t)cnt);
     p->last_heard[w] = dt_now();
@@ -178,7 +176,7 @@ static dt_status server_handle(dt_step_ctx *t, dp_impl *p, MPI_Message *msg, MPI
                            HDR + dp_pay_bytes(p, p->server));
         if (!live || p->stopping) return DT_OK; /* a dropped worker's, or after --target-acc: discarded */
         if (p->codec) {
-            t0 = dt_now();
+            const double t0 = dt_now();
             dt_codec_decode(p->codec, p->inbuf + HDR, dp_slice_n(p, p->server), p->grad);
             t->comm->c.t_comm += dt_now() - t0;
             payload = p->grad;
@@ -212,12 +210,9 @@ static dt_status server_loop(dt_step_ctx *t, dp_impl *p, int drain) {
     dt_status st = DT_OK;
     while (!all_finished(p, !drain)) {
         int flag = 0;
-        MPI_Message msg;
+        dt_probed msg;
         MPI_Status status;
-        double t0 = dt_now();
-        int err = MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, t->comm->comm, &flag, &msg, &status);
-        t->comm->c.t_comm += dt_now() - t0;
-        if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Improbe (downpour)");
+        if ((st = dt_probe_any(t->comm, &flag, &msg, &status)) != DT_OK) return st;
         if (flag) {
             if ((st = server_handle(t, p, &msg, &status)) != DT_OK) return st;
             /* where the server is, for its board: the trainer's loop, which marks the workers'

@@ -12,6 +12,7 @@
 
 #include "comm/trace.h"
 #include "comm/watch.h"
+#include "core/sim.h"
 #include "trainer/trainer.h"
 
 /* the watchdog's line names the hook a rank was in when a wait made no progress */
@@ -317,7 +318,9 @@ static void print_start(const dt_trainer *t) {
     if (t->comm.size > 1)
         printf(", %d ranks (%d training), split %s, %d steps per epoch", t->comm.size, t->ctx.run.nworkers,
                cfg->split ? cfg->split : "random", t->ctx.run.steps_per_epoch);
-    printf(", BLAS %s\n", dt_blas_core());
+    printf(", BLAS %s", dt_blas_core());
+    if (dt_sim_active()) printf(", simulated (SimGrid SMPI)%s%s", *dt_sim_describe() ? ": " : "", dt_sim_describe());
+    printf("\n");
     fflush(stdout);
 }
 

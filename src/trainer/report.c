@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/sim.h"
 #include "trainer/trainer.h"
 
 /* the build's commit (src/core/version.c, written at every build) */
@@ -87,6 +88,8 @@ dt_status dt_trainer_log_config(dt_trainer *t) {
     dt_json_int(&j, "training_ranks", t->ctx.run.nworkers);
     dt_status st = hosts_json(t, &j);
     if (st != DT_OK || t->comm.rank != 0) { dt_json_free(&j); return st; }
+    /* simulated time and hosts (dtrain sim): the log says so, and on what */
+    if (dt_sim_active()) dt_json_str(&j, "simulated", *dt_sim_describe() ? dt_sim_describe() : "SimGrid SMPI");
     dt_json_str(&j, "split", c->split ? c->split : "random");
     dt_json_int(&j, "seed", (long long)c->seed);
     dt_json_int(&j, "epochs", c->epochs);

@@ -1,0 +1,19 @@
+/* The simulation build (DT_SIM: compiled with SimGrid's smpicc into dtrain-sim, started by
+ * dtrain sim under smpirun; docs/simulation.md). What the rest of the library asks of it:
+ * whether this is a simulation, its description for the log, and the modelled compute, which
+ * charges each layer's FLOPs to the simulated host instead of timing the real CPU. In the
+ * ordinary build every call here is a no-op answering "not simulated". */
+#ifndef DT_SIM_H
+#define DT_SIM_H
+
+/* 1 in the simulation build. */
+int dt_sim_active(void);
+/* 1 when compute is modelled (DTRAIN_SIM_COMPUTE=modelled, set by dtrain sim). */
+int dt_sim_modelled(void);
+/* Modelled compute: flops executed on this rank's simulated host at its speed. */
+void dt_sim_compute(double flops);
+/* What dtrain sim said of the platform and the compute ("campus-100m: 16 hosts, ...;
+ * compute modelled at 1e+11 flop/s"), "" when started otherwise, NULL outside simulation. */
+const char *dt_sim_describe(void);
+
+#endif

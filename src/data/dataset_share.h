@@ -1,0 +1,17 @@
+/* Datasets shared by the simulated ranks (the simulation build, docs/simulation.md): SMPI runs
+ * every rank in one process, so one copy of the data in memory serves them all. 256 ranks of
+ * MNIST held ~14 GB as private copies. The first rank to load a dataset hands it over; the
+ * others take the same buffers, read-only. Outside simulation nothing is shared. */
+#ifndef DT_DATASET_SHARE_H
+#define DT_DATASET_SHARE_H
+
+#include "dtrain.h"
+
+/* 1 and *out filled when the dataset (name, dir, train) was loaded by a rank already. */
+int dt_dataset_share_find(const char *name, const char *dir, int train, dt_dataset *out);
+/* d (just loaded) is handed over: its buffers belong to the share from now on. */
+void dt_dataset_share_add(const char *name, const char *dir, int train, const dt_dataset *d);
+/* 1 when d's buffers are the share's (not to be freed or resized). */
+int dt_dataset_is_shared(const dt_dataset *d);
+
+#endif
