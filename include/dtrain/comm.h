@@ -119,9 +119,9 @@ dt_status dt_bcast(dt_comm *c, float *buf, size_t n, int root);
 dt_status dt_reduce_sum(dt_comm *c, const float *buf, float *sum, size_t n);
 /* The sum of dt_allreduce_sum, started (MPI_Iallreduce, in place): counted when started; buf
  * is not to be touched until *req completes (dt_wait_all). n < 2^31. In the simulation build
- * (docs/simulation.md) it is done before returning and *req is MPI_REQUEST_NULL: SMPI 3.32's
- * MPI_Iallreduce frees its in-place copy before sending it and sends every buffer to every
- * rank (N-1 times the bytes of a ring), so the overlap is not simulated. */
+ * (docs/simulation.md) *req is MPI_REQUEST_NULL and the sum is MPICH's schedule in messages
+ * that dt_test_all and dt_wait_all move along (SMPI 3.32's own MPI_Iallreduce loses an
+ * in-place buffer); the buffer is final after dt_wait_all. */
 dt_status dt_iallreduce_sum(dt_comm *c, float *buf, size_t n, MPI_Request *req);
 /* The broadcast of dt_bcast for set-up traffic (e.g. equal starting copies): not a payload
  * and not timed, counted beside the payloads (other_bytes, at the root as a broadcast is).

@@ -1,4 +1,5 @@
 #include "comm/comm.h"
+#include "comm/sim_coll.h"
 #include "comm/trace.h"
 #include "comm/watch.h"
 
@@ -104,7 +105,13 @@ void dt_wait_end(dt_comm *c) {
 #endif
 dt_status dt_wait_all(dt_comm *c, int n, MPI_Request *req, const char *what) {
     const double t0 = dt_comm_time_begin(c);
-    const int err = n > 0 ? MPI_Waitall(n, req, MPI_STATUSES_IGNORE) : MPI_SUCCESS; /* the watchdog times it (pmpi.c) */
+    int err = n > 0 ? MPI_Waitall(n, req, MPI_STATUSES_IGNORE) : MPI_SUCCESS; /* the watchdog times it (pmpi.c) */
+#ifdef DT_SIM
+    if (err == MPI_SUCCESS) {
+        const dt_status st = dt_sim_iallreduce_progress(c, 1);
+        if (st != DT_OK) { dt_comm_time_end(c, t0); return st; }
+    }
+#endif
     dt_comm_time_end(c, t0);
     return dt_mpi_check(err, what);
 }
@@ -142,6 +149,12 @@ dt_status dt_test_all(dt_comm *c, int n, MPI_Request *req, int *done, const char
     const double t0 = dt_comm_time_begin(c);
     *done = 1;
     const int err = n > 0 ? MPI_Testall(n, req, done, MPI_STATUSES_IGNORE) : MPI_SUCCESS;
+#ifdef DT_SIM
+    if (err == MPI_SUCCESS) {
+        const dt_status st = dt_sim_iallreduce_progress(c, 0);
+        if (st != DT_OK) { dt_comm_time_end(c, t0); return st; }
+    }
+#endif
     dt_comm_time_end(c, t0);
     return dt_mpi_check(err, what);
 }
@@ -178,8 +191,12 @@ dt_status dt_iallreduce_sum(dt_comm *c, float *buf, size_t n, MPI_Request *req) 
     assert(n <= (size_t)INT_MAX);
     double t0 = dt_comm_time_begin(c), tt = dt_trace_t0();
 #ifdef DT_SIM
-    *req = MPI_REQUEST_NULL; /* see dtrain/comm.h: SMPI's own would lose the bucket */
-    int err = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->comm);
+    /* SMPI's own would lose the bucket (comm/sim_coll.h): ours, moved along by dt_test_all
+     * and dt_wait_all, which see it as MPI_REQUEST_NULL */
+    *req = MPI_REQUEST_NULL;
+    dt_status sst = dt_sim_iallreduce_start(c, buf, n);
+    if (sst != DT_OK) { dt_comm_time_end(c, t0); return sst; }
+    int err = MPI_SUCCESS;
 #else
     int err = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->comm, req);
 #endif
