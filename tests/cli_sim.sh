@@ -77,7 +77,38 @@ rc=$?; check "--platform wan runs" $rc "rc=$rc"
 r=$(ratio "$(summary_field "$T/wan.jsonl" train_s)" "$(summary_field "$T/lan.jsonl" train_s)")
 compare "wan: 10 steps slower than on campus-1g" "$r" '>' 3 "ratio $r"
 
-# 7. bad flags: one line naming the flag, exit 2, nothing written
+# 7. a sweep of simulated runs: simulate = true makes each run dtrain sim -n N
+cat >"$T/sim.ini" <<EOF
+[sweep]
+simulate = true
+out = $T/sweep
+[base]
+algo = fedavg
+model = cnn1
+train-limit = 2000
+test-limit = 500
+epochs = 1
+compute = modelled
+speed = 30Gf
+[axes]
+n = 2, 4
+EOF
+timeout 300 "$DTRAIN" sweep "$T/sim.ini" >"$T/sweep.out" 2>&1
+rc=$?; check "a sweep of simulated runs ends" $rc "rc=$rc: $(tail -1 "$T/sweep.out")"
+for n in 2 4; do
+    d=$(ls -d "$T"/sweep/*n=$n* 2>/dev/null | head -1)
+    sim=$(log_query "$d/log.jsonl" 'one("config").get("simulated", "")')
+    r=$(log_query "$d/log.jsonl" 'one("config")["ranks"]')
+    [[ "$sim" == "cluster: $n hosts"* ]] && [ "$r" = "$n" ]
+    check "sweep run n=$n: simulated on $n hosts" $? "simulated=$sim ranks=$r"
+done
+grep -q '^[^ ]*dtrain sim -n 4 ' "$T"/sweep/*n=4*/command.txt
+check "the sweep's command is dtrain sim" $? "$(cat "$T"/sweep/*n=4*/command.txt 2>/dev/null | head -c 200)"
+printf '[sweep]\nsimulate = maybe\n[base]\nalgo = fedavg\nn = 2\n' >"$T/bad.ini"
+expect_error "simulate = maybe" "key 'simulate': expected true or false" -- "$DTRAIN" sweep "$T/bad.ini"
+rm -rf "$T/sweep"
+
+# 8. bad flags: one line naming the flag, exit 2, nothing written
 expect_error "--link without a unit" "--link 100: expected a rate" -- "$DTRAIN" sim -n 2 --algo allreduce --link 100 --out "$T/x.w"
 expect_error "--latency with a bad unit" "--latency 5parsecs" -- "$DTRAIN" sim -n 2 --algo allreduce --latency 5parsecs --out "$T/x.w"
 expect_error "--platform unknown" "--platform nosuch: expected one of cluster" -- "$DTRAIN" sim -n 2 --algo allreduce --platform nosuch --out "$T/x.w"

@@ -197,9 +197,15 @@ int dt_cmd_sim(int argc, char **argv) {
         st = dt_fail(DT_ERR_ARG, "--speed: only with --compute modelled (measured compute runs at this CPU's speed)");
     char bin[4200];
     if (st == DT_OK) st = find_sim_binary(bin, sizeof bin);
+    /* dtrain sweep checks every run's flags before it starts any (src/cli/sweep.c): nothing made */
+    const int check_only = getenv("DTRAIN_CHECK_ONLY") != NULL;
     if (st == DT_OK) st = dt_resolve_outputs(&f, 0);
-    if (st == DT_OK && f.run_dir) st = dt_start_run_dir(&f, argv, argc);
+    if (st == DT_OK && f.run_dir && !check_only) st = dt_start_run_dir(&f, argv, argc);
     if (st == DT_OK) st = dt_train_check_paths(&f.c, 0);
+    if (st == DT_OK && check_only) {
+        free(args);
+        return 0;
+    }
     if (st == DT_OK && o.compute && !(o.speed > 0)) {
         st = bench_speed(f.c.model, f.c.batch, &o.speed);
         if (st == DT_OK)
@@ -263,6 +269,10 @@ int dt_cmd_sim(int argc, char **argv) {
              * links'. scripts/sim-calibrate measures both on netcluster hosts
              * (docs/simulation.md); DTRAIN_SIM_CFG adds or overrides SimGrid options. */
             av[k++] = "--cfg=smpi/bw-factor:0:0.94", av[k++] = "--cfg=smpi/lat-factor:0:1";
+            /* a send returns once its bytes are handed over, as MPICH with UCX sends eagerly up
+             * to 1 MB across hosts (dtrain run sets UCX_RNDV_THRESH=1mb): SMPI's default made
+             * every send above 64 kB wait for its receiver */
+            av[k++] = "--cfg=smpi/send-is-detached-thresh:1048576";
             char *extra = getenv("DTRAIN_SIM_CFG") ? strdup(getenv("DTRAIN_SIM_CFG")) : NULL;
             for (char *tok = extra ? strtok(extra, " \t") : NULL; tok && k < argc + 24; tok = strtok(NULL, " \t"))
                 av[k++] = tok;

@@ -238,7 +238,7 @@ static int run_all(const dt_sweep *s, dt_sweep_slot *sl, tally *t) {
         for (int i = 0; i < s->nruns && !stop_signal; i++) {
             if (sl[i].state != DT_SWEEP_PENDING) continue;
             const dt_sweep_run *r = &s->runs[i];
-            const long cost = r->exclusive || r->ranks > cores ? cores : r->ranks;
+            const long cost = r->sim ? 1 : r->exclusive || r->ranks > cores ? cores : r->ranks;
             if (t->running > 0 && used + cost > cores) continue;
             sl[i].t0 = dt_now();
             sl[i].pid = start(s, r, &sl[i]);
@@ -255,7 +255,7 @@ static int run_all(const dt_sweep *s, dt_sweep_slot *sl, tally *t) {
             for (int i = 0; i < s->nruns; i++)
                 if (sl[i].state == DT_SWEEP_RUNNING && sl[i].pid == pid) {
                     const dt_sweep_run *r = &s->runs[i];
-                    used -= r->exclusive || r->ranks > cores ? cores : r->ranks;
+                    used -= r->sim ? 1 : r->exclusive || r->ranks > cores ? cores : r->ranks;
                     ended(s, &sl[i], r, status, t);
                 }
         if (stop_signal && !stop_at) {

@@ -18,6 +18,7 @@ typedef struct dt_sweep_run {
     int ranks;          /* n (1: dtrain train, else dtrain run -n N) */
     int use_run;        /* dtrain run even for n = 1 (a flag only run has: hosts, max-restarts...) */
     int exclusive;      /* across hosts: runs alone */
+    int sim;            /* dtrain sim -n N ([sweep] simulate = true): one process, a core */
     int line;           /* its variant's [section] line, else [base]'s, else 1 */
     int ranks_line;     /* where n was set (0: not set) */
     dt_sweep_flag *flags;

@@ -46,7 +46,8 @@ char **dt_sweep_command(const dt_sweep_run *r, const char *dir, int check) {
     char nbuf[16];
     snprintf(nbuf, sizeof nbuf, "%d", r->ranks);
     av[k++] = xdup(dt_sweep_self, "");
-    if (check || r->use_run) { av[k++] = xdup("run", ""); av[k++] = xdup("-n", ""); av[k++] = xdup(nbuf, ""); }
+    if (r->sim) { av[k++] = xdup("sim", ""); av[k++] = xdup("-n", ""); av[k++] = xdup(nbuf, ""); }
+    else if (check || r->use_run) { av[k++] = xdup("run", ""); av[k++] = xdup("-n", ""); av[k++] = xdup(nbuf, ""); }
     else av[k++] = xdup("train", "");
     for (int i = 0; i < r->nflags; i++) {
         if (check && !strcmp(r->flags[i].key, "seed")) continue;

@@ -200,10 +200,10 @@ static int check_ranks(parser *p, int line, const char *v) {
 }
 
 static int sweep_key(parser *p, const char *key, const char *value) {
-    static const char *known[] = {"name", "seeds", "out", "parallel", "hosts", "hostfile"};
+    static const char *known[] = {"name", "seeds", "out", "parallel", "hosts", "hostfile", "simulate"};
     int ok = 0;
     for (size_t i = 0; i < sizeof known / sizeof *known; i++) ok |= !strcmp(key, known[i]);
-    if (!ok) return err(p, p->line, "unknown key '%s' in [sweep] (expected name, seeds, out, parallel, hosts or hostfile)", key);
+    if (!ok) return err(p, p->line, "unknown key '%s' in [sweep] (expected name, seeds, out, parallel, hosts, hostfile or simulate)", key);
     if (!*value) return err(p, p->line, "key '%s': expected a value, got nothing", key);
     p->sweep_keys[p->nsweep++] = (dt_sweep_flag){copy_text(key), copy_text(value), p->line};
     return 1;
@@ -469,6 +469,15 @@ static int finish(parser *p, dt_sweep *s) {
     if (p->nvariants == 0 && !expand_variant(p, s, &implicit, seeds, nseeds, seeds_line)) return 0;
     for (int i = 0; i < p->nvariants; i++)
         if (!expand_variant(p, s, &p->variants[i], seeds, nseeds, seeds_line)) return 0;
+    /* simulate = true: every run is dtrain sim -n N, all its ranks in one process (a core) */
+    if ((k = sweep_get(p, "simulate"))) {
+        if (strcmp(k->value, "true") && strcmp(k->value, "false"))
+            return err(p, k->line, "key 'simulate': expected true or false, got '%s'", k->value);
+        if (k->line && (sweep_get(p, "hosts") || sweep_get(p, "hostfile")) && !strcmp(k->value, "true"))
+            return err(p, k->line, "key 'simulate': the hosts are simulated: not with hosts or hostfile");
+        for (int i = 0; i < s->nruns && !strcmp(k->value, "true"); i++)
+            s->runs[i].sim = 1, s->runs[i].use_run = 0, s->runs[i].exclusive = 0;
+    }
     return distinct_names(p, s);
 }
 
