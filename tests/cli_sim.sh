@@ -118,6 +118,23 @@ expect_error "--straggler malformed" "--straggler 1x4: expected RANK:FACTOR" -- 
 expect_error "--speed with measured compute" "--speed: only with --compute modelled" -- "$DTRAIN" sim -n 2 --algo allreduce --speed 10Gf --out "$T/x.w"
 expect_error "--latency on a named platform" "--latency: only with --platform cluster" -- "$DTRAIN" sim -n 2 --algo allreduce --platform campus-1g --latency 1ms --out "$T/x.w"
 expect_error "-n 4 of local" "--algo local trains on one process" -- "$DTRAIN" sim -n 4 --algo local --out "$T/x.w"
+echo '<platform>junk' >"$T/bad.xml"; printf 'host0\nhost1\n' >"$T/hosts"; printf 'nohost\nnohost\n' >"$T/nohosts"
+expect_error "a platform file SimGrid cannot read" "SimGrid stopped (platform $T/bad.xml): Parse error" -- "$DTRAIN" sim -n 2 --algo fedavg --platform "$T/bad.xml" --hostfile "$T/hosts" --no-save --quiet
+cat >"$T/two.xml" <<'EOF'
+<?xml version='1.0'?>
+<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">
+<platform version="4.1">
+  <cluster id="c" prefix="host" suffix="" radical="0-1" speed="1Gf" bw="125MBps" lat="50us"/>
+</platform>
+EOF
+expect_error "a hostfile naming hosts the platform lacks" "Host not found: 'nohost'" -- "$DTRAIN" sim -n 2 --algo fedavg --platform "$T/two.xml" --hostfile "$T/nohosts" --no-save --quiet
+"$DTRAIN" sim -n 2 --algo fedavg --platform "$T/two.xml" --hostfile "$T/hosts" --train-limit 1000 --test-limit 500 --epochs 1 --quiet --no-save --log "$T/pf.jsonl" >/dev/null 2>&1
+sim=$(log_query "$T/pf.jsonl" 'one("config").get("simulated", "")')
+[[ "$sim" == "platform file $T/two.xml, 2 hosts; compute measured on this CPU" ]]
+check "a platform file of one's own runs, named in the log" $? "simulated=$sim"
+mkfifo "$T/fifo"
+expect_error "a FIFO as the platform" "--platform $T/fifo: is a FIFO" -- timeout 20 "$DTRAIN" sim -n 2 --algo fedavg --platform "$T/fifo" --hostfile "$T/hosts" --no-save
+rm -f "$T/fifo"
 expect_error "--compute unknown" "--compute guessed" -- "$DTRAIN" sim -n 2 --algo allreduce --compute guessed --out "$T/x.w"
 
 finish

@@ -127,20 +127,53 @@ static dt_status write_platform(const dt_sim_cluster *c, const char *dir, char *
     return st;
 }
 
-/* Runs argv and waits; the child dies with us. Its exit status, 2 when it could not start. */
-static int run_child(char **argv) {
+/* SimGrid's own errors (a platform it cannot load, a host it cannot find) come as several
+ * lines and an abort: they are kept, and said in one line when the simulation ends so. */
+static int simgrid_error(const char *line) {
+    return strstr(line, "/ERROR]") != NULL || strstr(line, "/CRITICAL]") != NULL;
+}
+
+/* Runs argv and waits; the child dies with us. Its stderr passes through, SimGrid's errors
+ * aside (simgrid_error). Its exit status, 2 when it could not start or SimGrid stopped it. */
+static int run_child(char **argv, const char *platform) {
+    int fd[2];
+    if (pipe(fd) != 0) { dt_fail(DT_ERR_IO, "dtrain sim: pipe: %s", strerror(errno)); return dt_cli_fail(); }
     const pid_t pid = fork();
     if (pid < 0) { dt_fail(DT_ERR_IO, "dtrain sim: fork: %s", strerror(errno)); return dt_cli_fail(); }
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
+        dup2(fd[1], 2);
+        close(fd[0]);
+        close(fd[1]);
         execvp(argv[0], argv);
         fprintf(stderr, "dtrain: error: dtrain sim: cannot start %s: %s (apt-get install libsimgrid-dev)\n", argv[0], strerror(errno));
         _exit(2);
     }
-    /* Ctrl-C reaches smpirun too (one process group): wait for it to end */
+    close(fd[1]);
+    /* Ctrl-C reaches the simulation too (one process group): wait for it to end */
     signal(SIGINT, SIG_IGN);
+    FILE *err = fdopen(fd[0], "r");
+    char line[2048], first[600] = "";
+    while (err && fgets(line, sizeof line, err)) {
+        /* after an error, its backtrace ("  ->  0# ...") and blank lines go with it */
+        const int trace = first[0] && (!strncmp(line, "  -> ", 5) || line[strspn(line, " \n")] == 0);
+        if (trace) continue;
+        if (!simgrid_error(line)) { fputs(line, stderr); continue; }
+        if (!first[0]) { /* its text after the "[where] [category/ERROR] " prefixes */
+            const char *t = strstr(line, "ERROR] ") ? strstr(line, "ERROR] ") + 7 : strstr(line, "CRITICAL] ") + 10;
+            snprintf(first, sizeof first, "%.*s", (int)strcspn(t, "\n"), t);
+        }
+    }
+    if (err) fclose(err);
+    else close(fd[0]);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    const int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (first[0] && !ok) {
+        fprintf(stderr, "dtrain: error: dtrain sim: SimGrid stopped (platform %s): %s\n", platform, first);
+        return 2;
+    }
+    if (first[0]) fprintf(stderr, "dtrain sim: warning: SimGrid: %s\n", first);
     if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 2;
 }
@@ -174,9 +207,17 @@ int dt_cmd_sim(int argc, char **argv) {
     dt_sim_cluster cl = {.platform = o.platform, .hosts = f.ranks, .link_Bps = o.link, .latency_s = o.latency};
     const int named = dt_sim_platform_known(o.platform);
     struct stat sb;
+    FILE *fp = NULL;
     if (st == DT_OK && !named && stat(o.platform, &sb) != 0)
         st = dt_fail(DT_ERR_ARG, "--platform %s: expected one of %s, or a SimGrid platform file (none there)", o.platform,
                      dt_sim_platform_names());
+    /* the files SimGrid will read: regular and readable (a FIFO would hang it) */
+    if (st == DT_OK && !named && dt_open_regular(o.platform, &fp, NULL) != DT_OK)
+        st = dt_fail(DT_ERR_ARG, "--platform %s", dt_last_error());
+    if (fp) fclose(fp), fp = NULL;
+    if (st == DT_OK && o.hostfile && dt_open_regular(o.hostfile, &fp, NULL) != DT_OK)
+        st = dt_fail(DT_ERR_ARG, "--hostfile %s", dt_last_error());
+    if (fp) fclose(fp), fp = NULL;
     if (st == DT_OK && !named && !o.hostfile)
         st = dt_fail(DT_ERR_ARG, "--platform %s: a platform file needs --hostfile FILE (its hosts, rank r on line r)", o.platform);
     if (st == DT_OK && named && o.hostfile)
@@ -293,7 +334,7 @@ int dt_cmd_sim(int argc, char **argv) {
             }
             av[k] = NULL;
             fflush(stdout);
-            rc = run_child(av);
+            rc = run_child(av, xml);
             free(av);
             free(extra);
         }
