@@ -360,7 +360,7 @@ static void test_weights_meta(void) {
         const size_t floats[] = {1, 1, 1, 1, 2, 2}; /* (len / 4 + 1): always room for a NUL */
         dt_records l = {0};
         for (int i = 0; i < 6; i++) {
-            char name[16];
+            char name[24];
             snprintf(name, sizeof name, "meta:t%d", i);
             CHECK(dt_records_add_text(&l, name, texts[i]) == DT_OK);
             CHECK(l.r[i].numel == floats[i]);
@@ -370,7 +370,7 @@ static void test_weights_meta(void) {
         dt_tfile f;
         CHECK(dt_tfile_read(path, &f) == DT_OK);
         for (int i = 0; i < 6; i++) {
-            char name[16];
+            char name[24];
             snprintf(name, sizeof name, "meta:t%d", i);
             char *t = dt_tfile_text(&f, name);
             CHECK_MSG(t && !strcmp(t, texts[i]), "%s: '%s', expected '%s'", name, t ? t : "(none)", texts[i]);

@@ -138,12 +138,12 @@ static char *resnet18_cifar_spec(void) {
                      "batchnorm name=bn1\n"
                      "relu name=relu\n");
     const int planes[4] = {64, 128, 256, 512};
-    char prev[32] = "relu";
+    char prev[48] = "relu"; /* pre and ".relu" */
     int in_planes = 64;
     for (int s = 0; s < 4 && ok; s++)
         for (int blk = 0; blk < 2 && ok; blk++) {
             int stride = (s > 0 && blk == 0) ? 2 : 1, p = planes[s];
-            char pre[24];
+            char pre[32]; /* "layerS.B" with any int: 29 bytes */
             snprintf(pre, sizeof pre, "layer%d.%d", s + 1, blk);
             ok = appendf(&b, &len, &cap,
                          "conv out=%d k=3 stride=%d pad=1 bias=0 name=%s.conv1 in=%s\n"

@@ -91,7 +91,7 @@ dt_status dt_ckset_parse(const char *text, size_t len, const char *origin, int r
     if (!next_line(&p, end, line, sizeof line) || !key_number(line, "ranks", 2, 1000000, &ranks)) return BAD("line 4: ranks");
     if (!next_line(&p, end, line, sizeof line) || strncmp(line, "run ", 4) != 0 || strlen(line + 4) >= sizeof out->run)
         return BAD("line 5: run");
-    snprintf(out->run, sizeof out->run, "%s", line + 4);
+    memcpy(out->run, line + 4, strlen(line + 4) + 1); /* fits: checked above */
     out->epoch = (int)epoch;
     out->step = step;
     out->ranks = (int)ranks;
