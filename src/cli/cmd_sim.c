@@ -30,6 +30,7 @@ typedef struct sim_opts {
     int ranks;
     double link, latency, speed;
     int compute; /* 0 measured, 1 modelled */
+    int link_given, latency_given;
     const char *platform, *hostfile, *straggler;
 } sim_opts;
 
@@ -45,9 +46,9 @@ static void format_speed(const void *v, char *out, size_t len) { snprintf(out, l
 #define S sim_opts
 static const dt_flag sim_flags[] = {
     {"n", DT_AT_INT(S, ranks), .min = 1, .max = 65536, .def = "4", .help = "number of ranks, each a simulated host"},
-    {"link", DT_AT_CUSTOM(S, link, double, parse_rate, format_rate), .def = "1Gbps", .metavar = "RATE",
+    {"link", DT_AT_CUSTOM(S, link, double, parse_rate, format_rate), DT_GIVEN(S, link_given), .def = "1Gbps", .metavar = "RATE",
      .help = "--platform cluster: each host's link (100Mbps, 1Gbps, 10Gbps; bits bps or bytes Bps)"},
-    {"latency", DT_AT_CUSTOM(S, latency, double, parse_time, format_time), .def = "50us", .metavar = "TIME",
+    {"latency", DT_AT_CUSTOM(S, latency, double, parse_time, format_time), DT_GIVEN(S, latency_given), .def = "50us", .metavar = "TIME",
      .help = "--platform cluster: each host link's latency (50us, 1ms)"},
     {"platform", DT_AT_TEXT(S, platform), .def = "cluster", .metavar = "NAME|FILE",
      .help = "cluster, datacenter, campus-1g, campus-100m, wan, or a SimGrid platform file (with --hostfile)"},
@@ -222,13 +223,9 @@ int dt_cmd_sim(int argc, char **argv) {
         st = dt_fail(DT_ERR_ARG, "--platform %s: a platform file needs --hostfile FILE (its hosts, rank r on line r)", o.platform);
     if (st == DT_OK && named && o.hostfile)
         st = dt_fail(DT_ERR_ARG, "--hostfile %s: only with a platform file (--platform %s names its own hosts)", o.hostfile, o.platform);
-    for (int i = 2; st == DT_OK && i < argc; i++) {
-        const int link = !strcmp(args[i], "--link") || !strncmp(args[i], "--link=", 7);
-        const int lat = !strcmp(args[i], "--latency") || !strncmp(args[i], "--latency=", 10);
-        if ((link || lat) && strcmp(o.platform, "cluster") != 0)
-            st = dt_fail(DT_ERR_ARG, "--%s: only with --platform cluster (--platform %s sets its own links)",
-                         link ? "link" : "latency", o.platform);
-    }
+    if (st == DT_OK && (o.link_given || o.latency_given) && strcmp(o.platform, "cluster") != 0)
+        st = dt_fail(DT_ERR_ARG, "--%s: only with --platform cluster (--platform %s sets its own links)",
+                     o.link_given ? "link" : "latency", o.platform);
     if (st == DT_OK && o.straggler) {
         const char *why = dt_sim_parse_stragglers(o.straggler, &cl);
         if (why) st = dt_fail(DT_ERR_ARG, "--straggler %s: expected %s", o.straggler, why);
