@@ -279,12 +279,12 @@ int dt_cmd_sim(int argc, char **argv) {
         if (!f.c.quiet)
             printf("dtrain sim: %s; %s. Times are simulated. Off in simulation: the watchdog (--timeout), "
                    "rank guards and restarts\n", describe, compute);
-        char np[64], speed[64], hf[300];
+        char np[64], speed[64], hf[300], size[16];
         snprintf(np, sizeof np, "--cfg=smpi/np:%d", f.ranks);
         snprintf(hf, sizeof hf, "--cfg=smpi/hostfile:%s", hosts);
         snprintf(speed, sizeof speed, "--cfg=smpi/host-speed:%.17gf", cl.speed);
-        snprintf(np + 32, 32, "%d", f.ranks);
-        setenv("SMPI_GLOBAL_SIZE", np + 32, 1);
+        snprintf(size, sizeof size, "%d", f.ranks);
+        setenv("SMPI_GLOBAL_SIZE", size, 1); /* as smpirun sets it */
         char **av = calloc((size_t)argc + 64, sizeof *av);
         int k = 0;
         if (av) {

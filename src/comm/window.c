@@ -248,6 +248,12 @@ static int sim_wait_puts(void) {
 #endif
 }
 
+/* The header of tensor t for neighbour k (its sequence number and check word) into k's slot. */
+static int put_header(dt_win *w, int k, int t) {
+    const uint64_t *hdr = w->hdr_out + 2 * ((size_t)k * (size_t)w->T + (size_t)t);
+    return MPI_Put(hdr, 2, MPI_UINT64_T, w->nbrs[k], hdr_disp(w, w->peer_slot[k], t), 2, MPI_UINT64_T, w->win);
+}
+
 /* n data puts of `bytes` bytes each, and their headers: the messages counted, the protocol's
  * overhead in the window's own figures */
 void dt_win_count_puts(dt_win *w, int n, size_t bytes) {
@@ -281,7 +287,7 @@ dt_status dt_win_put_bytes(dt_win *w, int k, int t, const void *src, size_t byte
     if (err == MPI_SUCCESS) err = sim_wait_puts();
     if (err == MPI_SUCCESS) {
         what = "MPI_Put (header)";
-        err = MPI_Put(hdr, 2, MPI_UINT64_T, target, hdr_disp(w, slot, t), 2, MPI_UINT64_T, w->win);
+        err = put_header(w, k, t);
     }
     if (err == MPI_SUCCESS) { what = "MPI_Win_flush"; err = MPI_Win_flush(target, w->win); }
     w->c->c.t_comm += dt_now() - t0;
@@ -332,20 +338,14 @@ static dt_status put_batch_now(dt_win *w, const int *ts, int nt, const void *con
         const int target = w->nbrs[k], slot = w->peer_slot[k];
         for (int i = 0; i < nt && err == MPI_SUCCESS; i++) {
             const int t = ts[i];
-            const uint64_t *hdr = w->hdr_out + 2 * ((size_t)k * (size_t)w->T + (size_t)t);
             err = put_data(w, target, slot, t, x ? w->cap[t] : nbytes[i], w->stage + w->boff[t]);
-            if (err == MPI_SUCCESS && !dt_sim_active())
-                err = MPI_Put(hdr, 2, MPI_UINT64_T, target, hdr_disp(w, slot, t), 2,
-                              MPI_UINT64_T, w->win);
+            if (err == MPI_SUCCESS && !dt_sim_active()) err = put_header(w, k, t);
         }
     }
     /* simulation: the headers once the data is there (put_data) */
     if (err == MPI_SUCCESS && dt_sim_active()) err = sim_wait_puts();
     for (int k = 0; k < w->nnbrs && err == MPI_SUCCESS && dt_sim_active(); k++)
-        for (int i = 0; i < nt && err == MPI_SUCCESS; i++) {
-            const uint64_t *hdr = w->hdr_out + 2 * ((size_t)k * (size_t)w->T + (size_t)ts[i]);
-            err = MPI_Put(hdr, 2, MPI_UINT64_T, w->nbrs[k], hdr_disp(w, w->peer_slot[k], ts[i]), 2, MPI_UINT64_T, w->win);
-        }
+        for (int i = 0; i < nt && err == MPI_SUCCESS; i++) err = put_header(w, k, ts[i]);
     if (err == MPI_SUCCESS) {
         what = "MPI_Win_flush_all";
         err = MPI_Win_flush_all(w->win);
