@@ -46,6 +46,11 @@ int main(int argc, char **argv) {
         free(buf);
         free(t);
     }
+    /* as dt_comm_finalize (src/comm/comm.c): a barrier, then no MPI call for half a second, or
+     * MPICH's UCX netmod can spin in MPI_Finalize for ever across hosts */
+    MPI_Barrier(MPI_COMM_WORLD);
+    const struct timespec settle = {0, 500000000L};
+    nanosleep(&settle, NULL);
     MPI_Finalize();
     return 0;
 }

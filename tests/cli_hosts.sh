@@ -100,4 +100,34 @@ for f in ar psg dp eg0 ega dw ch; do
     done
 done
 
+# (e) --wire links serialise at their rate (scripts/netcluster: offloads off, a burst of two
+# frames), with jumbo frames by --mtu; a bad --mtu is one line and leaves the cluster up
+out=$("$NC" up 2 --rate 100mbit --wire 2>&1)
+check "up --wire" $? "$out"
+tso=$("$NC" exec 0 ethtool -k eth0 | awk '$1 == "tcp-segmentation-offload:" { print $2 }')
+burst=$("$NC" exec 0 tc qdisc show dev eth0 | grep -o 'burst [0-9]*b' | head -1)
+[ "$tso" = off ] && [ "$burst" = "burst 3000b" ]
+check "a wire link: segmentation offload off, a burst of two 1500-byte frames" $? "tso $tso, $burst"
+# a 64 kB message after a pause takes its size over the rate (5.2 ms at 100 Mbit/s; with the
+# default 64 kB bucket it crossed in 0.4 ms): a lower bound, which load only makes safer
+if mpicc -O2 -o "$T/pingpong" "$ROOT/bench/pingpong.c" 2>"$T/pp.err"; then
+    one=$(DTRAIN_MPIEXEC="" timeout -k 5 60 "$NC" mpiexec -n 2 "$T/pingpong" 5 8 65536 2>&1 | awk '{ print $2 }')
+    holds "${one:-0}" '>=' 0.0045
+    check "a 64 kB message crosses the 100 Mbit/s wire in >= 4.5 ms (took ${one:-?} s)" $? ""
+else
+    check "bench/pingpong.c builds with mpicc" 1 "$(head -3 "$T/pp.err")"
+fi
+hrun wire --algo allreduce
+out=$("$NC" up 2 --rate 1gbit --wire --mtu 9000 2>&1)
+check "up --wire --mtu 9000" $? "$out"
+mtus=$("$NC" exec 0 cat /sys/class/net/eth0/mtu)
+burst=$("$NC" exec 0 tc qdisc show dev eth0 | grep -o 'burst [0-9]*b' | head -1)
+[ "$mtus" = 9000 ] && [ "$burst" = "burst 18000b" ]
+check "jumbo frames: mtu 9000, a burst of two frames" $? "mtu $mtus, $burst"
+hrun jumbo --algo dpsgd
+out=$("$NC" up 2 --rate 100mbit --wire --mtu 9x 2>&1)
+rc=$?
+[ "$rc" = 2 ] && [ "$(printf '%s\n' "$out" | wc -l)" = 1 ] && grep -q -- "--mtu" <<<"$out" && "$NC" hosts >/dev/null
+check "--mtu 9x: one line naming --mtu, exit 2, the cluster left up" $? "exit $rc: $out"
+
 finish
