@@ -237,4 +237,10 @@ rc=$?
 [ "$rc" -eq 1 ] && [ "$(grep -c '^sweep: start' fail3.err)" -eq 1 ] && grep -q '^sweep: start nodata$' fail3.err
 check "--retry-failed runs it (alone) again" $? "exit $rc, $(grep '^sweep: start' fail3.err | tr '\n' ' ')"
 
+# --help says what a user needs before docs/sweep.md: seeds, axes, variants, resuming
+h=$("$DTRAIN" sweep --help 2>&1)
+grep -q "seeds = " <<<"$h" && grep -q "\[axes\]" <<<"$h" && grep -q "\[variant NAME\]" <<<"$h" &&
+    grep -q "Resuming" <<<"$h" && grep -q -- "--retry-failed" <<<"$h"
+check "sweep --help names seeds, axes, variants and resuming" $? "$(head -4 <<<"$h" | tr '\n' ' ')"
+
 finish

@@ -341,6 +341,11 @@ int dt_cmd_sweep(int argc, char **argv) {
     if (st == DT_OK && help) {
         dt_flags_help("sweep", "FILE [--dry-run] [--retry-failed]\n\nRuns every run of an experiment file (docs/sweep.md), "
                       "each in its own folder, as many at once as the cores allow.\n"
+                      "The file: [sweep] name, seeds = 1 2 3 (each run once per seed), out, parallel;\n"
+                      "[base] flags of every run; [axes] KEY = v1, v2 (every combination); [variant NAME]\n"
+                      "its own flags, and 'axis KEY = ...' of its own. Runs go to OUT/NAME-KEY=V-seedS/.\n"
+                      "Resuming: run it again and only what is missing runs: finished runs are kept, runs\n"
+                      "cut short start again, failed runs are kept as failed unless --retry-failed.\n"
                       "Exit status: 0 every run done, 1 some failed, 2 bad input, 130/143 interrupted.", &list, 1);
         return 0;
     }

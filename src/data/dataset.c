@@ -384,7 +384,7 @@ static dt_status load_cifar_named(const char *dir, int train, dt_dataset *out) {
     if (!file_exists(first)) {
         if (!file_exists(probe))
             return dt_fail(DT_ERR_IO, "%s: not found (nor in cifar-10-batches-bin/); cifar10 %s "
-                           "batches missing - run scripts/get-data, or unpack "
+                           "batches missing - run scripts/get-data cifar10, or unpack "
                            "cifar-10-binary.tar.gz from https://www.cs.toronto.edu/~kriz/ there",
                            first, train ? "train" : "test");
         base = sub;
