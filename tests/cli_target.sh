@@ -78,4 +78,19 @@ expect_error "--target-acc 0" "--target-acc 0: expected a number > 0" -- "$DTRAI
 expect_error "--target-acc 1.5" "--target-acc 1.5" -- "$DTRAIN" train "${C[@]}" --target-acc 1.5
 expect_error "downpour --servers 2 --target-acc" "--target-acc: not with --algo downpour --servers 2" -- "$DTRAIN" run -n 4 --algo downpour --servers 2 "${C[@]}" --target-acc 0.9
 
+# A tie: an evaluation whose accuracy is the target exactly reaches it. --target-acc is kept as
+# a float, and 0.4 as a float is 0.40000001: compared with the accuracy's double (2/5 = 0.4
+# exactly) the tie was missed and the run went on. 5 test images: every accuracy k/5 below 1
+# is such a tie; the target is the first evaluation's accuracy that rounds up as a float.
+"$DTRAIN" train "${C[@]}" --test-limit 5 --eval-every-steps 5 --max-steps 40 --no-save --log "$T/tie0.jsonl" >/dev/null 2>&1
+tie=$(log_query "$T/tie0.jsonl" 'next((str(e["test_acc"]) + " " + str(e["step"]) for e in of("eval") if 0 < e["test_acc"] < 1 and __import__("struct").unpack("f", __import__("struct").pack("f", e["test_acc"]))[0] > e["test_acc"] and all(x["test_acc"] < e["test_acc"] for x in of("eval") if x["step"] < e["step"])), "")')
+if [ -n "$tie" ]; then
+    set -- $tie
+    "$DTRAIN" train "${C[@]}" --test-limit 5 --eval-every-steps 5 --max-steps 40 --target-acc "$1" --no-save --log "$T/tie.jsonl" >/dev/null 2>&1
+    got=$(log_query "$T/tie.jsonl" 'one("summary")["steps_to_target"]')
+    compare "an evaluation at exactly --target-acc $1 reaches it (step $2)" "$got" == "$2"
+else
+    check "a tie to test: an evaluation at k/5 that rounds up as a float" 1 "evaluations $(log_query "$T/tie0.jsonl" '[e["test_acc"] for e in of("eval")]')"
+fi
+
 finish
