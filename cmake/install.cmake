@@ -13,10 +13,10 @@ install(TARGETS dtrain_static dtrain_shared EXPORT dtrainTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES include/dtrain.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-# the scheme interface (dtrain/scheme.h, its contract), the flags it declares (dtrain/flag.h)
+# the scheme interface (dtrain/scheme.h, its contract; dtrain/server.h, ranks that serve), the flags it declares (dtrain/flag.h)
 # and the counted communication it uses (dtrain/comm.h): <mpi.h>'s flags are dtrain.pc's and
 # the package's
-install(FILES include/dtrain/scheme.h include/dtrain/comm.h include/dtrain/flag.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/dtrain)
+install(FILES include/dtrain/scheme.h include/dtrain/comm.h include/dtrain/flag.h include/dtrain/server.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/dtrain)
 
 # pkg-config: Libs for the shared library; a static link (pkg-config --static) also needs
 # MPI, OpenBLAS, zlib and jansson (their own .pc files, Debian names; the cache variable, for

@@ -29,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const int nlists = run ? dt_run_flag_lists(&f, lists) : dt_train_flag_lists(&f, lists);
     int help;
     if (dt_flags_parse_argv(run ? "run" : "train", argc, argv, 2, lists, nlists, &help) == DT_OK && !help)
-        (void)dt_scheme_values(&f);
+        (void)dt_scheme_values(&f, NULL);
     free(text);
     return 0;
 }

@@ -17,6 +17,7 @@
 #include "core/json.h"
 #include "core/tensorfile.h"
 #include "dtrain.h"
+#include "dtrain/server.h"
 
 
 static int has_text(const char *hay, const char *needle) { return hay && strstr(hay, needle) != NULL; }
@@ -34,7 +35,7 @@ static dt_status check_with(const char *algo, const char *flag, const char *valu
     dt_scheme_config a = config(algo);
     dt_status st = dt_scheme_config_set(&a, flag, value);
     CHECK_MSG(st == DT_OK, "set --%s: %s", flag, dt_last_error());
-    return dt_scheme_check(&a);
+    return dt_scheme_check(&a, NULL);
 }
 
 static void test_registry_table(void) {
@@ -66,9 +67,9 @@ static void test_registry_table(void) {
         }
         /* every declared default passes the check, and the scheme creates with them */
         dt_scheme_config a = config(s->name);
-        CHECK_MSG(dt_scheme_check(&a) == DT_OK, "%s with defaults: %s", s->name, dt_last_error());
+        CHECK_MSG(dt_scheme_check(&a, NULL) == DT_OK, "%s with defaults: %s", s->name, dt_last_error());
         dt_scheme *st = NULL;
-        CHECK_MSG(dt_scheme_create(&a, &st) == DT_OK && st && st->ops && st->scheme == s, "%s create: %s", s->name,
+        CHECK_MSG(dt_scheme_make(&a, &st) == DT_OK && st && st->ops && st->def == s, "%s create: %s", s->name,
                   dt_last_error());
         dt_scheme_free(st);
     }
@@ -80,7 +81,7 @@ static void test_registry_table(void) {
     CHECK(dt_scheme_find("eventgrad") && dt_scheme_find("eventgrad")->compress == DT_COMPRESS_WITH_SYNC);
     /* NULL algo means local */
     dt_scheme_config a = config(NULL);
-    CHECK(dt_scheme_check(&a) == DT_OK);
+    CHECK(dt_scheme_check(&a, NULL) == DT_OK);
 }
 
 static void test_registry_refusals(void) {
@@ -95,42 +96,42 @@ static void test_registry_refusals(void) {
     CHECK(a.nset == 1 && !strcmp(a.set[0].value, "4"));
 
     a = config("sgd");
-    CHECK(dt_scheme_check(&a) == DT_ERR_ARG);
+    CHECK(dt_scheme_check(&a, NULL) == DT_ERR_ARG);
     char msg[512];
     snprintf(msg, sizeof msg, "%s", dt_last_error());
     CHECK(has_text(msg, "--algo sgd"));
     /* a misspelt scheme: the nearest name; a far one: the list */
     a = config("allreduse");
-    CHECK(dt_scheme_check(&a) == DT_ERR_ARG && has_text(dt_last_error(), "--algo allreduse: unknown scheme (did you mean allreduce?)"));
+    CHECK(dt_scheme_check(&a, NULL) == DT_ERR_ARG && has_text(dt_last_error(), "--algo allreduse: unknown scheme (did you mean allreduce?)"));
     a = config("gossip");
-    CHECK(dt_scheme_check(&a) == DT_ERR_ARG && has_text(dt_last_error(), "(expected one of: local, allreduce"));
+    CHECK(dt_scheme_check(&a, NULL) == DT_ERR_ARG && has_text(dt_last_error(), "(expected one of: local, allreduce"));
 
     /* a flag of another scheme is refused (it would be ignored), naming the schemes that take it */
     a = config("allreduce");
     CHECK(dt_scheme_config_set(&a, "local-steps", "5") == DT_OK);
-    CHECK_MSG(dt_scheme_check(&a) == DT_ERR_ARG && !strcmp(dt_last_error(), "--local-steps: a flag of fedavg, not of --algo allreduce"),
+    CHECK_MSG(dt_scheme_check(&a, NULL) == DT_ERR_ARG && !strcmp(dt_last_error(), "--local-steps: a flag of fedavg, not of --algo allreduce"),
               "%s", dt_last_error());
     dt_scheme *none = NULL;
-    CHECK(dt_scheme_create(&a, &none) == DT_ERR_ARG && none == NULL);
+    CHECK(dt_scheme_make(&a, &none) == DT_ERR_ARG && none == NULL);
     a = config("fedavg");
     dt_scheme_config_set(&a, "topology", "ring");
-    CHECK_MSG(dt_scheme_check(&a) == DT_ERR_ARG && !strcmp(dt_last_error(), "--topology: a flag of dpsgd, eventgrad, choco, not of --algo fedavg"),
+    CHECK_MSG(dt_scheme_check(&a, NULL) == DT_ERR_ARG && !strcmp(dt_last_error(), "--topology: a flag of dpsgd, eventgrad, choco, not of --algo fedavg"),
               "%s", dt_last_error());
     a = config(NULL); /* local takes no scheme flag */
     dt_scheme_config_set(&a, "servers", "1");
-    CHECK_MSG(dt_scheme_check(&a) == DT_ERR_ARG && has_text(dt_last_error(), "not of --algo local"), "%s", dt_last_error());
+    CHECK_MSG(dt_scheme_check(&a, NULL) == DT_ERR_ARG && has_text(dt_last_error(), "not of --algo local"), "%s", dt_last_error());
     /* a flag several schemes share passes for each of them */
     a = config("dpsgd");
     dt_scheme_config_set(&a, "topology", "ring");
-    CHECK_MSG(dt_scheme_check(&a) == DT_OK, "%s", dt_last_error());
+    CHECK_MSG(dt_scheme_check(&a, NULL) == DT_OK, "%s", dt_last_error());
     a = config("eventgrad");
     dt_scheme_config_set(&a, "topology", "ring");
-    CHECK_MSG(dt_scheme_check(&a) == DT_OK, "%s", dt_last_error());
+    CHECK_MSG(dt_scheme_check(&a, NULL) == DT_OK, "%s", dt_last_error());
     for (int i = 0; i < n; i++) CHECK_MSG(has_text(msg, all[i]->name), "%s missing from: %s", all[i]->name, msg);
 
     a = config("local");
     a.compress = "fp16";
-    CHECK(dt_scheme_check(&a) == DT_ERR_ARG);
+    CHECK(dt_scheme_check(&a, NULL) == DT_ERR_ARG);
     snprintf(msg, sizeof msg, "%s", dt_last_error());
     CHECK(has_text(msg, "--compress fp16") && has_text(msg, "local"));
     for (int i = 0; i < n; i++)
@@ -138,10 +139,10 @@ static void test_registry_refusals(void) {
             CHECK_MSG(has_text(msg, all[i]->name), "%s missing from: %s", all[i]->name, msg);
     CHECK(has_text(msg, "eventgrad with --sync"));
     a.compress = "none";
-    CHECK(dt_scheme_check(&a) == DT_OK);
+    CHECK(dt_scheme_check(&a, NULL) == DT_OK);
     a = config("allreduce");
     a.compress = "fp17";
-    CHECK(dt_scheme_check(&a) == DT_ERR_ARG && has_text(dt_last_error(), "--compress"));
+    CHECK(dt_scheme_check(&a, NULL) == DT_ERR_ARG && has_text(dt_last_error(), "--compress"));
 
     struct { const char *algo, *flag, *value; } bad[] = {
         {"eventgrad", "history", "0"},           {"eventgrad", "history", "abc"},
@@ -181,8 +182,8 @@ static void test_registry_refusals(void) {
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
         a = config(words[i].algo);
         dt_scheme_config_set(&a, words[i].flag, words[i].value);
-        CHECK_MSG(dt_scheme_check(&a) == DT_ERR_ARG, "--%s %s passed the check", words[i].flag, words[i].value);
-        CHECK_MSG(dt_scheme_create(&a, &s) == DT_ERR_ARG && s == NULL, "--%s %s created", words[i].flag,
+        CHECK_MSG(dt_scheme_check(&a, NULL) == DT_ERR_ARG, "--%s %s passed the check", words[i].flag, words[i].value);
+        CHECK_MSG(dt_scheme_make(&a, &s) == DT_ERR_ARG && s == NULL, "--%s %s created", words[i].flag,
                   words[i].value);
         char want[64];
         snprintf(want, sizeof want, "--%s %s", words[i].flag, words[i].value);
@@ -193,11 +194,11 @@ static void test_registry_refusals(void) {
     a.compress = "int8";
     /* the scheme takes --compress, with --sync: refused already by the check, before any rank
      * starts (a trial create), and by create */
-    CHECK(dt_scheme_check(&a) == DT_ERR_ARG && has_text(dt_last_error(), "--sync"));
-    CHECK(dt_scheme_create(&a, &s) == DT_ERR_ARG && s == NULL);
+    CHECK(dt_scheme_check(&a, NULL) == DT_ERR_ARG && has_text(dt_last_error(), "--sync"));
+    CHECK(dt_scheme_make(&a, &s) == DT_ERR_ARG && s == NULL);
     CHECK_MSG(has_text(dt_last_error(), "--sync"), "%s", dt_last_error());
     dt_scheme_config_set(&a, "sync", "1");
-    CHECK_MSG(dt_scheme_create(&a, &s) == DT_OK && s, "%s", dt_last_error());
+    CHECK_MSG(dt_scheme_make(&a, &s) == DT_OK && s, "%s", dt_last_error());
     if (s) CHECK(s->codec.kind == DT_CODEC_INT8 && s->decentralized == 1);
     dt_scheme_free(s);
 }
@@ -206,8 +207,8 @@ static void test_registry_refusals(void) {
  * options struct (the test knows the names; the schemes read members). */
 static const char *value_of(const dt_scheme *s, const char *name) {
     static char buf[64];
-    const dt_flag *f = dt_flag_find(s->scheme->flags, s->scheme->nflags, name);
-    CHECK_MSG(f != NULL, "%s declares no --%s", s->scheme->name, name);
+    const dt_flag *f = dt_flag_find(s->def->flags, s->def->nflags, name);
+    CHECK_MSG(f != NULL, "%s declares no --%s", s->def->name, name);
     if (!f) return "";
     dt_flag_format(f, s->opts, buf, sizeof buf);
     return buf;
@@ -216,7 +217,7 @@ static const char *value_of(const dt_scheme *s, const char *name) {
 static void test_registry_values(void) {
     dt_scheme *s = NULL;
     dt_scheme_config a = config("eventgrad");
-    CHECK(dt_scheme_create(&a, &s) == DT_OK);
+    CHECK(dt_scheme_make(&a, &s) == DT_OK);
     if (s) {
         const char *want[][2] = {{"history", "2"}, {"warmup-steps", "30"}, {"horizon", "2"}, {"threshold-decay", "1"},
                                  {"sync", "0"}, {"threshold", "adaptive"}, {"topology", "ring"}, {"mix", "auto"}, {"gamma", "0.5"}};
@@ -231,7 +232,7 @@ static void test_registry_values(void) {
     dt_scheme_config_set(&a, "threshold", "const:0.5");
     dt_scheme_config_set(&a, "topology", "torus");
     dt_scheme_config_set(&a, "warmup-steps", "30"); /* given, though equal to the default */
-    CHECK(dt_scheme_create(&a, &s) == DT_OK);
+    CHECK(dt_scheme_make(&a, &s) == DT_OK);
     if (s) {
         const char *want[][2] = {{"history", "3"}, {"horizon", "0.25"}, {"sync", "1"}, {"threshold", "const:0.5"},
                                  {"topology", "torus"}, {"threshold-decay", "1"}};
@@ -244,19 +245,19 @@ static void test_registry_values(void) {
     /* a flag of another scheme is recorded but not this scheme's business */
     dt_scheme_config d = config("downpour");
     dt_scheme_config_set(&d, "fetch-every", "4");
-    CHECK(dt_scheme_create(&d, &s) == DT_OK);
+    CHECK(dt_scheme_make(&d, &s) == DT_OK);
     if (s) {
-        CHECK(!strcmp(value_of(s, "servers"), "1") && s->nservers == 1);
+        CHECK(!strcmp(value_of(s, "servers"), "1") && dt_scheme_servers(s) == 1);
         CHECK(!strcmp(value_of(s, "fetch-every"), "4") && !strcmp(value_of(s, "push-every"), "1"));
         CHECK(!strcmp(value_of(s, "worker-timeout"), "30"));
         dt_scheme_free(s);
     }
     dt_scheme_config_set(&d, "servers", "2");
-    CHECK(dt_scheme_create(&d, &s) == DT_OK);
-    if (s) CHECK(!strcmp(value_of(s, "servers"), "2") && s->nservers == 2);
+    CHECK(dt_scheme_make(&d, &s) == DT_OK);
+    if (s) CHECK(!strcmp(value_of(s, "servers"), "2") && dt_scheme_servers(s) == 2);
     dt_scheme_free(s);
     dt_scheme_config f = config("fedavg");
-    CHECK(dt_scheme_create(&f, &s) == DT_OK);
+    CHECK(dt_scheme_make(&f, &s) == DT_OK);
     if (s) {
         CHECK(!strcmp(value_of(s, "local-epochs"), "1") && !strcmp(value_of(s, "local-steps"), "0"));
         CHECK(!strcmp(value_of(s, "aggregate"), "average"));
@@ -265,12 +266,12 @@ static void test_registry_values(void) {
     /* --local-steps with --local-epochs given (even at its default) is refused before any
      * rank starts: whether a flag was given is a typed member too (DT_GIVEN) */
     dt_scheme_config_set(&f, "local-steps", "5");
-    CHECK_MSG(dt_scheme_check(&f) == DT_OK, "%s", dt_last_error());
+    CHECK_MSG(dt_scheme_check(&f, NULL) == DT_OK, "%s", dt_last_error());
     dt_scheme_config_set(&f, "local-epochs", "1");
-    CHECK(dt_scheme_check(&f) == DT_ERR_ARG && has_text(dt_last_error(), "--local-steps and --local-epochs: give one of them"));
+    CHECK(dt_scheme_check(&f, NULL) == DT_ERR_ARG && has_text(dt_last_error(), "--local-steps and --local-epochs: give one of them"));
     dt_scheme_config_set(&f, "local-steps", "0");
     dt_scheme_config_set(&f, "aggregate", "loss");
-    CHECK_MSG(dt_scheme_create(&f, &s) == DT_OK, "%s", dt_last_error());
+    CHECK_MSG(dt_scheme_make(&f, &s) == DT_OK, "%s", dt_last_error());
     if (s) CHECK(!strcmp(value_of(s, "aggregate"), "loss") && !strcmp(value_of(s, "local-epochs"), "1"));
     dt_scheme_free(s);
     /* the library's misspelt flag: the nearest name of any scheme */
@@ -281,7 +282,9 @@ static void test_registry_values(void) {
     dt_json j;
     dt_json_init(&j);
     dt_json_begin(&j, NULL);
-    dt_scheme_config_json(&a, &j);
+    CHECK_MSG(dt_scheme_make(&a, &s) == DT_OK, "%s", dt_last_error());
+    if (s) dt_scheme_flags_json(s, &j);
+    dt_scheme_free(s);
     dt_json_end(&j);
     const char *text = dt_json_text(&j);
     CHECK(text != NULL);
@@ -292,24 +295,77 @@ static void test_registry_values(void) {
         CHECK_MSG(has_text(text, key), "%s missing from %s", key, text);
     }
     const char *want[] = {"\"history\":3", "\"sync\":true", "\"horizon\":0.25", "\"threshold\":\"const:0.5\"",
-                          "\"warmup-steps\":30", "\"threshold-decay\":1", "\"topology\":\"ring\"",
-                          "\"compress\":\"none\""};
+                          "\"warmup-steps\":30", "\"threshold-decay\":1", "\"topology\":\"ring\""};
     for (size_t i = 0; text && i < sizeof want / sizeof want[0]; i++)
         CHECK_MSG(has_text(text, want[i]), "%s missing from %s", want[i], text);
     dt_json_reset(&j);
     dt_scheme_config l = config("local");
     dt_json_begin(&j, NULL);
-    dt_scheme_config_json(&l, &j);
+    CHECK(dt_scheme_make(&l, &s) == DT_OK);
+    if (s) dt_scheme_flags_json(s, &j);
+    dt_scheme_free(s);
     dt_json_end(&j);
     text = dt_json_text(&j);
-    CHECK_MSG(text && !strcmp(text, "{\"compress\":\"none\"}"), "%s", text ? text : "(null)");
+    CHECK_MSG(text && !strcmp(text, "{}"), "%s", text ? text : "(null)");
     dt_json_free(&j);
 }
 
+
+/* A flag's text is parsed once in a process: dt_scheme_check fills the options, create takes
+ * them, the configuration line formats them. A custom flag counts its parses of the text
+ * given (its default's parses are the registry's and the check's own). */
+static int given_parses;
+typedef struct { long v; } counted_opts;
+static const char *count_parse(const char *text, void *value) {
+    if (!strcmp(text, "7")) given_parses++;
+    const long v = strtol(text, NULL, 10);
+    memcpy(value, &v, sizeof v);
+    return NULL;
+}
+static void count_format(const void *value, char *out, size_t len) {
+    long v;
+    memcpy(&v, value, sizeof v);
+    snprintf(out, len, "%ld", v);
+}
+static const dt_flag counted_flags[] = {
+    {"counted", DT_AT_CUSTOM(counted_opts, v, long, count_parse, count_format), .def = "1", .help = "counted"},
+};
+static const dt_scheme_ops counted_ops = {0};
+static dt_status counted_create(dt_scheme *s) {
+    s->ops = &counted_ops;
+    return DT_OK;
+}
+static const dt_scheme_def counted_scheme = {.name = "counted", .summary = "counts its flag's parses",
+                                             DT_SCHEME_FLAGS(counted_flags, counted_opts), .create = counted_create};
+
+static void test_registry_parsed_once(void) {
+    CHECK_MSG(dt_scheme_register(&counted_scheme) == DT_OK, "%s", dt_last_error());
+    dt_scheme_config a = config("counted");
+    CHECK(dt_scheme_config_set(&a, "counted", "7") == DT_OK && given_parses == 0);
+    dt_scheme_choice c;
+    CHECK_MSG(dt_scheme_check(&a, &c) == DT_OK, "%s", dt_last_error());
+    CHECK_MSG(given_parses == 1, "parsed %d times by the check", given_parses);
+    dt_scheme *s = NULL;
+    CHECK(dt_scheme_create(&c, &s) == DT_OK && s && c.opts == NULL);
+    dt_json j;
+    dt_json_init(&j);
+    dt_json_begin(&j, NULL);
+    if (s) dt_scheme_flags_json(s, &j);
+    dt_json_end(&j);
+    CHECK_MSG(dt_json_text(&j) && has_text(dt_json_text(&j), "\"counted\":\"7\""), "%s", dt_json_text(&j));
+    CHECK_MSG(given_parses == 1, "parsed %d times by check, create and the configuration line", given_parses);
+    CHECK(s && ((const counted_opts *)s->opts)->v == 7);
+    dt_json_free(&j);
+    dt_scheme_free(s);
+    /* a choice is made by the check only */
+    dt_scheme_choice none = {0};
+    CHECK(dt_scheme_create(&none, &s) == DT_ERR_STATE && s == NULL);
+}
 
 int main(void) {
     test_registry_table();
     test_registry_refusals();
     test_registry_values();
+    test_registry_parsed_once();
     return test_summary("test_registry");
 }

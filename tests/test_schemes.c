@@ -22,6 +22,7 @@
 #include "core/json.h"
 #include "core/tensorfile.h"
 #include "dtrain.h"
+#include "dtrain/server.h"
 
 static int has_text(const char *hay, const char *needle) { return hay && strstr(hay, needle) != NULL; }
 
@@ -346,11 +347,11 @@ static dt_step_ctx make_ctx(dt_model *m, dt_comm *comm) {
 static void test_local_hooks(void) {
     dt_scheme_config a = {.name = "local"};
     dt_scheme *s = NULL;
-    CHECK(dt_scheme_create(&a, &s) == DT_OK && s);
+    CHECK(dt_scheme_make(&a, &s) == DT_OK && s);
     if (!s) return;
     static const dt_scheme_ops none;
     CHECK_MSG(memcmp(s->ops, &none, sizeof none) == 0, "local's hooks are not all NULL");
-    CHECK(s->impl == NULL && s->nservers == 0 && !s->decentralized);
+    CHECK(s->impl == NULL && dt_scheme_servers(s) == 0 && !s->decentralized);
     dt_scheme_free(s);
 }
 
@@ -359,7 +360,7 @@ static void test_allreduce_one_rank(dt_comm *comm, dt_model *m, const char *comp
     dt_scheme_config a = {.name = "allreduce"};
     a.compress = compress;
     dt_scheme *s = NULL;
-    CHECK_MSG(dt_scheme_create(&a, &s) == DT_OK && s, "%s", dt_last_error());
+    CHECK_MSG(dt_scheme_make(&a, &s) == DT_OK && s, "%s", dt_last_error());
     if (!s) return;
     dt_step_ctx c = make_ctx(m, comm);
     comm->c = (dt_counters){0};

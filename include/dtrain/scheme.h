@@ -66,9 +66,9 @@
  *     set up; dt_tfile_take refuses a missing or mis-sized record in one line.
  * C11 The summary. The summary hook may add the scheme's own figures to the log's summary
  *     line (dt_json_num, ...): rank 0 only, no communication.
- * C12 The server part (downpour's): a scheme whose ranks [0, nservers) serve and do not train
- *     sets s->nservers in create, serves in the serve hook, and reports its own evaluations
- *     through ctx->report_epoch/report_step. Ordinary schemes leave all of it alone.
+ * C12 Ranks that serve and do not train (downpour's parameter servers): the def's .server points
+ *     to a dt_scheme_server (dtrain/server.h). Every other scheme leaves it NULL, and every
+ *     rank trains.
  * C13 Running. With the whole command: main() registers and returns dt_main(argc, argv)
  *     (dtrain.h); `prog train --algo NAME ...`, `prog run -n 4 --algo NAME ...` (the ranks are
  *     prog again), every flag of dtrain. Or from C: dt_train (dtrain.h).
@@ -193,6 +193,8 @@ typedef struct dt_scheme_def {
      * declared defaults and the values given; only a value not given may change (its flag's
      * DT_GIVEN int is 0). create, the hooks and the log's configuration line see the result. */
     void (*adjust)(void *opts, const dt_codec_spec *codec);
+    /* ranks that serve and do not train (C12, dtrain/server.h); NULL: every rank trains */
+    const struct dt_scheme_server *server;
 } dt_scheme_def;
 
 /* Adds a scheme to the registry, for this process (every rank registers it). Before dt_train
@@ -214,16 +216,6 @@ typedef struct dt_run_info {
     int quiet;                    /* no progress output */
 } dt_run_info;
 
-/* The server part (C12): an evaluation by a server that evaluates on its own (downpour with
- * one server), and where the run stood when it was taken: with one server every counted
- * message is sent or received by it, so its own counters are the run's traffic so far. */
-typedef struct dt_server_eval {
-    const float *params, *state;  /* the model to evaluate */
-    long step;                    /* steps per training rank (the scheme says how it counts them) */
-    double msgs, baseline, bytes; /* the run's messages, their baseline and bytes so far */
-    int reached;                  /* set by the trainer: this evaluation reached --target-acc */
-} dt_server_eval;
-
 struct dt_step_ctx {
     /* the model: one flat buffer each of parameters, gradients and batch-norm state, with
      * per-tensor views (dt_model_params, dt_model_grads, dt_model_state, dt_model_tensor) */
@@ -241,19 +233,10 @@ struct dt_step_ctx {
     /* this step's batch, from after_backward on */
     float loss;                   /* mean loss of the batch */
     int correct, count;
-    /* set by a scheme: this rank trains no further (a downpour worker that was dropped, or
-     * told that the run reached --target-acc); set in begin_step, that step is not taken */
-    int stop;
     /* the trainer's services */
     void *host;
     /* appends one JSON line to the --log file (rank 0; elsewhere nothing) */
     dt_status (*log)(void *host, const char *json_line);
-    /* the server part (C12): a server that evaluates on its own (not collective) evaluates
-     * ev's model on rank 0's test set, prints and logs the epoch line (report_epoch) or the
-     * line of an evaluation between epochs (report_step, --eval-every-steps), and sets
-     * ev->reached when it is the first to reach --target-acc; its time is evaluation time */
-    dt_status (*report_epoch)(void *host, int epoch, double train_loss, double train_acc, dt_server_eval *ev);
-    dt_status (*report_step)(void *host, dt_server_eval *ev);
 };
 
 /* ------------------------------------------------------------------ checkpoints (C10) */
@@ -312,16 +295,13 @@ typedef struct dt_scheme_ops {
      * with every rank (one-sided windows, which MPI_Finalize must not find alive) */
     void (*abandon)(dt_scheme *s, dt_step_ctx *c);
     void (*destroy)(dt_scheme *s);
-    /* the server part (C12): on server ranks (s->nservers > 0), serve until the workers are done */
-    dt_status (*serve)(dt_scheme *s, dt_step_ctx *c);
 } dt_scheme_ops;
 
 /* ------------------------------------------------------------------ the instance */
 
 struct dt_scheme {
     /* set by dtrain */
-    const dt_scheme_def *scheme;
-    const struct dt_scheme_config *cfg; /* the flags' values as given (text) */
+    const dt_scheme_def *def;     /* what was registered (C1) */
     const void *opts;             /* the flags' values: the scheme's options struct (C3) */
     dt_codec_spec codec;          /* --compress, parsed (DT_CODEC_NONE: none) */
     /* set by create (C2) */
@@ -329,7 +309,6 @@ struct dt_scheme {
     void *impl;                   /* the scheme's state, freed by ops->destroy */
     int decentralized;            /* the ranks' models differ: report their spread (C9) */
     int own_baseline;             /* the scheme counts its baseline itself (C7) */
-    int nservers;                 /* the server part (C12): ranks [0, nservers) serve, do not train */
 };
 
 #ifdef __cplusplus

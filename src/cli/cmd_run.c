@@ -42,7 +42,7 @@ int dt_cmd_run(int argc, char **argv) {
     if (!args) return 2;
     for (int i = 0; i < argc; i++) args[i] = (!strcmp(argv[i], "-n") || !strcmp(argv[i], "-np")) ? "--n" : argv[i];
     dt_status st = dt_flags_parse_argv("run", argc, args, 2, lists, nlists, &help);
-    if (st == DT_OK && !help) st = dt_scheme_values(&f);
+    if (st == DT_OK && !help) st = dt_scheme_values(&f, NULL);
     if (st == DT_OK && !help) st = dt_run_length(&f);
     if (st == DT_OK && !help && f.hostfile && f.hosts) st = dt_fail(DT_ERR_ARG, "dtrain run: give --hostfile or --hosts, not both");
     if (st == DT_OK && !help && f.hostfile) st = check_hostfile(f.hostfile);

@@ -202,7 +202,7 @@ int dt_cmd_sim(int argc, char **argv) {
         free(args);
         return 0;
     }
-    if (st == DT_OK) st = dt_scheme_values(&f);
+    if (st == DT_OK) st = dt_scheme_values(&f, NULL);
     if (st == DT_OK) st = dt_run_length(&f);
     if (st == DT_OK) st = dt_local_ranks(&f, "sim", argc, args);
     dt_sim_cluster cl = {.platform = o.platform, .hosts = f.ranks, .link_Bps = o.link, .latency_s = o.latency};

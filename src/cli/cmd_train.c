@@ -84,7 +84,8 @@ int dt_cmd_train(int argc, char **argv) {
     dt_flag_list lists[DT_TRAIN_LISTS];
     int nlists = dt_train_flag_lists(&f, lists), help;
     dt_status st = dt_flags_parse_argv("train", argc, argv, 2, lists, nlists, &help);
-    if (st == DT_OK && !help) st = dt_scheme_values(&f);
+    static dt_scheme_choice scheme;
+    if (st == DT_OK && !help) st = dt_scheme_values(&f, &scheme);
     if (st == DT_OK && !help) st = dt_run_length(&f);
     if (st != DT_OK || help) {
         if (comm.rank == 0) {
@@ -119,7 +120,7 @@ int dt_cmd_train(int argc, char **argv) {
     if (f.no_augment) c->augment = 0;
     dt_runtime_init();
     dt_trainer t;
-    st = dt_trainer_init(&t, c);
+    st = dt_trainer_init(&t, c, &scheme);
     int failed = report_agreed(&comm, st);
     if (!failed) failed = report_agreed(&comm, dt_trainer_start(&t)); /* collective set-up, --resume's state */
     if (failed) {

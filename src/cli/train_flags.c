@@ -160,7 +160,7 @@ int dt_run_flag_lists(dt_train_flags *f, dt_flag_list lists[DT_RUN_LISTS]) {
 
 /* After parsing: --target-on val's needs, and the configuration checked against the chosen
  * scheme's declarations (one line naming the flag). */
-dt_status dt_scheme_values(dt_train_flags *f) {
+dt_status dt_scheme_values(dt_train_flags *f, dt_scheme_choice *out) {
     /* a registered scheme's flag named as one of the command's would never reach the scheme */
     for (int i = 0; i < f->nscheme; i++)
         if (dt_flag_find(train_flags, NOPTS(train_flags), f->scheme[i].name) ||
@@ -170,7 +170,7 @@ dt_status dt_scheme_values(dt_train_flags *f) {
                            f->scheme[i].help);
     if (f->c.target_on_val && (f->c.val <= 0 || !(f->c.target_acc > 0)))
         return dt_fail(DT_ERR_ARG, "--target-on val: needs --val N (the held-out set) and --target-acc A");
-    return dt_scheme_check(&f->c.scheme);
+    return dt_scheme_check(&f->c.scheme, out);
 }
 
 dt_status dt_local_ranks(const dt_train_flags *f, const char *cmd, int argc, char **argv) {

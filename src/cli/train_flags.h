@@ -34,8 +34,9 @@ int dt_train_flag_lists(dt_train_flags *f, dt_flag_list lists[DT_TRAIN_LISTS]);
 /* ... and of run: train's, then run's own (the last list; they stay with the supervisor). */
 #define DT_RUN_LISTS 3
 int dt_run_flag_lists(dt_train_flags *f, dt_flag_list lists[DT_RUN_LISTS]);
-/* After parsing: --target-on's needs, and the scheme's configuration checked. */
-dt_status dt_scheme_values(dt_train_flags *f);
+/* After parsing: --target-on's needs, and the scheme's configuration checked; out (NULL:
+ * only checked) gets it as create takes it (dt_trainer_init). */
+dt_status dt_scheme_values(dt_train_flags *f, dt_scheme_choice *out);
 /* --algo local trains alone: with -n above 1 (or -n N without --algo, whose default is local)
  * the ranks would be started only to refuse, each the same way. Refused once, by cmd. */
 dt_status dt_local_ranks(const dt_train_flags *f, const char *cmd, int argc, char **argv);

@@ -190,7 +190,7 @@ static void free_bufs(char **b, int n) {
 
 static dt_status dp_start(dt_scheme *s, dt_step_ctx *t) {
     dp_impl *p = s->impl;
-    const int S = s->nservers, W = t->run.nworkers;
+    const int S = dt_scheme_servers(s), W = t->run.nworkers;
     p->S = S;
     p->W = W;
     p->np = dt_model_num_params(t->model);
@@ -338,7 +338,6 @@ static const dt_flag dp_flags[] = {
 
 static const dt_scheme_ops dp_ops = {
     .start = dp_start,
-    .serve = dp_serve,
     .begin_step = dp_begin_step,
     .optimizer_step = dp_optimizer_step,
     .end_epoch = dp_end_epoch,
@@ -354,7 +353,6 @@ static dt_status dp_create(dt_scheme *s) {
     s->impl = p;
     s->ops = &dp_ops;
     const dp_opts *o = s->opts;
-    s->nservers = o->servers;
     s->own_baseline = 1; /* a pull every step and a push every step, counted as they would be */
     p->spec = s->codec; /* the codec is made at start */
     p->fetch_every = o->fetch_every;
@@ -365,7 +363,18 @@ static dt_status dp_create(dt_scheme *s) {
     return DT_OK;
 }
 
+/* --servers ranks serve (dtrain/server.h) */
+static int dp_servers(const dt_scheme *s) { return ((const dp_opts *)s->opts)->servers; }
+
+/* told by a server in begin_step: dropped, or the run reached --target-acc */
+static int dp_worker_stopped(const dt_scheme *s) {
+    const dp_impl *p = s->impl;
+    return p->dropped || p->stopped;
+}
+
+static const dt_scheme_server dp_server = {.count = dp_servers, .serve = dp_serve, .worker_stopped = dp_worker_stopped};
+
 const dt_scheme_def dt_scheme_downpour = {
     .name = "downpour", .summary = "asynchronous parameter server: workers push gradients and pull parameters",
-    DT_SCHEME_FLAGS(dp_flags, dp_opts), .compress = DT_COMPRESS_YES, .create = dp_create,
+    DT_SCHEME_FLAGS(dp_flags, dp_opts), .compress = DT_COMPRESS_YES, .create = dp_create, .server = &dp_server,
 };

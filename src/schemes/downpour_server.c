@@ -35,8 +35,9 @@ static dt_status server_eval(dt_step_ctx *t, dp_impl *p, int e) {
                           * request and a push from the worker, the server's reply */
                          .baseline = 3.0 * (double)(p->pulls > p->applied ? p->pulls : p->applied)};
     const double t0 = dt_now();
-    dt_status st = e > 0 ? t->report_epoch(t->host, e, p->e_loss[e] / p->e_seen[e], p->e_correct[e] / p->e_seen[e], &ev)
-                         : t->report_step(t->host, &ev);
+    const dt_server_reports *r = p->report_to;
+    dt_status st = e > 0 ? r->epoch(r->host, e, p->e_loss[e] / p->e_seen[e], p->e_correct[e] / p->e_seen[e], &ev)
+                         : r->step(r->host, &ev);
     /* the server was not listening meanwhile: that is no worker's silence */
     const double busy = dt_now() - t0;
     for (int w = 0; w < p->W; w++) p->last_heard[w] += busy;
@@ -232,8 +233,9 @@ static dt_status server_loop(dt_step_ctx *t, dp_impl *p, int drain) {
     return evaluations(t, p);
 }
 
-dt_status dp_serve(dt_scheme *s, dt_step_ctx *t) {
+dt_status dp_serve(dt_scheme *s, dt_step_ctx *t, const dt_server_reports *reports) {
     dp_impl *p = s->impl;
+    p->report_to = reports; /* kept by the trainer until the run ends: finish serves on */
     const double now = dt_now();
     for (int w = 0; w < p->W; w++) p->last_heard[w] = now;
     p->last_check = now;

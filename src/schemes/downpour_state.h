@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "dtrain/server.h"
 #include "schemes/scheme.h"
 
 /* TAG_STOP: the answer to a pull once the run reached --target-acc (header only) */
@@ -64,7 +65,9 @@ typedef struct {
     int *live_world;        /* their ranks in the job, for the summary's rows */
     int64_t *pushes;
     double stale_sum, stale_n, stale_max, last_check;
-    /* epoch reports and evaluations between them (rank 0, one server) */
+    /* epoch reports and evaluations between them (rank 0, one server), through the trainer's
+     * reports (dtrain/server.h S2) */
+    const dt_server_reports *report_to;
     int reports, last_reported;
     int stopping;           /* --target-acc reached: pushes discarded, pulls answered with STOP */
     int64_t applied;        /* worker steps in the pushes applied (the sum of their counts) */
@@ -103,7 +106,7 @@ dt_status dp_end_epoch(dt_scheme *s, dt_step_ctx *t);
 /* the worker's end: what is left in the accumulator, then DONE */
 dt_status dp_worker_finish(dt_step_ctx *t, dp_impl *p);
 /* server (downpour_server.c) */
-dt_status dp_serve(dt_scheme *s, dt_step_ctx *t);
+dt_status dp_serve(dt_scheme *s, dt_step_ctx *t, const dt_server_reports *reports);
 /* the server's end: serves until every worker sent DONE, waits for its last replies */
 dt_status dp_server_finish(dt_step_ctx *t, dp_impl *p);
 

@@ -81,14 +81,12 @@ static dt_status worker_pull(dt_step_ctx *t, dp_impl *p) {
     if (dropped) {
         /* told by a server: stop training; the servers stop waiting for us */
         p->dropped = 1;
-        t->stop = 1;
         return worker_done(t, p);
     }
     if (stop) {
         /* the run reached --target-acc: this step is not taken, the trainer ends the run as
          * after the last epoch (finish sends DONE) */
         p->stopped = 1;
-        t->stop = 1;
         t->comm->c.baseline_msgs += (uint64_t)p->S; /* the requests (the server adds its STOP) */
     }
     return DT_OK;

@@ -223,9 +223,11 @@ static const dt_scheme_ops eg_ops = {
 
 static dt_status eg_create(dt_scheme *s) {
     const eg_opts *o = s->opts;
+    char codec[32];
     if (s->codec.kind != DT_CODEC_NONE && !o->sync)
         return dt_fail(DT_ERR_ARG, "--compress %s: eventgrad needs --sync (a one-sided slot keeps only the newest "
-                       "write, so a change could be overwritten before it is read)", s->cfg->compress);
+                       "write, so a change could be overwritten before it is read)",
+                       dt_codec_spec_str(&s->codec, codec, sizeof codec));
     eg_impl *e = calloc(1, sizeof *e);
     if (!e) return dt_fail(DT_ERR_NOMEM, "out of memory");
     e->sync = o->sync;

@@ -131,24 +131,24 @@ dt_status dt_scheme_config_set(dt_scheme_config *a, const char *name, const char
 /* The scheme's options struct: its declared defaults, then the values given (each checked by
  * its flag, one line naming it), then the defaults that depend on --compress (the def's
  * adjust). *out NULL for a scheme without flags; freed by the caller. */
-static dt_status fill_opts(const dt_scheme_def *sc, const dt_scheme_config *a, void **out) {
+static dt_status fill_opts(const dt_scheme_def *sc, const dt_scheme_config *a, const dt_codec_spec *codec, void **out) {
     *out = NULL;
     if (!sc->opts_size) return DT_OK;
     void *o = calloc(1, sc->opts_size);
     if (!o) return dt_fail(DT_ERR_NOMEM, "out of memory");
     dt_status st = dt_flags_defaults(sc->flags, sc->nflags, o);
-    for (int i = 0; st == DT_OK && a && i < a->nset; i++) {
+    for (int i = 0; st == DT_OK && i < a->nset; i++) {
         const dt_flag *f = scheme_flag(sc, a->set[i].name);
         if (f) st = dt_flag_set(f, o, a->set[i].value);
     }
-    dt_codec_spec codec = {.kind = DT_CODEC_NONE};
-    if (st == DT_OK && sc->adjust && (st = dt_codec_parse(a ? a->compress : NULL, &codec)) == DT_OK) sc->adjust(o, &codec);
+    if (st == DT_OK && sc->adjust) sc->adjust(o, codec);
     if (st != DT_OK) { free(o); return st; }
     *out = o;
     return DT_OK;
 }
 
-dt_status dt_scheme_check(const dt_scheme_config *a) {
+dt_status dt_scheme_check(const dt_scheme_config *a, dt_scheme_choice *out) {
+    if (out) *out = (dt_scheme_choice){0};
     const char *name = a->name ? a->name : "local";
     const dt_scheme_def *sc = dt_scheme_find(name);
     if (!sc) {
@@ -184,30 +184,41 @@ dt_status dt_scheme_check(const dt_scheme_config *a) {
     /* the values, then what create checks across them: a scheme's create touches no MPI, so a
      * trial create says what is wrong before any rank starts */
     void *opts;
-    if ((st = fill_opts(sc, a, &opts)) != DT_OK) return st;
-    dt_scheme probe = {.scheme = sc, .cfg = a, .opts = opts, .codec = spec};
+    if ((st = fill_opts(sc, a, &spec, &opts)) != DT_OK) return st;
+    dt_scheme probe = {.def = sc, .opts = opts, .codec = spec};
     st = sc->create(&probe);
     if (probe.ops && probe.ops->destroy) probe.ops->destroy(&probe);
-    free(opts);
-    return st;
+    if (st != DT_OK || !out) { free(opts); return st; }
+    *out = (dt_scheme_choice){.def = sc, .opts = opts, .codec = spec};
+    return DT_OK;
 }
 
-dt_status dt_scheme_create(const dt_scheme_config *a, dt_scheme **out) {
+void dt_scheme_choice_free(dt_scheme_choice *c) {
+    free(c->opts);
+    c->opts = NULL;
+}
+
+dt_status dt_scheme_create(dt_scheme_choice *c, dt_scheme **out) {
     *out = NULL;
-    dt_status st = dt_scheme_check(a);
-    if (st != DT_OK) return st;
+    if (!c->def) return dt_fail(DT_ERR_STATE, "dt_scheme_create: the configuration was not checked (dt_scheme_check)");
     dt_scheme *s = calloc(1, sizeof *s);
     if (!s) return dt_fail(DT_ERR_NOMEM, "out of memory");
-    s->scheme = dt_scheme_find(a->name ? a->name : "local");
-    s->cfg = a;
-    void *opts = NULL;
-    st = fill_opts(s->scheme, a, &opts);
-    s->opts = opts;
-    if (st == DT_OK && (st = dt_codec_parse(a->compress, &s->codec)) == DT_OK) st = s->scheme->create(s);
-    if (st == DT_OK && !s->ops) st = dt_fail(DT_ERR_STATE, "--algo %s: its create set no hooks", s->scheme->name);
+    *s = (dt_scheme){.def = c->def, .opts = c->opts, .codec = c->codec};
+    c->opts = NULL;
+    dt_status st = s->def->create(s);
+    if (st == DT_OK && !s->ops) st = dt_fail(DT_ERR_STATE, "--algo %s: its create set no hooks", s->def->name);
     if (st != DT_OK) { dt_scheme_free(s); return st; }
     *out = s;
     return DT_OK;
+}
+
+dt_status dt_scheme_make(const dt_scheme_config *a, dt_scheme **out) {
+    dt_scheme_choice c;
+    *out = NULL;
+    dt_status st = dt_scheme_check(a, &c);
+    if (st == DT_OK) st = dt_scheme_create(&c, out);
+    dt_scheme_choice_free(&c);
+    return st;
 }
 
 void dt_scheme_free(dt_scheme *s) {
@@ -217,11 +228,6 @@ void dt_scheme_free(dt_scheme *s) {
     free(s);
 }
 
-void dt_scheme_config_json(const dt_scheme_config *a, dt_json *line) {
-    const dt_scheme_def *sc = dt_scheme_find(a->name ? a->name : "local");
-    dt_json_str(line, "compress", a->compress ? a->compress : "none");
-    void *opts = NULL;
-    if (!sc || fill_opts(sc, a, &opts) != DT_OK) return; /* checked before any log is written */
-    for (int i = 0; opts && i < sc->nflags; i++) dt_flag_json(&sc->flags[i], opts, line);
-    free(opts);
+void dt_scheme_flags_json(const dt_scheme *s, dt_json *line) {
+    for (int i = 0; s->opts && i < s->def->nflags; i++) dt_flag_json(&s->def->flags[i], s->opts, line);
 }

@@ -16,7 +16,7 @@
 static void run_signature(const dt_trainer *t, char out[64]) {
     memset(out, 0, 64);
     const char *c = t->cfg->scheme.compress ? t->cfg->scheme.compress : "none";
-    snprintf(out, 64, "--algo %s --compress %s on %d ranks", t->scheme->scheme->name, c, t->comm.size);
+    snprintf(out, 64, "--algo %s --compress %s on %d ranks", t->scheme->def->name, c, t->comm.size);
 }
 
 static dt_status signature_check(const dt_trainer *t, const char *path, const char *saved) {
@@ -73,10 +73,10 @@ dt_status dt_trainer_save_checkpoint(dt_trainer *t) {
     if (st == DT_OK && t->opt.buf) st = dt_records_add(&l, "optim:momentum", t->opt.buf, t->opt.n);
     if (st == DT_OK) st = dt_records_add(&l, "train:progress", progress, 2);
     if (st == DT_OK) st = dt_records_add_raw(&l, "train:run", sig, sizeof sig);
-    if (st == DT_OK) st = dt_weights_meta_put(&l, t->cfg->model, t->cfg->data, t->scheme->scheme->name);
+    if (st == DT_OK) st = dt_weights_meta_put(&l, t->cfg->model, t->cfg->data, t->scheme->def->name);
     if (st == DT_OK) st = dt_records_add_raw(&l, "train:counters", &t->comm.c, sizeof t->comm.c);
     if (st == DT_OK && t->scheme->ops->save_state) {
-        l.prefix = t->scheme->scheme->name; /* the scheme's records are "<scheme>:name" */
+        l.prefix = t->scheme->def->name; /* the scheme's records are "<scheme>:name" */
         st = t->scheme->ops->save_state(t->scheme, &t->ctx, &l);
         l.prefix = NULL;
     }
@@ -213,7 +213,7 @@ dt_status dt_trainer_load_run_state(dt_trainer *t) {
     }
     const dt_scheme *s = t->scheme;
     if (!s->ops->load_state) return DT_OK;
-    f->prefix = s->scheme->name; /* as saved: "<scheme>:name" */
+    f->prefix = s->def->name; /* as saved: "<scheme>:name" */
     const dt_status st = s->ops->load_state(t->scheme, &t->ctx, f, t->resume_path);
     f->prefix = NULL;
     return st;

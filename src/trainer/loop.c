@@ -49,7 +49,7 @@ static const int *batch_indices(const dt_trainer *t, const int *order, int s, in
 
 /* --max-steps reached, --target-acc reached, or the scheme stopped this rank */
 static int stop_training(const dt_trainer *t) {
-    return (t->cfg->max_steps > 0 && t->ctx.step >= t->cfg->max_steps) || t->ctx.stop || t->reached;
+    return (t->cfg->max_steps > 0 && t->ctx.step >= t->cfg->max_steps) || t->worker_stopped || t->reached;
 }
 
 /* The current epoch ends with an evaluation: the last one, or every --eval-every. */
@@ -90,8 +90,10 @@ static dt_status step_body(dt_trainer *t, const int *bi, int cnt, int augment, d
     dt_step_ctx *c = &t->ctx;
     dt_status st;
     dt_watch_progress(c->epoch + 1, c->step);
-    /* a scheme that stops this rank in begin_step: the step is not taken */
-    if ((st = HOOK(t, begin_step)) != DT_OK || c->stop) return st;
+    if ((st = HOOK(t, begin_step)) != DT_OK) return st;
+    /* a server that stops this rank in begin_step (dtrain/server.h S3): the step is not taken */
+    const dt_scheme_server *server = t->scheme->def->server;
+    if (server && server->worker_stopped && (t->worker_stopped = server->worker_stopped(t->scheme))) return DT_OK;
     double t0 = dt_trace_t0();
     dt_batch_fill(&t->train, bi, cnt, t->x, t->y, augment, rng);
     dt_trace_event(DT_TRACE_MAIN, "batch", t0, -1, -1, -1);
@@ -202,7 +204,7 @@ dt_status dt_trainer_check_drift(dt_trainer *t, double spread, int epoch, long s
     t->drift_said = 1;
     /* what to try: the scheme's consensus step if it has one, a milder codec if there is one */
     char hint[160] = "", codec[32];
-    const dt_scheme_def *sc = t->scheme->scheme;
+    const dt_scheme_def *sc = t->scheme->def;
     size_t o = 0;
     if (dt_flag_find(sc->flags, sc->nflags, "gamma"))
         o += (size_t)snprintf(hint + o, sizeof hint - o, "a smaller --gamma, ");
@@ -236,7 +238,7 @@ static dt_status train_epochs(dt_trainer *t) {
     const int augment = cfg->augment < 0 ? t->train.augment : cfg->augment;
     int *order = malloc((size_t)(c->run.shard_n ? c->run.shard_n : 1) * sizeof(int));
     if (!order) return dt_fail(DT_ERR_NOMEM, "out of memory");
-    const int sync_eval = t->scheme->nservers == 0;
+    const int sync_eval = t->servers == 0;
     dt_status st = DT_OK;
     for (c->epoch = t->start_epoch; c->epoch < cfg->epochs; c->epoch++) {
         dt_rng rng;
@@ -255,7 +257,7 @@ static dt_status train_epochs(dt_trainer *t) {
             const int *bi = batch_indices(t, order, c->epoch_step, &cnt);
             c->lr = dt_schedule_lr(&t->sched, c->epoch + (double)c->epoch_step / c->run.steps_per_epoch, cfg->epochs);
             if ((st = train_step(t, bi, cnt, augment, &rng)) != DT_OK) goto done;
-            if (c->stop) break;
+            if (t->worker_stopped) break;
             if (bad_step < 0 && !isfinite(c->loss)) bad_step = c->step;
             loss_sum += (double)c->loss * cnt;
             seen += cnt;
@@ -314,7 +316,7 @@ static void print_start(const dt_trainer *t) {
     const dt_train_config *cfg = t->cfg;
     if (cfg->quiet || t->comm.rank != 0) return;
     printf("training %s on %s: %d examples, %d epochs, batch %d%s, lr %g, %s", cfg->model, cfg->data, t->train.n,
-           cfg->epochs, cfg->batch, t->comm.size > 1 ? " per rank" : "", (double)cfg->lr, t->scheme->scheme->name);
+           cfg->epochs, cfg->batch, t->comm.size > 1 ? " per rank" : "", (double)cfg->lr, t->scheme->def->name);
     if (t->comm.size > 1)
         printf(", %d ranks (%d training), split %s, %d steps per epoch", t->comm.size, t->ctx.run.nworkers,
                cfg->split ? cfg->split : "random", t->ctx.run.steps_per_epoch);
@@ -324,6 +326,16 @@ static void print_start(const dt_trainer *t) {
     fflush(stdout);
 }
 
+/* A server rank serves instead of training (dtrain/server.h S1), named to the watchdog and on
+ * the timeline as the hooks are. */
+static dt_status serve(dt_trainer *t) {
+    dt_watch_phase("serve");
+    const double t0 = dt_trace_t0();
+    const dt_status st = t->scheme->def->server->serve(t->scheme, &t->ctx, &t->server_reports);
+    dt_trace_event(DT_TRACE_MAIN, "serve", t0, -1, -1, -1);
+    return st;
+}
+
 dt_status dt_trainer_run(dt_trainer *t) {
     const dt_train_config *cfg = t->cfg;
     print_start(t);
@@ -331,7 +343,7 @@ dt_status dt_trainer_run(dt_trainer *t) {
     if (st != DT_OK) return st;
     t->t_start = dt_now();
     dt_progress_begin(t);
-    st = t->ctx.run.worker < 0 ? HOOK(t, serve) : train_epochs(t);
+    st = t->ctx.run.worker < 0 ? serve(t) : train_epochs(t);
     dt_trace_stop(); /* the run's end is not traced: only training steps */
     dt_progress_clear(t); /* before the summary, and before an error's line */
     /* divergence is found by every rank together: what start made with every rank (one-sided
@@ -368,7 +380,7 @@ dt_status dt_trainer_run(dt_trainer *t) {
         return dt_fail(DT_ERR_DIVERGED, "training diverged: the final model holds non-finite values, first in %s "
                        "(no weights written; try a smaller --lr)", bad);
     }
-    if (t->scheme->nservers > 0 && t->comm.rank == 0 && t->last.epoch != cfg->epochs) {
+    if (t->servers > 0 && t->comm.rank == 0 && t->last.epoch != cfg->epochs) {
         /* asynchronous schemes report their final model here, unless the last epoch was */
         const double t0 = dt_now();
         st = dt_evaluate(t->model, &t->test, cfg->batch, 0, &t->last.test_acc, &t->last.test_loss);
@@ -384,7 +396,7 @@ dt_status dt_trainer_run(dt_trainer *t) {
      * finished in its log (a --run-dir whose log has one is not run again: it must not have one
      * unless the weights are there), then the trace, which only explains the run */
     if (cfg->weights_out && t->comm.rank == 0 &&
-        (st = dt_model_save_meta(t->model, cfg->weights_out, cfg->model, cfg->data, t->scheme->scheme->name)) != DT_OK)
+        (st = dt_model_save_meta(t->model, cfg->weights_out, cfg->model, cfg->data, t->scheme->def->name)) != DT_OK)
         return st;
     if ((st = dt_trainer_summary(t, spread, spread_after, wall)) != DT_OK) return st;
     /* after the run's time was taken: the trace's messages are neither training nor counted */
@@ -393,7 +405,7 @@ dt_status dt_trainer_run(dt_trainer *t) {
         gethostname(host, sizeof host - 1);
         /* a trace that cannot be written (rank 0 writes it) is a warning: the run stands, with
          * its weights and log */
-        if (dt_trace_write(t->comm.comm, cfg->trace, host, t->scheme->scheme->name) != DT_OK)
+        if (dt_trace_write(t->comm.comm, cfg->trace, host, t->scheme->def->name) != DT_OK)
             fprintf(stderr, "dtrain: warning: %s (the run's weights and log are written)\n", dt_last_error());
     }
     return DT_OK;

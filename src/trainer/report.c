@@ -83,7 +83,7 @@ dt_status dt_trainer_log_config(dt_trainer *t) {
     dt_json_str(&j, "commit", dt_build_commit);
     dt_json_str(&j, "model", c->model);
     dt_json_str(&j, "data", c->data);
-    dt_json_str(&j, "algo", t->scheme->scheme->name);
+    dt_json_str(&j, "algo", t->scheme->def->name);
     dt_json_int(&j, "ranks", t->comm.size);
     dt_json_int(&j, "training_ranks", t->ctx.run.nworkers);
     dt_status st = hosts_json(t, &j);
@@ -118,7 +118,8 @@ dt_status dt_trainer_log_config(dt_trainer *t) {
     dt_json_int(&j, "restarts", c->restarts); /* 0, or this attempt follows that many lost ones */
     dt_json_int(&j, "steps_per_epoch", t->ctx.run.steps_per_epoch);
     dt_json_begin(&j, "scheme");
-    dt_scheme_config_json(&c->scheme, &j);
+    dt_json_str(&j, "compress", c->scheme.compress ? c->scheme.compress : "none");
+    dt_scheme_flags_json(t->scheme, &j);
     dt_json_end(&j);
     dt_json_end(&j);
     return log_json(t, &j);
@@ -348,7 +349,7 @@ static void print_table(const dt_trainer *t, const double *rows, const double *t
            exposed_pct(tot[R_COMM], tot[R_COMPUTE]));
     if (t->scheme->decentralized)
         printf("largest distance of a rank's parameters from their mean before the final averaging: %.4g\n", spread_before);
-    printf("%s: test accuracy %.2f%% with %.1f%% of the messages (%.2f MB) in %.1f s\n", t->scheme->scheme->name,
+    printf("%s: test accuracy %.2f%% with %.1f%% of the messages (%.2f MB) in %.1f s\n", t->scheme->def->name,
            100 * t->last.test_acc, pct, tot[R_BYTES_SENT] / 1e6, wall);
     if (tot[R_OTHER] > 0)
         printf("sent beside the payloads: %.2f MB (set-up copies, models averaged for evaluation, protocol headers "
@@ -365,7 +366,7 @@ static void summary_line(dt_trainer *t, dt_json *j, const double *rows, const do
     dt_json_str(j, "type", "summary");
     dt_json_str(j, "model", c->model);
     dt_json_str(j, "data", c->data);
-    dt_json_str(j, "algo", t->scheme->scheme->name);
+    dt_json_str(j, "algo", t->scheme->def->name);
     dt_json_int(j, "ranks", t->comm.world_size);
     dt_json_int(j, "epochs", c->epochs);
     dt_json_int(j, "batch", c->batch);

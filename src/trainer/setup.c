@@ -128,8 +128,8 @@ static void make_context(dt_trainer *t) {
     c->run.quiet = t->cfg->quiet;
     c->host = t;
     c->log = log_service;
-    c->report_epoch = dt_trainer_report_server_epoch;
-    c->report_step = dt_trainer_report_server_step;
+    t->server_reports = (dt_server_reports){.host = t, .epoch = dt_trainer_report_server_epoch,
+                                            .step = dt_trainer_report_server_step};
 }
 
 /* Equal step counts on every training rank, so synchronous schemes never wait for a rank
@@ -150,26 +150,27 @@ static dt_status steps_per_epoch(dt_trainer *t) {
 /* The scheme, checked against the number of ranks and the run's flags. */
 static dt_status make_scheme(dt_trainer *t) {
     const dt_train_config *cfg = t->cfg;
-    dt_status st = dt_scheme_create(&cfg->scheme, &t->scheme);
+    dt_status st = t->choice.def ? dt_scheme_create(&t->choice, &t->scheme) : dt_scheme_make(&cfg->scheme, &t->scheme);
     if (st != DT_OK) return st;
     const dt_scheme *s = t->scheme;
-    if (!strcmp(s->scheme->name, "local") && t->comm.size > 1)
+    const int servers = t->servers = dt_scheme_servers(s);
+    if (!strcmp(s->def->name, "local") && t->comm.size > 1)
         return dt_fail(DT_ERR_ARG, "--algo local trains on one process, but %d ranks were started (choose one of: %s)",
                        t->comm.size, dt_scheme_names());
-    if (s->nservers >= t->comm.size)
+    if (servers >= t->comm.size)
         return dt_fail(DT_ERR_ARG, "--algo %s: %d server rank(s) need at least one more rank to train (started %d)",
-                       s->scheme->name, s->nservers, t->comm.size);
+                       s->def->name, servers, t->comm.size);
     /* one server evaluates the model it holds on its own; several hold a slice each */
-    if (s->nservers > 1 && (cfg->target_acc > 0 || cfg->eval_every_steps > 0))
+    if (servers > 1 && (cfg->target_acc > 0 || cfg->eval_every_steps > 0))
         return dt_fail(DT_ERR_ARG, "%s: not with --algo %s --servers %d (the model is sliced across the servers, so "
                        "no rank holds it whole to evaluate during the run; use --servers 1)",
-                       cfg->target_acc > 0 ? "--target-acc" : "--eval-every-steps", s->scheme->name, s->nservers);
-    if (s->nservers > 0 && (cfg->checkpoint || cfg->resume))
+                       cfg->target_acc > 0 ? "--target-acc" : "--eval-every-steps", s->def->name, servers);
+    if (servers > 0 && (cfg->checkpoint || cfg->resume))
         return dt_fail(DT_ERR_ARG, "%s: --algo %s cannot checkpoint: its servers run asynchronously of the workers' "
                        "epochs, so there is no point at which the whole run's state is consistent",
-                       cfg->checkpoint ? "--checkpoint" : "--resume", s->scheme->name);
-    t->ctx.run.nworkers = t->comm.size - s->nservers;
-    t->ctx.run.worker = t->comm.rank >= s->nservers ? t->comm.rank - s->nservers : -1;
+                       cfg->checkpoint ? "--checkpoint" : "--resume", s->def->name);
+    t->ctx.run.nworkers = t->comm.size - servers;
+    t->ctx.run.worker = t->comm.rank >= servers ? t->comm.rank - servers : -1;
     return DT_OK;
 }
 
@@ -255,8 +256,12 @@ static dt_status init_run(dt_trainer *t, const dt_train_config *cfg) {
     return derive_length(t);
 }
 
-dt_status dt_trainer_init(dt_trainer *t, const dt_train_config *cfg) {
+dt_status dt_trainer_init(dt_trainer *t, const dt_train_config *cfg, dt_scheme_choice *checked) {
     memset(t, 0, sizeof *t);
+    if (checked) { /* taken: the flags' text is parsed once */
+        t->choice = *checked;
+        checked->opts = NULL;
+    }
     t->own = *cfg;
     t->cfg = cfg = &t->own;
     t->log_fd = -1;
@@ -275,6 +280,7 @@ void dt_trainer_free(dt_trainer *t) {
     dt_tfile_free(&t->resume_file);
     dt_trace_close();
     dt_scheme_free(t->scheme);
+    dt_scheme_choice_free(&t->choice);
     dt_model_free(t->model);
     dt_sgd_free(&t->opt);
     dt_dataset_free(&t->train);
@@ -296,7 +302,7 @@ static dt_status agreed(dt_trainer *t, dt_status st) {
 dt_status dt_train(const dt_train_config *c, dt_train_result *out) {
     memset(out, 0, sizeof *out);
     dt_trainer t;
-    dt_status st = agreed(&t, dt_trainer_init(&t, c));
+    dt_status st = agreed(&t, dt_trainer_init(&t, c, NULL));
     if (st == DT_OK) st = agreed(&t, dt_trainer_start(&t));
     if (st == DT_OK) st = dt_trainer_run(&t);
     if (st == DT_OK) {

@@ -45,7 +45,7 @@ dt_status dt_target_check(dt_trainer *t, double acc, long steps, double msgs, do
 /* Collective: a server found --target-acc reached on its own (rank 0); every rank learns
  * where, as the synchronous schemes' ranks do when they evaluate together. */
 dt_status dt_target_share_server(dt_trainer *t) {
-    if (t->scheme->nservers == 0 || !(t->cfg->target_acc > 0)) return DT_OK;
+    if (t->servers == 0 || !(t->cfg->target_acc > 0)) return DT_OK;
     double v[5] = {t->reached, t->target_train_s, (double)t->target_steps, t->target_msgs, t->target_mb};
     int err = MPI_Bcast(v, 5, MPI_DOUBLE, 0, t->comm.comm);
     if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Bcast (target accuracy)");

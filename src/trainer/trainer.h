@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dtrain/server.h"
 #include "schemes/scheme.h"
 #include "comm/comm.h"
 #include "core/tensorfile.h"
@@ -45,7 +46,11 @@ typedef struct dt_trainer {
     dt_model *model;
     dt_sgd opt;
     dt_schedule sched;
+    dt_scheme_choice choice; /* the scheme's configuration checked, until create takes it */
     dt_scheme *scheme;
+    int servers;             /* ranks [0, servers) serve and do not train (dtrain/server.h) */
+    dt_server_reports server_reports; /* what a server's own evaluations are reported through */
+    int worker_stopped;      /* the scheme said this training rank trains no further */
     dt_step_ctx ctx;         /* what the hooks see; its step/epoch are the run's position */
     dt_status grads_st;      /* the first error of this step's grads_ready hooks */
     dt_dataset train, test;
@@ -84,8 +89,9 @@ dt_status dt_model_open(const char *name_or_path, dt_model **out);
  * before it starts any rank. */
 dt_status dt_train_check_paths(const dt_train_config *cfg, int rank);
 
-/* Collective over MPI_COMM_WORLD (MPI must be initialised). */
-dt_status dt_trainer_init(dt_trainer *t, const dt_train_config *cfg);
+/* Collective over MPI_COMM_WORLD (MPI must be initialised). checked: cfg's scheme as
+ * dt_scheme_check chose it, taken (NULL: checked here). */
+dt_status dt_trainer_init(dt_trainer *t, const dt_train_config *cfg, dt_scheme_choice *checked);
 /* Collective: the scheme's set-up and, with --resume, its saved state. Then run. */
 dt_status dt_trainer_start(dt_trainer *t);
 dt_status dt_trainer_run(dt_trainer *t);
@@ -134,7 +140,7 @@ dt_status dt_trainer_epoch_report(dt_trainer *t, double loss_sum, long seen, lon
                                   float lr);                              /* collective */
 dt_status dt_trainer_step_report(dt_trainer *t);                         /* collective: --eval-every-steps */
 dt_status dt_trainer_summary(dt_trainer *t, double spread_before, double spread_after, double wall); /* collective */
-/* the ctx->report_epoch and report_step services: a server's own evaluations (not collective) */
+/* t->server_reports: a server's own evaluations (not collective; dtrain/server.h S2) */
 dt_status dt_trainer_report_server_epoch(void *host, int epoch, double train_loss, double train_acc, dt_server_eval *ev);
 dt_status dt_trainer_report_server_step(void *host, dt_server_eval *ev);
 /* Training time so far on this rank: since the start, less the time spent evaluating. */
