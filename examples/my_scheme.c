@@ -3,7 +3,7 @@
  * where the code meets it). Gradients are averaged over the ranks every K-th step
  * (--reduce-every K); in between each rank steps on its own gradient.
  *
- * Built against the installed library (README: Install):
+ * Built against the installed library (docs/library.md, "Install"):
  *     cc -std=c11 my_scheme.c $(pkg-config --cflags --libs dtrain) -o my_scheme
  * and run as dtrain is, with every flag of dtrain train:
  *     mpiexec -n 2 ./my_scheme train --algo every-k --reduce-every 4 --epochs 1 --log l.jsonl

@@ -3,7 +3,7 @@
  *
  * Worked example (examples/train_one.c, shortened): train cnn1 on MNIST, single process;
  * build it against the installed library with `cc train_one.c $(pkg-config --cflags --libs
- * dtrain)` (README: Install).
+ * dtrain)` (docs/library.md, "Install").
  *
  *     dt_model *m = NULL;
  *     dt_dataset train = {0}, test = {0};
