@@ -12,6 +12,7 @@
 #include "dtrain.h"
 #include "layers/layer.h"
 #include "trainer/trainer.h"
+#include "core/alloc.h"
 #include <cblas.h>
 #include <sys/resource.h>
 
@@ -55,7 +56,7 @@ int dt_cmd_bench(int argc, char **argv) {
     float *x = malloc((size_t)batch * in * sizeof(float));
     uint8_t *y = malloc((size_t)batch);
     dt_sgd opt;
-    dt_status st = (x && y) ? dt_model_reserve(m, batch) : dt_fail(DT_ERR_NOMEM, "out of memory");
+    dt_status st = (x && y) ? dt_model_reserve(m, batch) : dt_nomem("the batch of %d", batch);
     if (st == DT_OK) st = dt_sgd_init(&opt, dt_model_num_params(m), momentum, 0, 0);
     if (st != DT_OK) { free(x); free(y); dt_model_free(m); return dt_cli_fail(); }
     dt_rng r;

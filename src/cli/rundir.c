@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "core/paths.h"
+#include "core/alloc.h"
 
 static int plain(const char *a) {
     if (!*a) return 0;
@@ -123,7 +124,7 @@ dt_status dt_run_dir_command(const char *dir, char *const *argv, int n) {
     char path[4200];
     dt_status st = dt_run_dir_path(dir, "command.txt", path, sizeof path);
     char *line = st == DT_OK ? dt_shell_quote(argv, n) : NULL;
-    if (st == DT_OK && !line) st = dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (st == DT_OK && !line) st = dt_nomem("the run's command line");
     if (st == DT_OK) st = dt_write_atomic(path, fill_line, line);
     free(line);
     return st;

@@ -21,6 +21,7 @@
 
 #include "core/flag.h"
 #include "core/paths.h"
+#include "core/alloc.h"
 
 #define STOP_GRACE_S 20 /* after SIGTERM, what has not ended is killed */
 
@@ -108,7 +109,7 @@ static int check_all(const dt_sweep *s) {
         const dt_sweep_run *r = &s->runs[i];
         for (int j = 0; j < r->nflags; j++) len += strlen(r->flags[j].key) + (r->flags[j].value ? strlen(r->flags[j].value) : 0) + 4;
         char *key = malloc(len);
-        if (!seen || !key) { fputs("dtrain: error: out of memory\n", stderr); exit(2); }
+        if (!seen || !key) dt_nomem_exit("the check of %d runs", s->nruns);
         size_t o = (size_t)sprintf(key, "%d", r->ranks);
         for (int j = 0; j < r->nflags; j++)
             if (strcmp(r->flags[j].key, "seed"))

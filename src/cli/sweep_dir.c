@@ -19,6 +19,7 @@
 
 #include "core/json.h"
 #include "core/paths.h"
+#include "core/alloc.h"
 
 char dt_sweep_self[4096];
 
@@ -32,7 +33,7 @@ static int has_flag(const dt_sweep_run *r, const char *key) {
 
 static char *xdup(const char *a, const char *b) {
     char *d = malloc(strlen(a) + strlen(b) + 1);
-    if (!d) { fputs("dtrain: error: out of memory\n", stderr); exit(2); }
+    if (!d) dt_nomem_exit("a copy of %s%s", a, b);
     return strcat(strcpy(d, a), b);
 }
 
@@ -41,7 +42,7 @@ static char *xdup(const char *a, const char *b) {
  * (its flags include train's), without the outputs and the seed. Every string its own. */
 char **dt_sweep_command(const dt_sweep_run *r, const char *dir, int check) {
     char **av = calloc((size_t)(2 * r->nflags + 12), sizeof *av);
-    if (!av) { fputs("dtrain: error: out of memory\n", stderr); exit(2); }
+    if (!av) dt_nomem_exit("the command of a run");
     int k = 0;
     char nbuf[16];
     snprintf(nbuf, sizeof nbuf, "%d", r->ranks);
@@ -268,7 +269,7 @@ int dt_sweep_write_json(const dt_sweep *s) {
     char path[1100];
     snprintf(path, sizeof path, "%s/sweep.json", s->out);
     const char *text = dt_json_text(&j);
-    const int rc = text ? write_text(path, text) : (dt_fail(DT_ERR_NOMEM, "out of memory"), -1);
+    const int rc = text ? write_text(path, text) : (dt_nomem("the text of %s", path), -1);
     dt_json_free(&j);
     return rc;
 }

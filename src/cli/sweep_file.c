@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/paths.h"
+#include "core/alloc.h"
 
 /* Bounds of what a file may ask for; the reader's memory grows with what it holds, not with
  * these (a file of a few lines costs a few allocations). */
@@ -49,14 +50,10 @@ typedef struct parser {
     int nvariants, cap_variants;
 } parser;
 
-static void out_of_memory(void) {
-    fputs("dtrain: error: out of memory\n", stderr);
-    exit(2);
-}
 
 static char *copy_text(const char *s) {
     char *d = strdup(s ? s : "");
-    if (!d) out_of_memory();
+    if (!d) dt_nomem_exit("a copy of %s", s ? s : "");
     return d;
 }
 
@@ -65,7 +62,7 @@ static void *grow(void *items, int n, int *cap, size_t size) {
     if (n < *cap) return items;
     const int more = *cap ? 2 * *cap : 4;
     char *bigger = realloc(items, (size_t)more * size);
-    if (!bigger) out_of_memory();
+    if (!bigger) dt_nomem_exit("a list of %d items", more);
     memset(bigger + (size_t)*cap * size, 0, (size_t)(more - *cap) * size);
     *cap = more;
     return bigger;
@@ -310,7 +307,7 @@ static int add_run(parser *p, dt_sweep *s, const builder *b, const char *name, i
     r->line = line;
     r->ranks = 1;
     r->flags = calloc((size_t)b->n + 1, sizeof *r->flags);
-    if (!r->flags) out_of_memory();
+    if (!r->flags) dt_nomem_exit("the flags of a run");
     for (int i = 0; i < b->n; i++) {
         const dt_sweep_flag *f = &b->f[i];
         if (!strcmp(f->key, "n")) { r->ranks = atoi(f->value); r->ranks_line = f->line; continue; }
@@ -356,7 +353,7 @@ static int expand_variant(parser *p, dt_sweep *s, const section *v, const char *
     const dt_sweep_flag *hosts = sweep_get(p, "hosts"), *hostfile = sweep_get(p, "hostfile");
     const int line = v->line ? v->line : p->base.line ? p->base.line : 1;
     builder b = {.f = calloc((size_t)(p->base.nflags + v->nflags + nax + 3), sizeof *b.f)};
-    if (!b.f) out_of_memory();
+    if (!b.f) dt_nomem_exit("the flags of a run");
     for (;;) {
         for (int sd = 0; sd < (nseeds ? nseeds : 1); sd++) {
             b.n = 0;
@@ -396,7 +393,7 @@ static int by_name(const void *a, const void *b) {
 /* Every run its own folder: sorted by name, so that 20,000 runs cost no 2 * 10^8 compares. */
 static int distinct_names(parser *p, const dt_sweep *s) {
     const dt_sweep_run **order = malloc((size_t)s->nruns * sizeof *order);
-    if (!order) out_of_memory();
+    if (!order) dt_nomem_exit("the order of %d runs", s->nruns);
     for (int i = 0; i < s->nruns; i++) order[i] = &s->runs[i];
     qsort(order, (size_t)s->nruns, sizeof *order, by_name);
     for (int i = 1; i < s->nruns; i++)
@@ -496,7 +493,7 @@ dt_status dt_sweep_read(const char *path, dt_sweep *s) {
     memset(s, 0, sizeof *s);
     snprintf(s->path, sizeof s->path, "%s", path);
     parser *p = calloc(1, sizeof *p);
-    if (!p) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (!p) return dt_nomem("the parser of %s", path);
     p->path = path;
     dt_status st = DT_OK;
     if (dt_open_regular(path, &p->fp, NULL) != DT_OK) /* its error: "PATH: why" */

@@ -1,5 +1,6 @@
 /* Payload codecs for --compress (see codec.h). */
 #include "comm/codec.h"
+#include "core/alloc.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -70,7 +71,7 @@ size_t dt_codec_bytes(const dt_codec_spec *spec, size_t n) {
 dt_status dt_codec_create(const dt_codec_spec *spec, size_t max_n, dt_codec **out) {
     *out = NULL;
     dt_codec *c = calloc(1, sizeof *c);
-    if (!c) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (!c) return dt_nomem("the codec");
     c->spec = *spec;
     c->max_n = max_n;
     const size_t m = max_n ? max_n : 1;
@@ -81,7 +82,7 @@ dt_status dt_codec_create(const dt_codec_spec *spec, size_t max_n, dt_codec **ou
     }
     if (!c->work || (spec->kind == DT_CODEC_TOPK && (!c->mag || !c->idx))) {
         dt_codec_free(c);
-        return dt_fail(DT_ERR_NOMEM, "out of memory (compression buffers for %zu values)", max_n);
+        return dt_nomem("compression buffers for %zu values", max_n);
     }
     *out = c;
     return DT_OK;

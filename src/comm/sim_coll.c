@@ -4,6 +4,7 @@
  * on when both its messages are done; dt_test_all and dt_wait_all (comm.c) move the buckets
  * in flight along. Another number of ranks reduces each bucket at once (MPI_Allreduce). */
 #include "comm/sim_coll.h"
+#include "core/alloc.h"
 
 #ifdef DT_SIM
 #include <limits.h>
@@ -82,7 +83,7 @@ dt_status dt_sim_iallreduce_start(dt_comm *c, float *buf, size_t n) {
     if (q.n == q.cap) {
         int cap = q.cap ? 2 * q.cap : 16;
         bucket *v = realloc(q.v, (size_t)cap * sizeof *v);
-        if (!v) return dt_fail(DT_ERR_NOMEM, "out of memory (simulated iallreduce)");
+        if (!v) return dt_nomem("%d simulated iallreduce buckets", cap);
         memset(v + q.cap, 0, (size_t)(cap - q.cap) * sizeof *v);
         q.v = v, q.cap = cap;
     }
@@ -90,7 +91,7 @@ dt_status dt_sim_iallreduce_start(dt_comm *c, float *buf, size_t n) {
     const size_t half = n / 2 + 1;
     if (b->tmpcap < half) {
         float *t = realloc(b->tmp, half * sizeof *t);
-        if (!t) return dt_fail(DT_ERR_NOMEM, "out of memory (simulated iallreduce)");
+        if (!t) return dt_nomem("a simulated iallreduce of %zu values", n);
         b->tmp = t, b->tmpcap = half;
     }
     b->buf = buf, b->n = n, b->level = 0, b->mlo = 0, b->mhi = n;

@@ -1,4 +1,5 @@
 #include "comm/topology.h"
+#include "core/alloc.h"
 
 #include <assert.h>
 #include <stdlib.h>
@@ -37,8 +38,8 @@ dt_status dt_topology_neighbors(const char *kind, int rank, int size, int *nbrs,
                        kind);
 
     /* mark[j] = 1 for every neighbour j; scanning 0..N-1 gives a sorted, deduplicated list */
-    unsigned char *mark = calloc((size_t)size, 1);
-    if (!mark) return dt_fail(DT_ERR_NOMEM, "topology: out of memory for %d ranks", size);
+    unsigned char *mark;
+    if (dt_calloc(mark, (size_t)size, "the topology of %d ranks", size) != DT_OK) return DT_ERR_NOMEM;
 
     if (!strcmp(kind, "ring")) {
         mark[mod((long)rank - 1, size)] = 1;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/paths.h"
+#include "core/alloc.h"
 
 typedef struct {
     double ts, dur;   /* seconds, dt_now's clock */
@@ -54,7 +55,7 @@ dt_status dt_trace_open(long from, long to) {
     recording = 0;
     free(evs); /* an earlier run's, in the same process */
     evs = malloc(cap * sizeof *evs);
-    if (!evs) return dt_fail(DT_ERR_NOMEM, "--trace: out of memory for %zu events", cap);
+    if (!evs) return dt_nomem("--trace's %zu events", cap);
     return DT_OK;
 }
 
@@ -203,8 +204,8 @@ dt_status dt_trace_write(MPI_Comm comm, const char *path, const char *host, cons
     snprintf(me.host, sizeof me.host, "%s", host ? host : "");
     for (size_t i = 0; i < nev; i++)
         if (evs[i].ts < me.first) me.first = evs[i].ts;
-    rank_facts *facts = calloc((size_t)size, sizeof *facts);
-    if (!facts) return dt_fail(DT_ERR_NOMEM, "--trace: out of memory");
+    rank_facts *facts;
+    if (dt_calloc(facts, (size_t)size, "--trace's facts of %d ranks", size) != DT_OK) return DT_ERR_NOMEM;
     int err = PMPI_Allgather(&me, (int)sizeof me, MPI_BYTE, facts, (int)sizeof me, MPI_BYTE, comm);
     double offset = 0;
     if (err == MPI_SUCCESS) err = clock_offset(comm, rank, size, facts, &offset);
@@ -246,7 +247,7 @@ dt_status dt_trace_write(MPI_Comm comm, const char *path, const char *host, cons
     if (err == MPI_SUCCESS) err = PMPI_Gatherv(s.p ? s.p : "", (int)len, MPI_CHAR, all, lens, displs, MPI_CHAR, 0, comm);
     if (err != MPI_SUCCESS) st = dt_mpi_check(err, "--trace: gathering the ranks' events");
     if (rank == 0 && st == DT_OK) {
-        if (!lens || !displs || !figs || !all || s.oom) st = dt_fail(DT_ERR_NOMEM, "--trace: out of memory");
+        if (!lens || !displs || !figs || !all || s.oom) st = dt_nomem("--trace's events of %d ranks", size);
         sbuf out = {0};
         if (st == DT_OK) {
             add(&out, "\n],\"displayTimeUnit\":\"ms\",\"metadata\":{\"tool\":\"dtrain\",\"scheme\":\"%s\",\"ranks\":%d,"
@@ -257,7 +258,7 @@ dt_status dt_trace_write(MPI_Comm comm, const char *path, const char *host, cons
             add(&out, "]}}\n");
             /* every part starts with a comma: the first one's goes */
             const size_t skip = total ? 1 : 0;
-            if (out.oom) st = dt_fail(DT_ERR_NOMEM, "--trace: out of memory");
+            if (out.oom) st = dt_nomem("--trace's file");
             else st = write_file(path, "{\"traceEvents\":[", all + skip, total - skip, out.p);
         }
         free(out.p);

@@ -4,6 +4,7 @@
 #include "comm/window_state.h"
 #include "core/sim.h"
 #include "comm/trace.h"
+#include "core/alloc.h"
 
 #include <assert.h>
 #include <limits.h>
@@ -76,7 +77,7 @@ static dt_status win_create(dt_comm *c, const int *nbrs, int nnbrs, size_t n,
     }
     if (!w || !mypos || !theirpos || !w->nbrs || !w->peer_slot || !w->boff || !w->cap ||
         !w->sent || !w->last || !w->hdr_out) {
-        st = dt_fail(DT_ERR_NOMEM, "dt_win_create: out of memory");
+        st = dt_nomem("dt_win_create's tables");
     } else {
         memcpy(w->nbrs, nbrs, (size_t)nnbrs * sizeof *nbrs);
         w->hdr_region = (size_t)nnbrs * (size_t)ntensors * HDR_BYTES;
@@ -116,8 +117,7 @@ static dt_status win_create(dt_comm *c, const int *nbrs, int nnbrs, size_t n,
             w->scratch = malloc(w->maxcap ? w->maxcap : 1);
             w->stage = malloc(w->slot_bytes ? w->slot_bytes : 1);
             if (!w->scratch || !w->stage)
-                st = dt_fail(DT_ERR_NOMEM, "dt_win_create: out of memory for %zu-byte read and "
-                             "send buffers", w->maxcap + w->slot_bytes);
+                st = dt_nomem("dt_win_create's %zu-byte read and send buffers", w->maxcap + w->slot_bytes);
         }
     }
 

@@ -4,6 +4,7 @@
 #include "comm/window_state.h"
 
 #include "comm/watch.h"
+#include "core/alloc.h"
 
 #include <assert.h>
 #include <stdlib.h>
@@ -33,7 +34,7 @@ static dt_status overlap_alloc(dt_win *w) {
     w->probe_want = calloc(nn, sizeof *w->probe_want);
     w->round_bytes = calloc((size_t)w->T, sizeof *w->round_bytes);
     if (!w->stage2 || !w->which || !w->pend || !w->req || !w->stat || !w->probe || !w->probe_want || !w->round_bytes)
-        return dt_fail(DT_ERR_NOMEM, "dt_win_set_overlap: out of memory for %zu bytes of second copies", w->slot_bytes);
+        return dt_nomem("dt_win_set_overlap's %zu bytes of second copies", w->slot_bytes);
     for (size_t i = 0; i < nreq; i++) w->req[i] = MPI_REQUEST_NULL;
     w->probe_t = -1;
     return DT_OK;

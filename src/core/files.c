@@ -2,6 +2,7 @@
  * a user can name goes through dt_open_regular(_fd); every writer through dt_write_atomic (a
  * whole file renamed into place) or dt_open_own (a file dtrain names itself, appended to). */
 #include "core/paths.h"
+#include "core/alloc.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -107,7 +108,7 @@ dt_status dt_write_atomic(const char *path, dt_status (*fill)(void *ctx, void *f
     dt_remove_stale_tmp(path);
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 32);
-    if (!tmp) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (!tmp) return dt_nomem("the temporary name of %s", path);
     snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
     int fd;
     dt_status st = dt_open_own(tmp, O_EXCL, &fd);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "dtrain.h"
+#include "core/alloc.h"
 
 enum { JSON_MAX_DEPTH = (int)sizeof(((dt_json *)0)->first) - 1 }; /* first[0] is the top level */
 
@@ -163,7 +164,7 @@ void dt_json_raw(dt_json *j, const char *key, const char *json_value) {
 
 const char *dt_json_text(dt_json *j) {
     if (j->failed) {
-        dt_fail(DT_ERR_NOMEM, "out of memory building a JSON line (%zu bytes so far)", j->len);
+        dt_nomem("a JSON line (%zu bytes so far)", j->len);
         return NULL;
     }
     assert(j->depth == 0 && "dt_json_text with an object or array still open");

@@ -14,6 +14,7 @@
 
 #include "core/json.h"
 #include "core/paths.h"
+#include "core/alloc.h"
 
 /* the reference implementation's limit on the header's size */
 #define MAX_HEADER 100000000ull
@@ -78,7 +79,7 @@ static dt_status fill(void *vctx, void *file) {
         /* a text record: its bytes up to the first NUL */
         const size_t bytes = rec_bytes(r);
         char *text = malloc(bytes + 1);
-        if (!text) { dt_json_free(&j); return dt_fail(DT_ERR_NOMEM, "out of memory"); }
+        if (!text) { dt_json_free(&j); return dt_nomem("the text of %s", r->name); }
         memcpy(text, r->data, bytes);
         text[bytes] = 0;
         dt_json_str(&j, r->name + 5, text);
@@ -190,8 +191,8 @@ static dt_status check_header(const char *path, json_t *root, unsigned long long
     if (!json_is_object(root)) return dt_fail(DT_ERR_FORMAT, "%s: the header is not a JSON object", path);
     size_t n = json_object_size(root);
     if (n > MAX_TENSORS) return dt_fail(DT_ERR_FORMAT, "%s: the header has %zu entries, more than %d", path, n, MAX_TENSORS);
-    entry *es = calloc(n ? n : 1, sizeof *es);
-    if (!es) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    entry *es;
+    if (dt_calloc(es, n, "the %zu entries of %s's header", n, path) != DT_OK) return DT_ERR_NOMEM;
     int k = 0;
     dt_status st = DT_OK;
     const char *key;
@@ -257,7 +258,7 @@ dt_status dt_safetensors_read(const char *path, dt_tfile *out) {
                      MAX_HEADER, size);
         goto done;
     }
-    if (!(h = malloc(hn))) { st = dt_fail(DT_ERR_NOMEM, "out of memory"); goto done; }
+    if ((st = dt_malloc(h, hn, "the header of %s (%llu bytes)", path, hn)) != DT_OK) goto done;
     if (fread(h, 1, hn, f) != hn) { st = dt_fail(DT_ERR_IO, "%s: read failed: %s", path, strerror(errno)); goto done; }
     json_error_t err;
     if (h[0] != '{' || !(root = json_loadb(h, hn, JSON_REJECT_DUPLICATES, &err))) {
@@ -266,8 +267,7 @@ dt_status dt_safetensors_read(const char *path, dt_tfile *out) {
         goto done;
     }
     if ((st = check_header(path, root, size - 8 - hn, &es, &ne, &meta)) != DT_OK) goto done;
-    out->recs = calloc((size_t)ne + (size_t)meta.n + 1, sizeof *out->recs);
-    if (!out->recs) { st = dt_fail(DT_ERR_NOMEM, "out of memory"); goto done; }
+    if ((st = dt_calloc(out->recs, (size_t)ne + (size_t)meta.n + 1, "the records of %s", path)) != DT_OK) goto done;
     /* in the file's order, as the tensors lie: reads go forward */
     for (int i = 0; i < ne; i++) {
         if (es[i].i64) continue;
@@ -276,7 +276,7 @@ dt_status dt_safetensors_read(const char *path, dt_tfile *out) {
         r->ndim = es[i].ndim;
         memcpy(r->shape, es[i].shape, sizeof r->shape);
         r->numel = es[i].numel;
-        if (!(r->data = malloc(r->numel ? r->numel * sizeof(float) : 1))) { st = dt_fail(DT_ERR_NOMEM, "out of memory"); goto done; }
+        if ((st = dt_malloc(r->data, r->numel, "'%s' in %s", r->name, path)) != DT_OK) goto done;
         out->n++;
         if (fseek(f, (long)(8 + hn + es[i].begin), SEEK_SET) != 0 || fread(r->data, sizeof(float), r->numel, f) != r->numel) {
             st = dt_fail(DT_ERR_IO, "%s: read failed in the data of '%s'", path, r->name);
@@ -286,7 +286,7 @@ dt_status dt_safetensors_read(const char *path, dt_tfile *out) {
     for (int i = 0; i < meta.n; i++) {
         dt_record *r = &out->recs[out->n];
         *r = meta.r[i];
-        if (!(r->data = malloc(r->numel * sizeof(float)))) { st = dt_fail(DT_ERR_NOMEM, "out of memory"); goto done; }
+        if ((st = dt_malloc(r->data, r->numel, "'%s' in %s", r->name, path)) != DT_OK) goto done;
         memcpy(r->data, meta.r[i].data, r->numel * sizeof(float));
         out->n++;
     }

@@ -1,6 +1,7 @@
 #include "core/tensorfile.h"
 
 #include "core/paths.h"
+#include "core/alloc.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -72,7 +73,7 @@ static int by_name(const void *a, const void *b) { return strcmp(*(const char *c
 static dt_status check_unique(const char *path, const dt_tfile *f) {
     if (f->n < 2) return DT_OK;
     const char **names = malloc((size_t)f->n * sizeof *names);
-    if (!names) return dt_fail(DT_ERR_NOMEM, "out of memory reading %s", path);
+    if (!names) return dt_nomem("the names of %d records in %s", f->n, path);
     for (int i = 0; i < f->n; i++) names[i] = f->recs[i].name;
     qsort(names, (size_t)f->n, sizeof *names, by_name);
     dt_status st = DT_OK;
@@ -109,8 +110,7 @@ dt_status dt_tfile_read(const char *path, dt_tfile *out) {
         st = dt_fail(DT_ERR_FORMAT, "%s: truncated or corrupt header", path);
         goto done;
     }
-    out->recs = calloc(count ? count : 1, sizeof *out->recs);
-    if (!out->recs) { st = dt_fail(DT_ERR_NOMEM, "out of memory"); goto done; }
+    if ((st = dt_calloc(out->recs, count, "%u records of %s", (unsigned)count, path)) != DT_OK) goto done;
     for (uint32_t i = 0; i < count; i++) {
         dt_record *rec = &out->recs[i];
         uint16_t nl;
@@ -144,9 +144,9 @@ dt_status dt_tfile_read(const char *path, dt_tfile *out) {
             goto done;
         }
         rec->numel = numel;
-        rec->data = malloc((numel ? numel : 1) * sizeof(float));
+        st = dt_malloc(rec->data, numel, "'%s' in %s (%zu values)", rec->name, path, numel);
         out->n = (int)i + 1;
-        if (!rec->data) { st = dt_fail(DT_ERR_NOMEM, "out of memory reading %s", path); goto done; }
+        if (st != DT_OK) goto done;
         for (size_t off = 0; off < numel; off += 1u << 24) {
             size_t cnt = numel - off < (1u << 24) ? numel - off : (1u << 24);
             if (!get(&r, rec->data + off, cnt * sizeof(float))) {
@@ -207,7 +207,7 @@ static dt_status records_push(dt_records *l, const char *name, const void *data,
     if (l->n == l->cap) {
         int cap = l->cap ? 2 * l->cap : 64;
         dt_record *nr = realloc(l->r, (size_t)cap * sizeof *nr);
-        if (!nr) return dt_fail(DT_ERR_NOMEM, "out of memory");
+        if (!nr) return dt_nomem("%d records", cap);
         l->r = nr;
         l->cap = cap;
     }
@@ -243,10 +243,10 @@ dt_status dt_records_add_raw(dt_records *l, const char *name, const void *data, 
 dt_status dt_records_add_text(dt_records *l, const char *name, const char *text) {
     const size_t len = strlen(text), bytes = (len / 4 + 1) * 4; /* at least one NUL */
     char **owned = realloc(l->owned, (size_t)(l->nowned + 1) * sizeof *owned);
-    if (!owned) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (!owned) return dt_nomem("the text records");
     l->owned = owned;
     char *copy = calloc(bytes, 1);
-    if (!copy) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (!copy) return dt_nomem("the text of %s", name);
     memcpy(copy, text, len);
     l->owned[l->nowned++] = copy;
     return records_push(l, name, copy, bytes / sizeof(float));

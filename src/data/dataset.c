@@ -18,6 +18,7 @@
 
 #include "core/paths.h"
 #include "data/dataset_share.h"
+#include "core/alloc.h"
 
 #define IDX_MAGIC_IMAGES 0x00000803u
 #define IDX_MAGIC_LABELS 0x00000801u
@@ -138,7 +139,7 @@ static dt_status idx_read(const char *path, int labels, uint32_t dims[3], uint8_
     size_t cap = payload < ((size_t)1 << 24) ? (size_t)payload : ((size_t)1 << 24);
     size_t have = 0;
     uint8_t *buf = malloc(cap ? cap : 1);
-    if (!buf) { st = dt_fail(DT_ERR_NOMEM, "%s: out of memory", path); goto fail; }
+    if (!buf) { st = dt_nomem("%s (%zu bytes)", path, cap); goto fail; }
     for (;;) {
         long long r = gz_read_all(f, path, buf + have, cap - have, &st);
         if (r < 0) { free(buf); goto fail; }
@@ -148,7 +149,7 @@ static dt_status idx_read(const char *path, int labels, uint32_t dims[3], uint8_
         uint8_t *nb = realloc(buf, ncap);
         if (!nb) {
             free(buf);
-            st = dt_fail(DT_ERR_NOMEM, "%s: out of memory (%zu bytes)", path, ncap);
+            st = dt_nomem("%s (%zu bytes)", path, ncap);
             goto fail;
         }
         buf = nb;
@@ -249,7 +250,7 @@ dt_status dt_cifar_load(const char *const *paths, int npaths, dt_dataset *out) {
     if (!images || !labels) {
         free(images);
         free(labels);
-        return dt_fail(DT_ERR_NOMEM, "cifar: out of memory for %lld images", total);
+        return dt_nomem("%lld cifar images", total);
     }
 
     /* Pass 2: records, label byte then R, G, B planes (already CHW). */

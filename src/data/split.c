@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "dtrain.h"
+#include "core/alloc.h"
 
 dt_status dt_split_parse(const char *text, dt_split_kind *out) {
     if (!strcmp(text, "random")) *out = DT_SPLIT_RANDOM;
@@ -22,7 +23,7 @@ dt_status dt_split(const uint8_t *labels, int n, int classes, int nranks, dt_spl
     dt_rng_seed(&r, dt_seed_mix(seed, 0x5eed5917, (uint64_t)kind, 0));
     int *perm = malloc((size_t)(n ? n : 1) * sizeof *perm);
     int *count = calloc((size_t)classes, sizeof *count);
-    if (!perm || !count) { free(perm); free(count); return dt_fail(DT_ERR_NOMEM, "out of memory"); }
+    if (!perm || !count) { free(perm); free(count); return dt_nomem("the split of %d examples", n); }
     for (int i = 0; i < n; i++) perm[i] = i;
     dt_shuffle(perm, n, &r);
     int pos = 0;
@@ -44,7 +45,7 @@ dt_status dt_split(const uint8_t *labels, int n, int classes, int nranks, dt_spl
         for (int i = 0; i < n; i++) count[labels[i]]++;
         /* in shuffled order, the k-th example of class c goes to shard k / (count_c / N) */
         int *seen = calloc((size_t)classes, sizeof *seen);
-        if (!seen) { free(perm); free(count); return dt_fail(DT_ERR_NOMEM, "out of memory"); }
+        if (!seen) { free(perm); free(count); return dt_nomem("the counts of %d classes", classes); }
         for (int s = 0; s < nranks; s++) {
             memset(seen, 0, (size_t)classes * sizeof *seen);
             for (int i = 0; i < n; i++) {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/sim.h"
+#include "core/alloc.h"
 
 /* DTRAIN_LAYER_TIMES=1: per-node forward/backward wall time, printed to stderr at free
  * (profiling aid for bench work; off by default, costs two clock reads per node when on). */
@@ -54,13 +55,13 @@ dt_status dt_model_build(dt_node *nodes, int nn, int in_c, int in_h, int in_w, c
     *out = NULL;
     dt_status st = DT_OK;
     dt_model *m = calloc(1, sizeof *m);
-    if (!m) { free(nodes); return dt_fail(DT_ERR_NOMEM, "out of memory building a model"); }
+    if (!m) { free(nodes); return dt_nomem("a model of %d layers", nn); }
     m->nodes = nodes; m->nn = nn;
     m->in_c = in_c; m->in_h = in_h; m->in_w = in_w;
     if (nn < 1) { st = dt_fail(DT_ERR_FORMAT, "%s: the model has no layers", origin); goto fail; }
     /* shapes, in topological order */
-    int *uses = calloc((size_t)nn + 1, sizeof *uses);
-    if (!uses) { st = dt_fail(DT_ERR_NOMEM, "out of memory"); goto fail; }
+    int *uses;
+    if ((st = dt_calloc(uses, (size_t)nn + 1, "the uses of %d layers", nn)) != DT_OK) goto fail;
     for (int i = 0; i < nn; i++) {
         dt_node *n = &nodes[i];
         for (int j = 0; j < n->ops->ninputs; j++) {
@@ -142,7 +143,7 @@ dt_status dt_model_build(dt_node *nodes, int nn, int in_c, int in_h, int in_w, c
     m->sviews = calloc((size_t)m->nsviews + 1, sizeof *m->sviews);
     m->dx_acc = calloc((size_t)nn, sizeof *m->dx_acc);
     if (!m->params || !m->grads || !m->state || !m->views || !m->sviews || !m->dx_acc) {
-        st = dt_fail(DT_ERR_NOMEM, "out of memory allocating %zu parameters", m->np);
+        st = dt_nomem("%zu parameters", m->np);
         goto fail;
     }
     size_t po = 0, so = 0;
@@ -163,8 +164,8 @@ dt_status dt_model_build(dt_node *nodes, int nn, int in_c, int in_h, int in_w, c
     }
     /* Backward plan: walking backwards, the first consumer to reach a producer overwrites its
      * gradient, later ones add to it, so no gradient buffer needs zeroing. */
-    int *written = calloc((size_t)nn + 1, sizeof *written);
-    if (!written) { st = dt_fail(DT_ERR_NOMEM, "out of memory"); goto fail; }
+    int *written;
+    if ((st = dt_calloc(written, (size_t)nn + 1, "the backward plan of %d layers", nn)) != DT_OK) goto fail;
     for (int i = nn - 1; i >= 0; i--)
         for (int j = 0; j < nodes[i].ops->ninputs; j++) {
             int src = nodes[i].in[j];
@@ -216,7 +217,7 @@ dt_status dt_model_reserve(dt_model *m, int max_batch) {
         posix_memalign((void **)&wbuf, 64, (work ? work : 1) * sizeof(float)) != 0 ||
         (stage && posix_memalign((void **)&sbuf, 64, stage * sizeof(float)) != 0)) {
         free(block); free(wbuf);
-        return dt_fail(DT_ERR_NOMEM, "out of memory: activations for batch %d need %.1f MB",
+        return dt_nomem("the activations of batch %d (%.1f MB)",
                        max_batch, (total + (work + stage) * sizeof(float)) / 1e6);
     }
     free(m->act_block);

@@ -5,6 +5,7 @@
 #include "models/model.h"
 
 #include "core/paths.h"
+#include "core/alloc.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -70,7 +71,7 @@ dt_status dt_model_from_spec(const char *text, const char *origin, dt_model **ou
     int nn = 0, have_input = 0, in_c = 0, in_h = 0, in_w = 0, lineno = 0;
     dt_node *nodes = calloc(cap, sizeof *nodes);
     char *copy = strdup(text);
-    if (!nodes || !copy) { free(nodes); free(copy); return dt_fail(DT_ERR_NOMEM, "out of memory"); }
+    if (!nodes || !copy) { free(nodes); free(copy); return dt_nomem("the model spec %s", origin); }
     dt_status st = DT_OK;
     for (char *next = copy; next;) {
         char *line = next, *nl = strchr(next, '\n');
@@ -108,7 +109,7 @@ dt_status dt_model_from_spec(const char *text, const char *origin, dt_model **ou
         if (!ops) { st = dt_fail(DT_ERR_FORMAT, "%s:%d: unknown layer '%s' (expected one of: %s)", origin, lineno, kind, dt_layer_kinds()); goto fail; }
         if ((size_t)nn == cap) {
             dt_node *nb = realloc(nodes, 2 * cap * sizeof *nodes);
-            if (!nb) { st = dt_fail(DT_ERR_NOMEM, "out of memory"); goto fail; }
+            if (!nb) { st = dt_nomem("%zu layers of %s", 2 * cap, origin); goto fail; }
             memset(nb + cap, 0, cap * sizeof *nodes);
             nodes = nb; cap *= 2;
         }
@@ -200,7 +201,7 @@ dt_status dt_model_spec_read(const char *path, char **text) {
     if (st != DT_OK) return st;
     if (size > (1u << 20)) { fclose(f); return dt_fail(DT_ERR_FORMAT, "%s: model spec file larger than 1 MB", path); }
     char *buf = malloc((size_t)size + 1);
-    if (!buf) { fclose(f); return dt_fail(DT_ERR_NOMEM, "out of memory"); }
+    if (!buf) { fclose(f); return dt_nomem("the model spec %s (%llu bytes)", path, size); }
     /* what is there now: a file that grew since fstat is read to its size then */
     const size_t len = fread(buf, 1, (size_t)size, f);
     const int err = ferror(f);

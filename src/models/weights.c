@@ -2,6 +2,7 @@
 #include "core/safetensors.h"
 #include "core/tensorfile.h"
 #include "models/model.h"
+#include "core/alloc.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -53,7 +54,7 @@ dt_status dt_weights_meta_get(const dt_tfile *f, dt_weights_meta *out) {
     for (int i = 0; i < 4; i++)
         if (dt_tfile_find(f, names[i]) && !(*slots[i] = dt_tfile_text(f, names[i]))) {
             dt_weights_meta_free(out);
-            return dt_fail(DT_ERR_NOMEM, "out of memory");
+            return dt_nomem("the %s record", names[i]);
         }
     return DT_OK;
 }
@@ -90,8 +91,8 @@ dt_status dt_weights_read(const char *path, dt_tfile *out) {
  * load_state_dict(strict=True) requires: one per batch norm (a state tensor NAME.running_mean),
  * written as 0 since dtrain keeps no such count (PyTorch reads it only with momentum=None). */
 static dt_status save_safetensors(const dt_model *m, const char *path, const dt_records *l) {
-    dt_st_i64 *nbt = calloc((size_t)m->nsviews + 1, sizeof *nbt);
-    if (!nbt) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    dt_st_i64 *nbt;
+    if (dt_calloc(nbt, (size_t)m->nsviews + 1, "the batch norms' counts") != DT_OK) return DT_ERR_NOMEM;
     int k = 0;
     const char *suffix = ".running_mean";
     for (int i = 0; i < m->nsviews; i++) {
@@ -109,8 +110,8 @@ static dt_status save_safetensors(const dt_model *m, const char *path, const dt_
 
 dt_status dt_model_save_meta(const dt_model *m, const char *path, const char *model, const char *data, const char *algo) {
     int n = m->nviews + m->nsviews;
-    dt_record *recs = calloc((size_t)n + 1, sizeof *recs);
-    if (!recs) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    dt_record *recs;
+    if (dt_calloc(recs, (size_t)n + 1, "the records of %d tensors", n) != DT_OK) return DT_ERR_NOMEM;
     dt_model_records((dt_model *)m, recs); /* only read from: the file is written from them */
     dt_records l = {0};
     dt_status st = DT_OK;
@@ -155,7 +156,7 @@ dt_status dt_model_load_records(dt_model *m, const dt_tfile *f, const char *path
     dt_status st = DT_OK;
     /* all-or-nothing: check everything before touching the model */
     float *p = malloc((m->np ? m->np : 1) * sizeof(float)), *s = malloc((m->ns ? m->ns : 1) * sizeof(float));
-    if (!p || !s) st = dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (!p || !s) st = dt_nomem("a copy of %zu parameters and %zu state values", m->np, m->ns);
     for (int i = 0; st == DT_OK && i < m->nviews; i++) st = copy_in(f, path, &m->views[i], p);
     for (int i = 0; st == DT_OK && i < m->nsviews; i++) st = copy_in(f, path, &m->sviews[i], s);
     int known = m->nviews + m->nsviews;

@@ -1,6 +1,7 @@
 /* SGD with momentum, Nesterov and weight decay (PyTorch semantics), and learning-rate
  * schedules. */
 #include "dtrain.h"
+#include "core/alloc.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -17,8 +18,7 @@ dt_status dt_sgd_init(dt_sgd *o, size_t n, float momentum, float weight_decay, i
     o->weight_decay = weight_decay;
     o->nesterov = nesterov;
     if (momentum > 0) {
-        o->buf = calloc(n ? n : 1, sizeof(float));
-        if (!o->buf) return dt_fail(DT_ERR_NOMEM, "out of memory for the momentum buffer");
+        if (dt_calloc(o->buf, n, "the momentum buffer") != DT_OK) return DT_ERR_NOMEM;
     }
     return DT_OK;
 }

@@ -21,6 +21,7 @@
 
 #include "schemes/payload.h"
 #include "schemes/scheme.h"
+#include "core/alloc.h"
 
 typedef struct {
     int compressed;
@@ -44,7 +45,7 @@ static const dt_flag allreduce_flags[] = {
 
 static dt_status allreduce_start(dt_scheme *s, dt_step_ctx *c) {
     allreduce_impl *a = calloc(1, sizeof *a);
-    if (!a) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (!a) return dt_nomem("the allreduce scheme");
     s->impl = a;
     const size_t np = dt_model_num_params(c->model);
     if (s->codec.kind == DT_CODEC_NONE) { /* none: exactly the plain allreduce */
@@ -55,14 +56,14 @@ static dt_status allreduce_start(dt_scheme *s, dt_step_ctx *c) {
         /* at most a bucket per layer's call and one after backward: the tensors bound the layers with parameters */
         a->capreq = dt_model_num_tensors(c->model) + 2;
         a->req = malloc((size_t)a->capreq * sizeof *a->req);
-        if (!a->req) return dt_fail(DT_ERR_NOMEM, "out of memory");
+        if (!a->req) return dt_nomem("%d bucket requests", a->capreq);
         return DT_OK;
     }
     a->compressed = 1;
     dt_status st = dt_grad_payload_init(&a->pay, &s->codec, np);
     if (st != DT_OK) return st;
     if (!(a->recv = malloc(a->pay.bytes * (size_t)c->comm->size + 1)))
-        return dt_fail(DT_ERR_NOMEM, "out of memory (compression buffers)");
+        return dt_nomem("compression buffers for %d ranks' payloads", c->comm->size);
     return DT_OK;
 }
 

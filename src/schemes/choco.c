@@ -22,6 +22,7 @@
 
 #include "schemes/gossip.h"
 #include "comm/topology.h"
+#include "core/alloc.h"
 
 typedef struct {
     dt_gossip *g;  /* first: gossip.h's shared hooks find it there */
@@ -69,8 +70,7 @@ static dt_status choco_start(dt_scheme *s, dt_step_ctx *c) {
     choco_impl *k = s->impl;
     const choco_opts *o = s->opts;
     k->T = dt_model_num_tensors(c->model);
-    if (!(k->send_list = malloc((size_t)(k->T ? k->T : 1) * sizeof *k->send_list)))
-        return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (dt_malloc(k->send_list, (size_t)k->T, "choco's send list of %d tensors", k->T) != DT_OK) return DT_ERR_NOMEM;
     /* lock-step by nature: the packed transport, one message per neighbour and step */
     const char *topology = dt_topology_kinds[o->topology];
     dt_status st = o->transport == 0 ? dt_gossip_create_packed(c, topology, &s->codec, &k->g)
@@ -137,7 +137,7 @@ static const dt_scheme_ops choco_ops = {
 static dt_status choco_create(dt_scheme *s) {
     const choco_opts *o = s->opts;
     choco_impl *k = calloc(1, sizeof *k);
-    if (!k) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (!k) return dt_nomem("the choco scheme");
     k->gamma = o->gamma;
     k->trigger = o->trigger;
     k->local_steps = (int)o->local_steps;

@@ -12,6 +12,7 @@
  * downpour_worker.c, the server's downpour_server.c, their shared state downpour_state.h. */
 #include "schemes/downpour_state.h"
 #include "comm/watch.h"
+#include "core/alloc.h"
 
 /* ------------------------------------------------------------------ the end (collective) */
 
@@ -21,7 +22,10 @@ static dt_status report_stats(dp_impl *p, dt_step_ctx *t) {
     const int W = p->W, len = 3 + 3 * W;
     double *mine = calloc((size_t)len, sizeof(double));
     double *all = t->comm->rank == 0 ? calloc((size_t)len * (size_t)t->comm->size, sizeof(double)) : NULL;
-    if (!mine || (t->comm->rank == 0 && !all)) { free(mine); free(all); return dt_fail(DT_ERR_NOMEM, "out of memory"); }
+    if (!mine || (t->comm->rank == 0 && !all)) {
+        free(mine); free(all);
+        return dt_nomem("downpour's figures of %d ranks", t->comm->size);
+    }
     if (p->server >= 0) {
         mine[0] = p->stale_sum; mine[1] = p->stale_n; mine[2] = p->stale_max;
         for (int w = 0; w < W; w++) {
@@ -36,7 +40,7 @@ static dt_status report_stats(dp_impl *p, dt_step_ctx *t) {
     if (t->comm->rank != 0) return DT_OK;
     double sum = 0, n = 0, mx = 0, total = 0;
     p->f_per_worker = calloc((size_t)W * 3 + 1, sizeof(double));
-    if (!p->f_per_worker) { free(all); return dt_fail(DT_ERR_NOMEM, "out of memory"); }
+    if (!p->f_per_worker) { free(all); return dt_nomem("downpour's figures of %d workers", W); }
     double *pushes = p->f_per_worker, *dropped = pushes + W, *silent = pushes + 2 * W;
     p->f_dropped = dropped;
     p->f_silent = silent;
@@ -97,8 +101,8 @@ static dt_status settle_gone(dp_impl *p, dt_step_ctx *t) {
     const int W = p->W, S = p->S;
     int err = MPI_SUCCESS;
     if (c->rank == 0) {
-        int *other = malloc((size_t)W * sizeof(int));
-        if (!other) return dt_fail(DT_ERR_NOMEM, "out of memory");
+        int *other;
+        if (dt_malloc(other, (size_t)W, "the servers' lists of %d workers", W) != DT_OK) return DT_ERR_NOMEM;
         for (int k = 1; k < S && err == MPI_SUCCESS; k++) {
             err = MPI_Recv(other, W, MPI_INT, k, TAG_GONE_MASK, c->comm, MPI_STATUS_IGNORE);
             for (int w = 0; w < W && err == MPI_SUCCESS; w++) p->gone[w] |= other[w];
@@ -119,8 +123,8 @@ static dt_status settle_gone(dp_impl *p, dt_step_ctx *t) {
         return dt_fail(DT_ERR_MPI, "downpour: rank %d was silent too long and the servers ended the run without it", c->rank);
     dt_watch_dropped(gone_ranks, ngone < 8 ? ngone : 8); /* dtrain run ends them; MPI_Finalize would wait for them */
     MPI_Group world, live;
-    p->live_world = malloc((size_t)(c->size - ngone) * sizeof(int));
-    if (!p->live_world) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (dt_malloc(p->live_world, (size_t)(c->size - ngone), "the list of %d live ranks", c->size - ngone) != DT_OK)
+        return DT_ERR_NOMEM;
     int n = 0;
     for (int r = 0; r < c->size; r++)
         if (r < S || !p->gone[r - S]) p->live_world[n++] = r;
@@ -196,16 +200,13 @@ static dt_status dp_start(dt_scheme *s, dt_step_ctx *t) {
     p->np = dt_model_num_params(t->model);
     p->ns = dt_model_num_state(t->model);
     p->server = t->run.worker < 0 ? t->comm->rank : -1;
-    p->gone = calloc((size_t)(W > 0 ? W : 1), sizeof(int));
-    if (!p->gone) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (dt_calloc(p->gone, (size_t)(W > 0 ? W : 1), "the flags of %d workers", W) != DT_OK) return DT_ERR_NOMEM;
     p->deadline = 4 * p->timeout > 120 ? 4 * p->timeout : 120;
     p->last_reported = 0;
-    p->lo = malloc((size_t)(S + 1) * sizeof *p->lo);
-    if (!p->lo) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (dt_malloc(p->lo, (size_t)(S + 1), "the bounds of %d servers' parts", S) != DT_OK) return DT_ERR_NOMEM;
     for (int k = 0; k <= S; k++) p->lo[k] = (size_t)((unsigned long long)p->np * (unsigned long long)k / (unsigned long long)S);
     size_t biggest = 0, bigpay = 0;
-    p->pbytes = malloc((size_t)S * sizeof *p->pbytes);
-    if (!p->pbytes) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (dt_malloc(p->pbytes, (size_t)S, "the payload sizes of %d servers", S) != DT_OK) return DT_ERR_NOMEM;
     const int zip = p->spec.kind != DT_CODEC_NONE;
     for (int k = 0; k < S; k++) {
         if (dp_slice_n(p, k) > biggest) biggest = dp_slice_n(p, k);
@@ -232,12 +233,12 @@ static dt_status dp_start(dt_scheme *s, dt_step_ctx *t) {
         p->pushes = calloc((size_t)W, sizeof(int64_t));
         if (!p->inbuf || !bufs_ok(p->obuf, W) || !p->oreq || !p->last_heard || !p->silent || !p->done ||
             !p->wdropped || !p->wep || !p->pushes)
-            return dt_fail(DT_ERR_NOMEM, "out of memory");
+            return dt_nomem("the server's buffers for %d workers", W);
         for (int w = 0; w < W; w++) p->oreq[w] = MPI_REQUEST_NULL;
         if (p->codec) {
             p->scopy = malloc(((size_t)W * mine > 0 ? (size_t)W * mine : 1) * sizeof(float));
             p->grad = malloc((mine ? mine : 1) * sizeof(float));
-            if (!p->scopy || !p->grad) return dt_fail(DT_ERR_NOMEM, "out of memory (compression buffers)");
+            if (!p->scopy || !p->grad) return dt_nomem("the server's compression buffers for %d workers", W);
         }
         p->reports = S == 1 && t->comm->rank == 0;
         if (p->reports) {
@@ -245,7 +246,7 @@ static dt_status dp_start(dt_scheme *s, dt_step_ctx *t) {
             p->e_loss = calloc(E * 4, sizeof(double));
             p->e_state = calloc(E * (p->ns ? p->ns : 1), sizeof(float));
             p->eval_state = calloc(p->ns ? p->ns : 1, sizeof(float));
-            if (!p->e_loss || !p->e_state || !p->eval_state) return dt_fail(DT_ERR_NOMEM, "out of memory");
+            if (!p->e_loss || !p->e_state || !p->eval_state) return dt_nomem("the evaluations of %zu epochs", E);
             /* evaluations before the first epoch's report: the model's initial state */
             if (p->ns) memcpy(p->eval_state, dt_model_state(t->model), p->ns * sizeof(float));
             p->next_eval = t->run.eval_every_steps;
@@ -256,11 +257,11 @@ static dt_status dp_start(dt_scheme *s, dt_step_ctx *t) {
     } else {
         p->rbuf = calloc((size_t)S, sizeof *p->rbuf);
         p->sbuf = calloc((size_t)S, sizeof *p->sbuf);
-        if (!p->rbuf || !p->sbuf) return dt_fail(DT_ERR_NOMEM, "out of memory");
+        if (!p->rbuf || !p->sbuf) return dt_nomem("the worker's buffer lists for %d servers", S);
         for (int k = 0; k < S; k++) {
             p->rbuf[k] = malloc(HDR + dp_pay_bytes(p, k));
             p->sbuf[k] = malloc(HDR + dp_pay_bytes(p, k));
-            if (!p->rbuf[k] || !p->sbuf[k]) return dt_fail(DT_ERR_NOMEM, "out of memory");
+            if (!p->rbuf[k] || !p->sbuf[k]) return dt_nomem("the worker's buffers for server %d", k);
         }
         p->req = malloc((size_t)(2 * S) * sizeof *p->req);
         p->sts = malloc((size_t)(2 * S) * sizeof *p->sts);
@@ -268,14 +269,14 @@ static dt_status dp_start(dt_scheme *s, dt_step_ctx *t) {
         p->ebuf = malloc(HDR + p->ns * sizeof(float));
         if (p->push_every > 1) p->accum = calloc(p->np, sizeof(float));
         if (!p->req || !p->sts || !p->version || !p->ebuf || (p->push_every > 1 && !p->accum))
-            return dt_fail(DT_ERR_NOMEM, "out of memory");
+            return dt_nomem("the worker's requests and copies");
         for (int i = 0; i < 2 * S; i++) p->req[i] = MPI_REQUEST_NULL;
         if (p->codec) {
             const size_t n1 = p->np ? p->np : 1;
             p->residual = calloc(n1, sizeof(float));
             if (p->fetch_every > 1) p->wcopy = malloc(n1 * sizeof(float));
             if (!p->residual || (p->fetch_every > 1 && !p->wcopy))
-                return dt_fail(DT_ERR_NOMEM, "out of memory (compression buffers)");
+                return dt_nomem("the worker's compression buffers of %zu values", n1);
         }
     }
     if (!p->codec) return DT_OK;
@@ -349,7 +350,7 @@ static const dt_scheme_ops dp_ops = {
 
 static dt_status dp_create(dt_scheme *s) {
     dp_impl *p = calloc(1, sizeof *p);
-    if (!p) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (!p) return dt_nomem("the downpour scheme");
     s->impl = p;
     s->ops = &dp_ops;
     const dp_opts *o = s->opts;

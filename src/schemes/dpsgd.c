@@ -7,6 +7,7 @@
 
 #include "schemes/gossip.h"
 #include "comm/topology.h"
+#include "core/alloc.h"
 
 typedef struct {
     dt_gossip *g;   /* first: gossip.h's shared hooks find it there */
@@ -26,7 +27,7 @@ static const dt_flag dpsgd_flags[] = {
 static dt_status dpsgd_start(dt_scheme *s, dt_step_ctx *c) {
     dpsgd_impl *d = s->impl;
     d->T = dt_model_num_tensors(c->model);
-    if (!(d->all = malloc((size_t)d->T * sizeof *d->all))) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (dt_malloc(d->all, (size_t)d->T, "dpsgd's list of %d tensors", d->T) != DT_OK) return DT_ERR_NOMEM;
     for (int i = 0; i < d->T; i++) d->all[i] = i;
     const dpsgd_opts *o = s->opts;
     return dt_gossip_create(c, dt_topology_kinds[o->topology], &s->codec, &d->g);
@@ -62,7 +63,7 @@ static const dt_scheme_ops dpsgd_ops = {
 
 static dt_status dpsgd_create(dt_scheme *s) {
     dpsgd_impl *d = calloc(1, sizeof *d);
-    if (!d) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (!d) return dt_nomem("the dpsgd scheme");
     s->impl = d;
     s->ops = &dpsgd_ops;
     s->decentralized = 1;

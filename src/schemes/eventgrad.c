@@ -21,6 +21,7 @@
 #include "schemes/gossip.h"
 #include "schemes/trigger.h"
 #include "comm/topology.h"
+#include "core/alloc.h"
 
 typedef struct {
     dt_gossip *g;   /* first: gossip.h's shared hooks find it there */
@@ -79,7 +80,7 @@ static dt_status start_sums(eg_impl *e, dt_step_ctx *c) {
     e->u = malloc(bytes);
     e->base = malloc(bytes);
     e->applied = calloc(1, bytes);
-    if (!e->u || !e->base || !e->applied) return dt_fail(DT_ERR_NOMEM, "out of memory for 3 copies of %zu parameters", np);
+    if (!e->u || !e->base || !e->applied) return dt_nomem("3 copies of %zu parameters", np);
     memcpy(e->base, dt_model_params(c->model), np * sizeof(float));
     dt_gossip_zero_copies(e->g);
     return DT_OK;
@@ -91,7 +92,7 @@ static dt_status eg_start(dt_scheme *s, dt_step_ctx *c) {
     const int T = dt_model_num_tensors(c->model);
     dt_status st = dt_trigger_init(&e->trig, T, &o->trig);
     if (st != DT_OK) return st;
-    if (!(e->send_list = malloc((size_t)(T ? T : 1) * sizeof *e->send_list))) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (dt_malloc(e->send_list, (size_t)T, "eventgrad's send list of %d tensors", T) != DT_OK) return DT_ERR_NOMEM;
     st = dt_gossip_create(c, dt_topology_kinds[o->topology], &s->codec, &e->g);
     /* without --sync nobody waits for anyone, the link included: sends overlap the next steps */
     if (st == DT_OK && !e->sync && o->max_lag > 0) st = dt_gossip_overlap(e->g, o->max_lag);
@@ -229,7 +230,7 @@ static dt_status eg_create(dt_scheme *s) {
                        "write, so a change could be overwritten before it is read)",
                        dt_codec_spec_str(&s->codec, codec, sizeof codec));
     eg_impl *e = calloc(1, sizeof *e);
-    if (!e) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (!e) return dt_nomem("the eventgrad scheme");
     e->sync = o->sync;
     e->mix = o->mix != MIX_AUTO ? o->mix : o->sync ? MIX_EVERY : MIX_CONSENSUS;
     e->gamma = o->gamma;

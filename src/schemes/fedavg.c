@@ -12,6 +12,7 @@
 
 #include "schemes/paramavg.h"
 #include "schemes/scheme.h"
+#include "core/alloc.h"
 
 typedef struct {
     dt_param_weighting agg;
@@ -72,7 +73,7 @@ static dt_status fedavg_start(dt_scheme *s, dt_step_ctx *c) {
         return dt_param_avg_create(&s->codec, c->comm, dt_model_params(c->model), dt_model_num_params(c->model),
                                    dt_model_num_state(c->model), &f->avg);
     const size_t n = dt_model_num_params(c->model) + dt_model_num_state(c->model) + 1;
-    if (!(f->buf = malloc(n * sizeof(float)))) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (dt_malloc(f->buf, n, "fedavg's average of %zu values", n) != DT_OK) return DT_ERR_NOMEM;
     return DT_OK;
 }
 
@@ -147,7 +148,7 @@ static dt_status fedavg_create(dt_scheme *s) {
     if (o->local_steps > 0 && o->local_epochs_given)
         return dt_fail(DT_ERR_ARG, "--local-steps and --local-epochs: give one of them");
     fedavg_impl *f = calloc(1, sizeof *f);
-    if (!f) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (!f) return dt_nomem("the fedavg scheme");
     f->agg = o->aggregate;
     s->impl = f;
     s->ops = &fedavg_ops;

@@ -8,6 +8,7 @@
 
 #include "comm/topology.h"
 #include "comm/watch.h"
+#include "core/alloc.h"
 
 enum { TAG_READY = 7101, TAG_READ = 7102, TAG_INIT = 7103, TAG_PACKED = 7104 };
 
@@ -39,7 +40,7 @@ static dt_status start_compressed(dt_gossip *g, const dt_codec_spec *spec, dt_co
     g->send_bytes = malloc((size_t)g->T * sizeof *g->send_bytes);
     g->cself = malloc((g->np ? g->np : 1) * sizeof *g->cself);
     if (!g->eoff || !g->ebytes || !g->send_src || !g->send_bytes || !g->cself)
-        return dt_fail(DT_ERR_NOMEM, "out of memory");
+        return dt_nomem("the encoding tables of %d tensors", g->T);
     for (int i = 0; i < g->T; i++) {
         g->eoff[i] = total;
         g->ebytes[i] = dt_codec_bytes(spec, g->len[i]);
@@ -48,7 +49,7 @@ static dt_status start_compressed(dt_gossip *g, const dt_codec_spec *spec, dt_co
     }
     g->enc = malloc(total ? total : 1);
     g->rbuf = malloc(maxb ? maxb : 1);
-    if (!g->enc || !g->rbuf) return dt_fail(DT_ERR_NOMEM, "out of memory for %zu bytes of encoded payloads", total + maxb);
+    if (!g->enc || !g->rbuf) return dt_nomem("%zu bytes of encoded payloads", total + maxb);
     dt_status st = dt_codec_create(spec, maxlen, &g->codec);
     if (st != DT_OK) return st;
     memcpy(g->cself, x, g->np * sizeof(float));
@@ -78,7 +79,7 @@ static dt_status start_packed(dt_gossip *g) {
     const size_t nn1 = (size_t)(g->nn ? g->nn : 1);
     g->pk_send = malloc(g->pk_max);
     g->pk_recv = malloc(nn1 * g->pk_max);
-    if (!g->pk_send || !g->pk_recv) return dt_fail(DT_ERR_NOMEM, "out of memory for %zu-byte messages", g->pk_max);
+    if (!g->pk_send || !g->pk_recv) return dt_nomem("%zu-byte messages", g->pk_max);
     return DT_OK;
 }
 
@@ -87,7 +88,7 @@ static dt_status gossip_create(dt_step_ctx *ctx, const char *topology, const dt_
     int n = 0;
     dt_status st = dt_topology_neighbors(topology, c->rank, c->size, NULL, 0, &n);
     if (st != DT_OK && !dt_topology_known(topology)) return st;
-    if (!(g->nbrs = malloc((size_t)(n ? n : 1) * sizeof *g->nbrs))) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (dt_malloc(g->nbrs, (size_t)n, "the list of %d neighbours", n) != DT_OK) return DT_ERR_NOMEM;
     if ((st = dt_topology_neighbors(topology, c->rank, c->size, g->nbrs, n, &g->nn)) != DT_OK) return st;
     g->W = 1.0f / (float)(g->nn + 1);
     dt_model *m = ctx->model;
@@ -105,7 +106,7 @@ static dt_status gossip_create(dt_step_ctx *ctx, const char *topology, const dt_
     g->fresh_t = calloc((size_t)g->T, 1);
     if (!g->off || !g->len || !g->xhat || !g->req || !g->statuses || !g->seq_out || !g->seq_in || !g->fresh_epoch ||
         !g->fresh_t)
-        return dt_fail(DT_ERR_NOMEM, "out of memory for %d neighbour copies of %zu parameters", g->nn, g->np);
+        return dt_nomem("%d neighbour copies of %zu parameters", g->nn, g->np);
     for (int i = 0; i < g->T; i++) {
         const dt_tensor_view *v = dt_model_tensor(m, i);
         g->off[i] = v->offset;
@@ -124,7 +125,7 @@ static dt_status gossip_create(dt_step_ctx *ctx, const char *topology, const dt_
 static dt_status create(dt_step_ctx *c, const char *topology, const dt_codec_spec *spec, int packed, dt_gossip **out) {
     *out = NULL;
     dt_gossip *g = calloc(1, sizeof *g);
-    if (!g) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (!g) return dt_nomem("the gossip state");
     g->packed = packed;
     /* returned even on failure: what start made with every rank is freed with every rank */
     *out = g;
@@ -390,7 +391,7 @@ static void mirror_own_copy(dt_gossip *g) {
 
 dt_status dt_gossip_keep_own_copy(dt_gossip *g, const float *x) {
     if (g->cself) return DT_OK; /* --compress keeps it already */
-    if (!(g->cself = malloc((g->np ? g->np : 1) * sizeof *g->cself))) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (dt_malloc(g->cself, g->np, "the own copy of %zu parameters", g->np) != DT_OK) return DT_ERR_NOMEM;
     memcpy(g->cself, x, g->np * sizeof(float));
     mirror_own_copy(g);
     return DT_OK;

@@ -2,6 +2,7 @@
  * neighbours' values this rank holds and (--compress, or kept for consensus) the copy of its own
  * they hold. */
 #include "schemes/gossip_state.h"
+#include "core/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,7 @@ static int *graph_record(const dt_gossip *g, const int *extra, int nextra, size_
 dt_status dt_gossip_save(dt_gossip *g, const int *extra, int nextra, dt_records *out) {
     size_t n;
     free(g->graph);
-    if (!(g->graph = graph_record(g, extra, nextra, &n))) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (!(g->graph = graph_record(g, extra, nextra, &n))) return dt_nomem("the graph record");
     dt_status st = dt_records_add_raw(out, "graph", g->graph, n * sizeof *g->graph);
     if (st == DT_OK) st = dt_records_add_raw(out, "neighbours", g->xhat, (size_t)g->nn * g->np * sizeof(float));
     if (st == DT_OK && g->cself) st = dt_records_add_raw(out, "own_copy", g->cself, g->np * sizeof(float));
@@ -31,7 +32,7 @@ dt_status dt_gossip_load(dt_gossip *g, const dt_comm *c, const int *extra, int n
                          const dt_tfile *f, const char *path) {
     size_t n;
     int *graph = graph_record(g, extra, nextra, &n);
-    if (!graph) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (!graph) return dt_nomem("the graph record");
     const dt_record *r = dt_tfile_find(f, "graph");
     const int same = r && r->numel == n && memcmp(r->data, graph, n * sizeof *graph) == 0;
     free(graph);

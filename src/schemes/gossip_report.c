@@ -2,6 +2,7 @@
  * coalesced and the fresh arrivals from each neighbour, gathered at rank 0 every epoch, and a
  * warning where a neighbour sent but nothing arrived. */
 #include "schemes/gossip_state.h"
+#include "core/alloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,7 +47,7 @@ dt_status dt_gossip_end_epoch(dt_gossip *g, dt_step_ctx *ctx) {
     dt_comm *c = ctx->comm;
     const int N = c->size, W = 4 + N;
     double *row = calloc((size_t)W, sizeof *row), *all = c->rank == 0 ? calloc((size_t)W * N, sizeof *all) : NULL;
-    if (!row || (c->rank == 0 && !all)) { free(row); free(all); return dt_fail(DT_ERR_NOMEM, "out of memory"); }
+    if (!row || (c->rank == 0 && !all)) { free(row); free(all); return dt_nomem("gossip's figures of %d ranks", N); }
     row[0] = (double)g->sent_epoch;
     row[1] = (double)(c->c.overwritten - g->overwritten_mark);
     row[2] = (double)g->nn;

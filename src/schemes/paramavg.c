@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/tensorfile.h"
+#include "core/alloc.h"
 
 struct dt_param_avg {
     dt_codec *codec;
@@ -43,7 +44,7 @@ dt_status dt_param_avg_create(const dt_codec_spec *spec, dt_comm *c, const float
                               dt_param_avg **out) {
     *out = NULL;
     dt_param_avg *a = calloc(1, sizeof *a);
-    if (!a) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (!a) return dt_nomem("the parameter average");
     dt_status st = dt_codec_create(spec, np, &a->codec);
     if (st != DT_OK) { free(a); return st; }
     a->np = np;
@@ -66,7 +67,7 @@ dt_status dt_param_avg_create(const dt_codec_spec *spec, dt_comm *c, const float
         a->mine = malloc(n1 * sizeof(float));
         ok = ok && a->mine;
     }
-    if (!ok) { dt_param_avg_free(a); return dt_fail(DT_ERR_NOMEM, "out of memory (compression buffers)"); }
+    if (!ok) { dt_param_avg_free(a); return dt_nomem("compression buffers of %zu values", np); }
     /* every copy starts from rank 0's parameters (set-up, not counted) */
     if (c->rank == 0) memcpy(a->global, x, np * sizeof(float));
     st = dt_bcast_setup(c, a->global, np, 0, "MPI_Bcast (starting copies)");

@@ -1,5 +1,6 @@
 /* Gradient payloads with error feedback (see payload.h). */
 #include "schemes/payload.h"
+#include "core/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +13,7 @@ dt_status dt_grad_payload_init(dt_grad_payload *p, const dt_codec_spec *spec, si
     p->bytes = dt_codec_bytes(spec, n);
     p->residual = calloc(n ? n : 1, sizeof(float));
     p->send = malloc(p->bytes ? p->bytes : 1);
-    if (!p->residual || !p->send) return dt_fail(DT_ERR_NOMEM, "out of memory (compression buffers)");
+    if (!p->residual || !p->send) return dt_nomem("compression buffers of %zu values", n);
     return DT_OK;
 }
 

@@ -20,6 +20,7 @@
 #include "schemes/paramavg.h"
 #include "schemes/payload.h"
 #include "schemes/scheme.h"
+#include "core/alloc.h"
 
 typedef struct {
     int weight_mode;
@@ -112,7 +113,7 @@ static dt_status ps_start(dt_scheme *s, dt_step_ctx *c) {
     ps_impl *p = s->impl;
     const size_t np = dt_model_num_params(c->model), ns = dt_model_num_state(c->model), n1 = np > ns ? np : ns;
     float *x = dt_model_params(c->model);
-    if (!(p->sum = malloc((n1 ? n1 : 1) * sizeof(float)))) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (dt_malloc(p->sum, n1, "the server's sum of %zu values", n1) != DT_OK) return DT_ERR_NOMEM;
     if (s->codec.kind == DT_CODEC_NONE) return DT_OK;
     if (p->weight_mode) return dt_param_avg_create(&s->codec, c->comm, x, np, ns, &p->avg);
     dt_status st = dt_grad_payload_init(&p->up, &s->codec, np);
@@ -123,7 +124,7 @@ static dt_status ps_start(dt_scheme *s, dt_step_ctx *c) {
         p->ups = malloc((size_t)c->comm->size * p->up.bytes + 1);
     }
     if (!p->down || (c->comm->rank == 0 && (!p->master || !p->ups)))
-        return dt_fail(DT_ERR_NOMEM, "out of memory (compression buffers)");
+        return dt_nomem("compression buffers of %zu parameters", np);
     /* every rank's model is the copy of rank 0's master: start them equal (set-up, not counted) */
     st = dt_bcast_setup(c->comm, x, np, 0, "MPI_Bcast (starting weights)");
     if (st != DT_OK) return st;
@@ -172,7 +173,7 @@ static const dt_scheme_ops ps_ops = {
 
 static dt_status ps_create(dt_scheme *s) {
     ps_impl *p = calloc(1, sizeof *p);
-    if (!p) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (!p) return dt_nomem("the ps scheme");
     p->weight_mode = ((const ps_opts *)s->opts)->weight_mode;
     s->impl = p;
     s->ops = &ps_ops;

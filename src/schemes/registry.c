@@ -6,6 +6,7 @@
 
 #include "schemes/scheme.h"
 #include "core/suggest.h"
+#include "core/alloc.h"
 
 #define DT_SCHEME(x) extern const dt_scheme_def dt_scheme_##x;
 #include "schemes/schemes.def"
@@ -84,7 +85,7 @@ dt_status dt_scheme_register(const dt_scheme_def *def) {
     }
     if (def->opts_size) {
         void *probe = calloc(1, def->opts_size);
-        if (!probe) return dt_fail(DT_ERR_NOMEM, "out of memory");
+        if (!probe) return dt_nomem("the options of %s", def->name);
         const dt_status st = dt_flags_defaults(def->flags, def->nflags, probe);
         free(probe);
         char why[256];
@@ -135,7 +136,7 @@ static dt_status fill_opts(const dt_scheme_def *sc, const dt_scheme_config *a, c
     *out = NULL;
     if (!sc->opts_size) return DT_OK;
     void *o = calloc(1, sc->opts_size);
-    if (!o) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (!o) return dt_nomem("the options of %s", sc->name);
     dt_status st = dt_flags_defaults(sc->flags, sc->nflags, o);
     for (int i = 0; st == DT_OK && i < a->nset; i++) {
         const dt_flag *f = scheme_flag(sc, a->set[i].name);
@@ -202,7 +203,7 @@ dt_status dt_scheme_create(dt_scheme_choice *c, dt_scheme **out) {
     *out = NULL;
     if (!c->def) return dt_fail(DT_ERR_STATE, "dt_scheme_create: the configuration was not checked (dt_scheme_check)");
     dt_scheme *s = calloc(1, sizeof *s);
-    if (!s) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (!s) return dt_nomem("the %s scheme", c->def->name);
     *s = (dt_scheme){.def = c->def, .opts = c->opts, .codec = c->codec};
     c->opts = NULL;
     dt_status st = s->def->create(s);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/flag.h"
+#include "core/alloc.h"
 
 const char *dt_threshold_parse(const char *text, void *threshold) {
     dt_threshold th = {0};
@@ -45,7 +46,7 @@ dt_status dt_trigger_init(dt_trigger *t, int T, const dt_trigger_opts *o) {
     t->nslopes = calloc(n, sizeof *t->nslopes);
     if (!t->n_last || !t->delta || !t->slopes || !t->k_last || !t->nslopes) {
         dt_trigger_free(t);
-        return dt_fail(DT_ERR_NOMEM, "out of memory");
+        return dt_nomem("the trigger's history of %zu tensors", n);
     }
     for (int i = 0; i < T; i++) {
         t->k_last[i] = -1;

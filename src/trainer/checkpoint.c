@@ -10,6 +10,7 @@
 #include "models/model.h"
 #include "trainer/ckset.h"
 #include "trainer/trainer.h"
+#include "core/alloc.h"
 
 /* Which run wrote a checkpoint: resuming it under another scheme, codec or number of ranks
  * would mix state that does not belong together. */
@@ -33,7 +34,7 @@ static dt_status signature_check(const dt_trainer *t, const char *path, const ch
 static dt_status commit_set(dt_trainer *t, dt_status st, int epoch, uint32_t crc) {
     const int rank = t->comm.rank, size = t->comm.size;
     uint32_t mine[2] = {st == DT_OK, crc}, *all = NULL;
-    if (rank == 0 && !(all = malloc(2 * (size_t)size * sizeof *all))) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (rank == 0 && dt_malloc(all, 2 * (size_t)size, "the ranks' checkpoint parts") != DT_OK) return DT_ERR_NOMEM;
     int err = MPI_Gather(mine, 2, MPI_UINT32_T, all, 2, MPI_UINT32_T, 0, t->comm.comm);
     if (err != MPI_SUCCESS) { free(all); return dt_mpi_check(err, "MPI_Gather (the checkpoint set's parts)"); }
     int committed = 0;
@@ -62,8 +63,9 @@ dt_status dt_trainer_save_checkpoint(dt_trainer *t) {
     else snprintf(path, sizeof path, "%s", t->cfg->checkpoint);
     run_signature(t, sig);
     dt_model *m = t->model;
-    dt_record *mr = calloc((size_t)(dt_model_num_tensors(m) + dt_model_num_state_tensors(m)), sizeof *mr);
-    if (!mr) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    const size_t nrec = (size_t)(dt_model_num_tensors(m) + dt_model_num_state_tensors(m));
+    dt_record *mr;
+    if (dt_calloc(mr, nrec, "the checkpoint's %zu records", nrec) != DT_OK) return DT_ERR_NOMEM;
     const int nm = dt_model_records(m, mr);
     float progress[2] = {(float)epoch, (float)t->ctx.step};
     dt_records l = {0};
@@ -103,7 +105,7 @@ static dt_status read_manifest(dt_trainer *t, dt_status st, dt_ckset *set) {
     int err = MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, t->comm.comm);
     if (err != MPI_SUCCESS) { free(text); return dt_mpi_check(err, "MPI_Bcast (the checkpoint manifest)"); }
     if (n < 0) { free(text); return st != DT_OK ? st : dt_fail(DT_ERR_IO, "--resume %s: rank 0 could not read it", path); }
-    if (t->comm.rank != 0 && !(text = malloc((size_t)n + 1))) st = dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (t->comm.rank != 0 && !(text = malloc((size_t)n + 1))) st = dt_nomem("the checkpoint manifest (%lld bytes)", n);
     /* chunks under INT_MAX bytes; a rank that could not allocate still takes part */
     static char sink[1 << 16];
     for (long long off = 0; off < n && err == MPI_SUCCESS; off += 1 << 16) {

@@ -12,6 +12,7 @@
 
 #include "core/paths.h"
 #include "core/tensorfile.h"
+#include "core/alloc.h"
 
 void dt_ckset_part_path(const char *path, int epoch, int rank, char *out, size_t len) {
     snprintf(out, len, "%s.e%d.rank%d", path, epoch, rank);
@@ -33,7 +34,7 @@ dt_status dt_ckset_slurp(const char *path, char **text, size_t *len) {
     else if ((uint64_t)sb.st_size > DT_CKSET_MAX_BYTES)
         st = dt_fail(DT_ERR_FORMAT, "%s: %lld bytes, larger than any checkpoint manifest", path, (long long)sb.st_size);
     char *buf = st == DT_OK ? malloc((size_t)sb.st_size + 1) : NULL;
-    if (st == DT_OK && !buf) st = dt_fail(DT_ERR_NOMEM, "out of memory reading %s", path);
+    if (st == DT_OK && !buf) st = dt_nomem("the checkpoint manifest %s", path);
     if (st == DT_OK && fread(buf, 1, (size_t)sb.st_size, f) != (size_t)sb.st_size)
         st = dt_fail(DT_ERR_IO, "%s: read failed", path);
     fclose(f);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "trainer/trainer.h"
+#include "core/alloc.h"
 
 dt_status dt_evaluate(dt_model *m, const dt_dataset *d, int batch, int limit, double *acc, double *loss) {
     int c, h, w;
@@ -17,7 +18,7 @@ dt_status dt_evaluate(dt_model *m, const dt_dataset *d, int batch, int limit, do
     float *x = malloc((size_t)batch * c * h * w * sizeof(float));
     uint8_t *y = malloc((size_t)batch);
     int *idx = malloc((size_t)batch * sizeof(int));
-    dt_status st = (x && y && idx) ? dt_model_reserve(m, batch) : dt_fail(DT_ERR_NOMEM, "out of memory");
+    dt_status st = (x && y && idx) ? dt_model_reserve(m, batch) : dt_nomem("the eval batch of %d", batch);
     long correct = 0;
     double lsum = 0;
     for (int b = 0; st == DT_OK && b < n; b += batch) {
@@ -79,7 +80,7 @@ dt_status dt_trainer_eval_rank0(dt_trainer *t, const float *params, const float 
     dt_model *m = t->model;
     const size_t np = dt_model_num_params(m), ns = dt_model_num_state(m);
     float *keep = malloc((np + ns + 1) * sizeof(float));
-    if (!keep) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (!keep) return dt_nomem("a copy of %zu parameters and %zu state values", np, ns);
     memcpy(keep, dt_model_params(m), np * sizeof(float));
     memcpy(keep + np, dt_model_state(m), ns * sizeof(float));
     memcpy(dt_model_params(m), params, np * sizeof(float));

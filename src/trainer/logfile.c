@@ -10,6 +10,7 @@
 
 #include "core/paths.h"
 #include "trainer/trainer.h"
+#include "core/alloc.h"
 
 /* Whether an existing regular file may be appended to as a run's log: empty, or a dtrain log
  * (its first line a JSON object whose "type" is "config", as dt_trainer_log_config writes it
@@ -83,7 +84,7 @@ dt_status dt_trainer_log(dt_trainer *t, const char *line) {
     if (st != DT_OK) return st;
     const size_t n = strlen(line) + 1;
     char *buf = malloc(n);
-    if (!buf) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (!buf) return dt_nomem("a %zu-byte log line", n);
     memcpy(buf, line, n - 1);
     buf[n - 1] = '\n';
     struct stat sb;

@@ -14,6 +14,7 @@
 #include "comm/watch.h"
 #include "core/sim.h"
 #include "trainer/trainer.h"
+#include "core/alloc.h"
 
 /* the watchdog's line names the hook a rank was in when a wait made no progress */
 #define HOOK(t, name) ((t)->scheme->ops->name ? hook(t, #name, (t)->scheme->ops->name) : DT_OK)
@@ -236,8 +237,9 @@ static dt_status train_epochs(dt_trainer *t) {
     const dt_train_config *cfg = t->cfg;
     dt_step_ctx *c = &t->ctx;
     const int augment = cfg->augment < 0 ? t->train.augment : cfg->augment;
-    int *order = malloc((size_t)(c->run.shard_n ? c->run.shard_n : 1) * sizeof(int));
-    if (!order) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    int *order;
+    if (dt_malloc(order, (size_t)c->run.shard_n, "the epoch's order of %d examples", c->run.shard_n) != DT_OK)
+        return DT_ERR_NOMEM;
     const int sync_eval = t->servers == 0;
     dt_status st = DT_OK;
     for (c->epoch = t->start_epoch; c->epoch < cfg->epochs; c->epoch++) {

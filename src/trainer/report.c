@@ -7,6 +7,7 @@
 
 #include "core/sim.h"
 #include "trainer/trainer.h"
+#include "core/alloc.h"
 
 /* the build's commit (src/core/version.c, written at every build) */
 extern const char dt_build_commit[];
@@ -42,7 +43,7 @@ static dt_status hosts_json(dt_trainer *t, dt_json *j) {
     int err = MPI_Get_processor_name(mine, &len);
     const int N = t->comm.size;
     char *all = t->comm.rank == 0 ? calloc((size_t)N, MPI_MAX_PROCESSOR_NAME) : NULL;
-    if (t->comm.rank == 0 && !all) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (t->comm.rank == 0 && !all) return dt_nomem("the ranks' host names");
     if (err == MPI_SUCCESS)
         err = MPI_Gather(mine, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0, t->comm.comm);
     if (err != MPI_SUCCESS) { free(all); return dt_mpi_check(err, "MPI_Gather (host names)"); }
@@ -422,7 +423,7 @@ dt_status dt_trainer_summary(dt_trainer *t, double spread_before, double spread_
                               (double)k->torn_retries, k->t_comm, k->t_compute, (double)t->ctx.step,
                               (double)k->other_bytes};
     double *rows = t->comm.rank == 0 ? calloc((size_t)t->comm.size * R_N, sizeof *rows) : NULL;
-    if (t->comm.rank == 0 && !rows) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (t->comm.rank == 0 && !rows) return dt_nomem("the ranks' counters");
     int err = MPI_Gather(mine, R_N, MPI_DOUBLE, rows, R_N, MPI_DOUBLE, 0, t->comm.comm);
     if (err != MPI_SUCCESS) { free(rows); return dt_mpi_check(err, "MPI_Gather (summary)"); }
     if (t->comm.rank != 0) return DT_OK;

@@ -11,6 +11,7 @@
 #include "core/tensorfile.h"
 #include "trainer/ckset.h"
 #include "trainer/trainer.h"
+#include "core/alloc.h"
 
 void dt_train_config_defaults(dt_train_config *c) {
     *c = (dt_train_config){.model = "cnn1", .data = "mnist", .split = "random", .epochs = 10, .batch = 64,
@@ -49,7 +50,7 @@ static dt_status hold_out(dt_trainer *t) {
     v->n = n;
     v->images = malloc((size_t)n * per);
     v->labels = malloc((size_t)n);
-    if (!v->images || !v->labels) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (!v->images || !v->labels) return dt_nomem("the validation split of %d images", n);
     memcpy(v->images, t->train.images + keep * per, (size_t)n * per);
     memcpy(v->labels, t->train.labels + keep, (size_t)n);
     dt_dataset_truncate(&t->train, (int)keep);
@@ -79,7 +80,7 @@ static dt_status make_shard(dt_trainer *t) {
     dt_run_info *run = &t->ctx.run;
     const int n = t->train.n;
     int *idx = malloc((size_t)n * sizeof *idx), *off = malloc((size_t)(run->nworkers + 1) * sizeof *off);
-    if (!idx || !off) { free(idx); free(off); return dt_fail(DT_ERR_NOMEM, "out of memory"); }
+    if (!idx || !off) { free(idx); free(off); return dt_nomem("the shard split of %d examples", n); }
     dt_status st = DT_OK;
     if (dt_split_striped(cfg)) {
         /* every rank walks the same global order and takes its slice of each global batch:
@@ -103,9 +104,8 @@ static dt_status make_shard(dt_trainer *t) {
     if (run->worker >= 0) {
         const int lo = dt_split_striped(cfg) ? 0 : off[run->worker], hi = dt_split_striped(cfg) ? n : off[run->worker + 1];
         run->shard_n = hi - lo;
-        t->shard = malloc((size_t)(run->shard_n ? run->shard_n : 1) * sizeof *t->shard);
-        if (!t->shard) st = dt_fail(DT_ERR_NOMEM, "out of memory");
-        else memcpy(t->shard, idx + lo, (size_t)run->shard_n * sizeof *t->shard);
+        st = dt_malloc(t->shard, (size_t)run->shard_n, "the shard of %d examples", run->shard_n);
+        if (st == DT_OK) memcpy(t->shard, idx + lo, (size_t)run->shard_n * sizeof *t->shard);
     }
     free(idx); free(off);
     return st;
@@ -244,7 +244,8 @@ static dt_status init_run(dt_trainer *t, const dt_train_config *cfg) {
     t->idx = malloc((size_t)cfg->batch * sizeof(int));
     t->eval_params = malloc((dt_model_num_params(t->model) + 1) * sizeof(float));
     t->eval_state = malloc((dt_model_num_state(t->model) + 1) * sizeof(float));
-    if (!t->x || !t->y || !t->idx || !t->eval_params || !t->eval_state) return dt_fail(DT_ERR_NOMEM, "out of memory");
+    if (!t->x || !t->y || !t->idx || !t->eval_params || !t->eval_state)
+        return dt_nomem("the training batch and the eval copies of the model");
     dt_model_init(t->model, cfg->seed); /* the same seed on every rank: identical start */
     if ((st = dt_model_reserve(t->model, cfg->batch)) != DT_OK) return st;
     if ((st = steps_per_epoch(t)) != DT_OK) return st;
