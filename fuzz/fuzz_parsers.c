@@ -8,7 +8,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/flag.h"
+#include "core/flag_table.h"
 #include "schemes/paramavg.h"
 #include "schemes/trigger.h"
 #include "comm/codec.h"

@@ -215,12 +215,13 @@ dt_status dt_model_save(const dt_model *m, const char *path);
 dt_status dt_model_load(dt_model *m, const char *path);
 /* What a weights file (or checkpoint) says it holds: dtrain train writes the model as it was
  * named (a built-in name or a spec file's path), the model's spec text, the dataset and the
- * scheme. Files of older builds have none: all NULL. */
+ * scheme (--algo's name; the file's record is "meta:algo"). Files of older builds have none:
+ * all NULL. */
 typedef struct dt_weights_meta {
-    char *model, *spec, *data, *algo;
+    char *model, *spec, *data, *scheme;
 } dt_weights_meta;
 /* dt_model_save with the metadata (model: a name or spec file, as dt_model_open takes it). */
-dt_status dt_model_save_meta(const dt_model *m, const char *path, const char *model, const char *data, const char *algo);
+dt_status dt_model_save_meta(const dt_model *m, const char *path, const char *model, const char *data, const char *scheme);
 /* The metadata of a weights file (all NULL for an older file without it). */
 dt_status dt_weights_meta_read(const char *path, dt_weights_meta *out);
 void dt_weights_meta_free(dt_weights_meta *w);

@@ -3,7 +3,7 @@
 # each, MPICH over TCP only. The schemes give the same results there as on one host (allreduce
 # == ps --ps-mode grad and eventgrad --sync const:0 == dpsgd, bit for bit), the asynchronous
 # ones finish with every put read or counted as overwritten, every run ends (MPI_Finalize
-# across hosts, src/comm/comm.c), and the bytes that crossed each host's link match dtrain's
+# across hosts, src/comm/world.c), and the bytes that crossed each host's link match dtrain's
 # own count within the protocols' overhead. Skipped (with the reason, exit 0) where
 # namespaces cannot be made: not root, no iproute2, a container without network namespaces.
 . "$(dirname "$0")/lib.sh"

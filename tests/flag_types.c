@@ -2,7 +2,7 @@
  * DT_AT_* names a member of another type does not compile. Built once as is (it must
  * compile: the check below is not failing for another reason) and once with -DWRONG_TYPE
  * (it must not). */
-#include "core/flag.h"
+#include "core/flag_table.h"
 
 typedef struct {
     int local_steps;

@@ -12,7 +12,7 @@
  * Also reports how often the mirror trailed the last put during the run (the point of it).
  * Prints one line on rank 0; exit 0 on success, 1 on failure (all ranks agree). */
 #include "dtrain.h"
-#include "comm/comm.h"
+#include "comm/world.h"
 #include "comm/topology.h"
 #include "comm/window.h"
 

@@ -23,7 +23,7 @@
  *                     without MPI calls (does this MPI need target-side progress?)
  * Prints one summary line on rank 0; exit 0 on success, 1 on failure (all ranks agree). */
 #include "dtrain.h"
-#include "comm/comm.h"
+#include "comm/world.h"
 #include "comm/topology.h"
 #include "comm/window.h"
 

@@ -9,7 +9,7 @@
 
 #include "check.h"
 #include "dtrain.h"
-#include "layers/bf16.h"
+#include "layers/bf16_array.h"
 #include "layers/kernels.h"
 
 static float from_bits(uint32_t u) {

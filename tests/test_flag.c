@@ -1,4 +1,4 @@
-/* The flag system (core/flag.h): every kind parsed from text into its typed member, the
+/* The flag system (core/flag_table.h): every kind parsed from text into its typed member, the
  * one-line messages of bad values (the member untouched), a custom parse, format and parse
  * again giving the same value, declared defaults and DT_GIVEN, and command lines: both
  * spellings, switches, a flag handed on as text, an unknown flag with "did you mean", and
@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "core/flag.h"
+#include "core/flag_table.h"
 #include "dtrain.h"
 
 static int has_text(const char *hay, const char *needle) { return hay && strstr(hay, needle) != NULL; }

@@ -390,7 +390,7 @@ static void test_weights_meta(void) {
     char *cnn1 = dt_model_spec_text("cnn1");
     CHECK(w.model && !strcmp(w.model, "cnn1"));
     CHECK(w.data && !strcmp(w.data, "fashion-mnist"));
-    CHECK(w.algo && !strcmp(w.algo, "allreduce"));
+    CHECK(w.scheme && !strcmp(w.scheme, "allreduce"));
     CHECK(w.spec && cnn1 && !strcmp(w.spec, cnn1));
     CHECK(dt_weights_meta_same_model(&w, "cnn1") == 1);
     CHECK(dt_weights_meta_same_model(&w, "cnn2") == 0);
@@ -401,7 +401,7 @@ static void test_weights_meta(void) {
     /* a file without metadata (as older builds wrote): loads, and says nothing */
     CHECK(dt_model_save(m, old) == DT_OK);
     CHECK(dt_weights_meta_read(old, &w) == DT_OK);
-    CHECK(!w.model && !w.spec && !w.data && !w.algo);
+    CHECK(!w.model && !w.spec && !w.data && !w.scheme);
     CHECK(dt_weights_meta_same_model(&w, "cnn2") == 1); /* unknown: the shapes will tell */
     dt_weights_meta_free(&w);
     dt_model_init(m2, 3);

@@ -3,7 +3,7 @@
  * go through them: each returns MPI's result and, while a trace records, is a span on the
  * timeline's MPI lane named after the call. A call libdtrain does not intercept (MPI_Iprobe)
  * is not on it, nor an intercepted one outside the traced steps. One MPI process (singleton). */
-#include "comm/comm.h"
+#include "comm/world.h"
 #include "comm/trace.h"
 #include "comm/watch.h"
 #include "check.h"

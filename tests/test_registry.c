@@ -9,11 +9,11 @@
 
 #include "schemes/paramavg.h"
 #include "schemes/payload.h"
-#include "schemes/scheme.h"
+#include "schemes/registry.h"
 #include "schemes/trigger.h"
 #include "check.h"
 #include "comm/codec.h"
-#include "comm/comm.h"
+#include "comm/world.h"
 #include "core/json.h"
 #include "core/tensorfile.h"
 #include "dtrain.h"

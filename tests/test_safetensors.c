@@ -173,7 +173,7 @@ static void test_round_trip(void) {
     CHECK(!memcmp(dt_model_state(m), dt_model_state(m2), dt_model_num_state(m) * sizeof(float)));
     dt_weights_meta w;
     CHECK(dt_weights_meta_read(path, &w) == DT_OK);
-    CHECK(w.model && !strcmp(w.model, "small.spec") && w.data && !strcmp(w.data, "mnist") && w.algo && !strcmp(w.algo, "local"));
+    CHECK(w.model && !strcmp(w.model, "small.spec") && w.data && !strcmp(w.data, "mnist") && w.scheme && !strcmp(w.scheme, "local"));
     dt_weights_meta_free(&w);
     test_malformed(m2);
     dt_model_free(m);

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "comm/comm.h"
+#include "comm/world.h"
 #include "core/tensorfile.h"
 #include "dtrain.h"
 #include "dtrain/scheme.h"

@@ -9,7 +9,7 @@
 
 #include "cli/cli.h"
 #include "core/escape.h"
-#include "core/flag.h"
+#include "core/flag_table.h"
 #include "dtrain.h"
 #include "core/tensorfile.h"
 

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "core/flag.h"
+#include "core/flag_table.h"
 #include "dtrain.h"
 #include "core/paths.h"
 #include "trainer/trainer.h"

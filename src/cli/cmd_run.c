@@ -67,11 +67,11 @@ int dt_cmd_run(int argc, char **argv) {
         fprintf(stderr, "dtrain run: warning: %d ranks on %ld cores: they will share them (slower than %ld ranks)\n", f.ranks,
                 cores, cores);
     if (help) {
-        char usage[1400];
-        dt_usage_with_schemes(usage, sizeof usage, "-n N [--hostfile FILE | --hosts LIST] [--max-restarts N] [train flags]\n\n"
+        char help_text[1400];
+        dt_usage_with_schemes(help_text, sizeof help_text, "-n N [--hostfile FILE | --hosts LIST] [--max-restarts N] [train flags]\n\n"
                            "Starts N ranks of dtrain train under mpiexec ($DTRAIN_MPIEXEC or mpiexec) and watches them: a lost\n"
                            "or stalled rank is named in one line, the launcher's own messages go to a file that line names.");
-        dt_flags_help("run", usage, lists, nlists);
+        dt_flags_help("run", help_text, lists, nlists);
         free(args);
         return 0;
     }

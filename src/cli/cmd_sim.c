@@ -193,12 +193,12 @@ int dt_cmd_sim(int argc, char **argv) {
     if (st == DT_OK) st = dt_flags_parse_argv("sim", argc, args, 2, lists, nlists, &help);
     f.ranks = o.ranks;
     if (help) {
-        char usage[1600];
-        dt_usage_with_schemes(usage, sizeof usage, "-n N [--platform NAME|FILE] [--link RATE] [--latency TIME] [--compute measured|modelled]\n"
+        char help_text[1600];
+        dt_usage_with_schemes(help_text, sizeof help_text, "-n N [--platform NAME|FILE] [--link RATE] [--latency TIME] [--compute measured|modelled]\n"
                               "       [--speed FLOPS] [--straggler RANK:FACTOR] [train flags]\n\n"
                               "Runs N ranks of dtrain train on a simulated cluster (SimGrid SMPI), a host per rank: the log's times\n"
                               "are simulated seconds (docs/simulation.md).");
-        dt_flags_help("sim", usage, lists, nlists);
+        dt_flags_help("sim", help_text, lists, nlists);
         free(args);
         return 0;
     }

@@ -15,7 +15,7 @@
 #include "cli/rundir.h"
 #include "cli/tee.h"
 #include "cli/train_flags.h"
-#include "comm/comm.h"
+#include "comm/world.h"
 #include "comm/watch.h"
 #include "core/paths.h"
 #include "trainer/trainer.h"
@@ -89,11 +89,11 @@ int dt_cmd_train(int argc, char **argv) {
     if (st == DT_OK && !help) st = dt_run_length(&f);
     if (st != DT_OK || help) {
         if (comm.rank == 0) {
-            char usage[1400];
-            dt_usage_with_schemes(usage, sizeof usage, "[flags]\n\nTrains a model and writes its final weights. Under mpiexec (or dtrain run) the\n"
+            char help_text[1400];
+            dt_usage_with_schemes(help_text, sizeof help_text, "[flags]\n\nTrains a model and writes its final weights. Under mpiexec (or dtrain run) the\n"
                                                     "ranks train together with --algo; alone it trains on one process.");
             if (st != DT_OK) fprintf(stderr, "dtrain: error: %s\n", dt_last_error());
-            else dt_flags_help("train", usage, lists, nlists);
+            else dt_flags_help("train", help_text, lists, nlists);
         }
         dt_comm_finalize();
         return st != DT_OK ? 2 : 0;

@@ -13,11 +13,6 @@
 #include "core/suggest.h"
 #include "dtrain.h"
 
-int dt_cli_fail(void) {
-    fprintf(stderr, "dtrain: error: %s\n", dt_last_error());
-    return 2;
-}
-
 /* train leaves through the console and the watchdog's board (under dtrain run) */
 static int train(int argc, char **argv) {
     const int rc = dt_cmd_train(argc, argv);

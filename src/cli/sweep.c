@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/flag.h"
+#include "core/flag_table.h"
 #include "core/paths.h"
 #include "core/alloc.h"
 

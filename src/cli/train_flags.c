@@ -208,8 +208,8 @@ static dt_status check_default_out(const char *path, const dt_train_config *c) {
     struct stat sb;
     if (stat(path, &sb) != 0) return DT_OK;
     dt_weights_meta w = {0};
-    const int ours = dt_weights_meta_read(path, &w) == DT_OK && w.model && w.data && w.algo && !strcmp(w.data, c->data) &&
-                     !strcmp(w.algo, c->scheme.name) && dt_weights_meta_same_model(&w, c->model);
+    const int ours = dt_weights_meta_read(path, &w) == DT_OK && w.model && w.data && w.scheme && !strcmp(w.data, c->data) &&
+                     !strcmp(w.scheme, c->scheme.name) && dt_weights_meta_same_model(&w, c->model);
     dt_weights_meta_free(&w);
     return ours ? DT_OK
                 : dt_fail(DT_ERR_ARG, "%s exists and is not the weights of an earlier run of %s on %s with --algo %s: "

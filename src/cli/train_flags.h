@@ -1,5 +1,5 @@
 /* The flags of `dtrain train` and `dtrain run` (run passes them on to train's ranks): one
- * set of dt_flag tables (core/flag.h) for both: the run's own flags and every scheme's from
+ * set of dt_flag tables (core/flag_table.h) for both: the run's own flags and every scheme's from
  * the registry, and what is done with them after parsing (the scheme's values checked, the
  * run's length, where it writes). fuzz/fuzz_args.c links this file to fuzz the very tables
  * the CLI uses. */
@@ -8,8 +8,8 @@
 
 #include <stddef.h>
 
-#include "core/flag.h"
-#include "schemes/scheme.h"
+#include "core/flag_table.h"
+#include "schemes/registry.h"
 #include "dtrain.h"
 
 typedef struct dt_train_flags {

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "dtrain.h"
-#include "comm/comm.h"
+#include "comm/world.h"
 
 /* lanes of a rank's timeline (Chrome's "threads"): the rank has one thread; its compute,
  * its counted messages and its blocking MPI calls are drawn on three lanes so they nest */
@@ -33,6 +33,15 @@ double dt_trace_t0(void);
 /* A complete event from t0 to now on a lane: name and what (tensor or bucket label) are
  * static strings; bytes, peer, tensor < 0: not known. Nothing when t0 == 0. */
 void dt_trace_event(int lane, const char *name, double t0, int64_t bytes, int peer, int tensor);
+
+/* A span of the main lane (a phase of the step or of the run), begun and ended in one call
+ * each: dt_span s = dt_span_begin("forward"); ...; dt_span_end(s). name is a static string. */
+typedef struct dt_span {
+    const char *name;
+    double t0;
+} dt_span;
+static inline dt_span dt_span_begin(const char *name) { return (dt_span){name, dt_trace_t0()}; }
+static inline void dt_span_end(dt_span s) { dt_trace_event(DT_TRACE_MAIN, s.name, s.t0, -1, -1, -1); }
 
 /* Collective over comm, after training: rank 0 writes path atomically (temp + rename).
  * Messages here are raw PMPI calls: neither counted nor watched. Frees the events. */

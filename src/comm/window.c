@@ -199,22 +199,6 @@ dt_status dt_win_create_bytes(dt_comm *c, const int *nbrs, int nnbrs, const size
     return win_create(c, nbrs, nnbrs, 0, NULL, tensor_cap, ntensors, out);
 }
 
-/* The data put of `bytes` bytes of tensor t from src (a staging copy): as floats in the float
- * layout (as it always was), as bytes otherwise; with req, a request-based put (MPI_Rput). */
-int dt_win_put_data(dt_win *w, int target, int slot, int t, size_t bytes, const unsigned char *src,
-                    MPI_Request *req) {
-    const MPI_Aint disp = (MPI_Aint)data_byte_off(w, slot, t);
-    MPI_Datatype type = MPI_BYTE;
-    int cnt = (int)bytes;
-    assert(bytes <= (size_t)INT_MAX);
-    if (w->float_layout && bytes % sizeof(float) == 0) {
-        type = MPI_FLOAT;
-        cnt = (int)(bytes / sizeof(float));
-    }
-    if (req) return MPI_Rput(src, cnt, type, target, disp, cnt, type, w->win, req);
-    return MPI_Put(src, cnt, type, target, disp, cnt, type, w->win);
-}
-
 /* A data put in the simulation build: request-based, its request kept until sim_wait_puts.
  * SMPI 3.32 holds a window's lock while MPI_Win_flush waits, and a neighbour's put into that
  * window waits for the lock: two ranks putting to each other took turns (26.3 ms a step where
@@ -252,17 +236,6 @@ static int sim_wait_puts(void) {
 static int put_header(dt_win *w, int k, int t) {
     const uint64_t *hdr = w->hdr_out + 2 * ((size_t)k * (size_t)w->T + (size_t)t);
     return MPI_Put(hdr, 2, MPI_UINT64_T, w->nbrs[k], hdr_disp(w, w->peer_slot[k], t), 2, MPI_UINT64_T, w->win);
-}
-
-/* n data puts of `bytes` bytes each, and their headers: the messages counted, the protocol's
- * overhead in the window's own figures */
-void dt_win_count_puts(dt_win *w, int n, size_t bytes) {
-    dt_count_send(w->c, (uint64_t)n, (uint64_t)n * (uint64_t)bytes);
-    w->st.puts += (uint64_t)n;
-    w->st.put_bytes += (uint64_t)n * (uint64_t)bytes;
-    w->st.header_puts += (uint64_t)n;
-    w->st.header_bytes += (uint64_t)n * HDR_BYTES;
-    dt_count_other(w->c, (uint64_t)n * HDR_BYTES); /* protocol: each data put's checked header */
 }
 
 /* Data and header in one round trip: dt_win_read accepts a copy only when it hashes to the

@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "comm/comm.h"
+#include "comm/world.h"
 
 typedef struct dt_win dt_win;
 

@@ -4,6 +4,9 @@
 #ifndef DT_WINDOW_STATE_H
 #define DT_WINDOW_STATE_H
 
+#include <assert.h>
+#include <limits.h>
+
 #include "comm/window.h"
 #include "core/hash.h"
 
@@ -65,13 +68,34 @@ static inline uint64_t check_word(uint64_t h, uint64_t seq) {
     return dt_mix64(h ^ (seq * 0x9E3779B97F4A7C15ULL));
 }
 
-/* window.c, for the overlap engine: the data put of `bytes` bytes of tensor t from src (a
- * staging copy) to rank target's slot `slot`; with req, a request-based put (MPI_Rput). An MPI
- * error code. */
-int dt_win_put_data(dt_win *w, int target, int slot, int t, size_t bytes, const unsigned char *src,
-                    MPI_Request *req);
-/* window.c: n data puts of `bytes` bytes each, and their headers, counted */
-void dt_win_count_puts(dt_win *w, int n, size_t bytes);
+/* One put of the protocol, as both the plain path (window.c) and the overlap engine
+ * (window_overlap.c) make it and count it. The data put of `bytes` bytes of tensor t from src (a staging copy): as floats in the float
+ * layout (as it always was), as bytes otherwise; with req, a request-based put (MPI_Rput).
+ * An MPI error code. */
+static inline int dt_win_put_data(dt_win *w, int target, int slot, int t, size_t bytes, const unsigned char *src,
+                                  MPI_Request *req) {
+    const MPI_Aint disp = (MPI_Aint)data_byte_off(w, slot, t);
+    MPI_Datatype type = MPI_BYTE;
+    int cnt = (int)bytes;
+    assert(bytes <= (size_t)INT_MAX);
+    if (w->float_layout && bytes % sizeof(float) == 0) {
+        type = MPI_FLOAT;
+        cnt = (int)(bytes / sizeof(float));
+    }
+    if (req) return MPI_Rput(src, cnt, type, target, disp, cnt, type, w->win, req);
+    return MPI_Put(src, cnt, type, target, disp, cnt, type, w->win);
+}
+
+/* n data puts of `bytes` bytes each, and their headers: the messages counted, the protocol's
+ * overhead in the window's own figures */
+static inline void dt_win_count_puts(dt_win *w, int n, size_t bytes) {
+    dt_count_send(w->c, (uint64_t)n, (uint64_t)n * (uint64_t)bytes);
+    w->st.puts += (uint64_t)n;
+    w->st.put_bytes += (uint64_t)n * (uint64_t)bytes;
+    w->st.header_puts += (uint64_t)n;
+    w->st.header_bytes += (uint64_t)n * HDR_BYTES;
+    dt_count_other(w->c, (uint64_t)n * HDR_BYTES); /* protocol: each data put's checked header */
+}
 
 /* window_overlap.c, for window.c: a batch of puts queued with overlap on (arguments as
  * window.c's put_batch); the engine moved along (dt_win_progress) */

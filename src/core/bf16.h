@@ -1,6 +1,6 @@
 /* bfloat16: the upper 16 bits of an IEEE float (8 exponent bits, 7 mantissa bits). One
  * conversion for everything that stores bf16: --compress bf16 (comm/codec.c) and
- * --precision bf16 (layers/bf16.h's array forms, models/precision.c). */
+ * --precision bf16 (layers/bf16_array.h's array forms, models/precision.c). */
 #ifndef DT_CORE_BF16_H
 #define DT_CORE_BF16_H
 

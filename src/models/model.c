@@ -9,6 +9,8 @@
 
 #include "core/sim.h"
 #include "core/alloc.h"
+#include "models/loss.h"
+#include "models/precision.h"
 
 /* DTRAIN_LAYER_TIMES=1: per-node forward/backward wall time, printed to stderr at free
  * (profiling aid for bench work; off by default, costs two clock reads per node when on). */
@@ -319,33 +321,6 @@ const float *dt_model_forward(dt_model *m, const float *x, int batch, int train)
     }
     m->logits = m->nodes[m->nn - 1].y;
     return m->logits;
-}
-
-/* Softmax cross-entropy over the logits; writes d(mean loss)/d(logits) when dlogits != NULL. */
-float dt_softmax_xent(const float *logits, const uint8_t *labels, int batch, int classes, float *dlogits,
-                      int *correct) {
-    double total = 0;
-    int ok = 0;
-    for (int b = 0; b < batch; b++) {
-        const float *z = logits + (size_t)b * classes;
-        int arg = 0;
-        float mx = z[0];
-        for (int c = 1; c < classes; c++)
-            if (z[c] > mx) { mx = z[c]; arg = c; }
-        double sum = 0;
-        for (int c = 0; c < classes; c++) sum += exp((double)(z[c] - mx));
-        assert(labels[b] < classes);
-        total += log(sum) - (double)(z[labels[b]] - mx);
-        ok += arg == labels[b];
-        if (dlogits) {
-            float *d = dlogits + (size_t)b * classes;
-            for (int c = 0; c < classes; c++)
-                d[c] = (float)(exp((double)(z[c] - mx)) / sum) / (float)batch;
-            d[labels[b]] -= 1.0f / (float)batch;
-        }
-    }
-    if (correct) *correct = ok;
-    return (float)(total / batch);
 }
 
 float dt_model_loss(const dt_model *m, const uint8_t *labels, int *correct) {

@@ -19,9 +19,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "layers/bf16.h"
+#include "layers/bf16_array.h"
 #include "layers/kernels.h"
-#include "models/model.h"
+#include "models/loss.h"
+#include "models/model_struct.h"
+#include "models/precision.h"
 
 static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
 

@@ -37,19 +37,19 @@ char *dt_model_spec_of(const char *model) {
     return dt_model_spec_read(model, &text) == DT_OK ? text : NULL;
 }
 
-dt_status dt_weights_meta_put(dt_records *l, const char *model, const char *data, const char *algo) {
+dt_status dt_weights_meta_put(dt_records *l, const char *model, const char *data, const char *scheme) {
     char *spec = dt_model_spec_of(model);
     dt_status st = dt_records_add_text(l, "meta:model", model);
     if (st == DT_OK && spec) st = dt_records_add_text(l, "meta:spec", spec);
     if (st == DT_OK && data) st = dt_records_add_text(l, "meta:data", data);
-    if (st == DT_OK && algo) st = dt_records_add_text(l, "meta:algo", algo);
+    if (st == DT_OK && scheme) st = dt_records_add_text(l, "meta:algo", scheme); /* --algo NAME */
     free(spec);
     return st;
 }
 
 dt_status dt_weights_meta_get(const dt_tfile *f, dt_weights_meta *out) {
     const char *names[4] = {"meta:model", "meta:spec", "meta:data", "meta:algo"};
-    char **slots[4] = {&out->model, &out->spec, &out->data, &out->algo};
+    char **slots[4] = {&out->model, &out->spec, &out->data, &out->scheme};
     memset(out, 0, sizeof *out);
     for (int i = 0; i < 4; i++)
         if (dt_tfile_find(f, names[i]) && !(*slots[i] = dt_tfile_text(f, names[i]))) {
@@ -60,7 +60,7 @@ dt_status dt_weights_meta_get(const dt_tfile *f, dt_weights_meta *out) {
 }
 
 void dt_weights_meta_free(dt_weights_meta *w) {
-    free(w->model); free(w->spec); free(w->data); free(w->algo);
+    free(w->model); free(w->spec); free(w->data); free(w->scheme);
     memset(w, 0, sizeof *w);
 }
 
@@ -108,7 +108,7 @@ static dt_status save_safetensors(const dt_model *m, const char *path, const dt_
     return st;
 }
 
-dt_status dt_model_save_meta(const dt_model *m, const char *path, const char *model, const char *data, const char *algo) {
+dt_status dt_model_save_meta(const dt_model *m, const char *path, const char *model, const char *data, const char *scheme) {
     int n = m->nviews + m->nsviews;
     dt_record *recs;
     if (dt_calloc(recs, (size_t)n + 1, "the records of %d tensors", n) != DT_OK) return DT_ERR_NOMEM;
@@ -116,7 +116,7 @@ dt_status dt_model_save_meta(const dt_model *m, const char *path, const char *mo
     dt_records l = {0};
     dt_status st = DT_OK;
     for (int i = 0; i < n && st == DT_OK; i++) st = dt_records_put(&l, &recs[i]);
-    if (st == DT_OK && model) st = dt_weights_meta_put(&l, model, data, algo);
+    if (st == DT_OK && model) st = dt_weights_meta_put(&l, model, data, scheme);
     if (st == DT_OK && dt_is_safetensors(path)) st = save_safetensors(m, path, &l);
     else if (st == DT_OK) st = dt_tfile_write(path, l.r, l.n);
     dt_records_free(&l);

@@ -20,7 +20,7 @@
 #include <assert.h>
 
 #include "schemes/payload.h"
-#include "schemes/scheme.h"
+#include "schemes/registry.h"
 #include "core/alloc.h"
 
 typedef struct {

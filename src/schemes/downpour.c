@@ -18,13 +18,13 @@
 
 /* Servers' figures gathered on rank 0 (measurement, not counted): the staleness line on
  * stdout, and what the summary line says (dp_summary). */
-static dt_status report_stats(dp_impl *p, dt_step_ctx *t) {
+static dt_status report_stats(dp_impl *p, dt_step_ctx *c) {
     const int W = p->W, len = 3 + 3 * W;
     double *mine = calloc((size_t)len, sizeof(double));
-    double *all = t->comm->rank == 0 ? calloc((size_t)len * (size_t)t->comm->size, sizeof(double)) : NULL;
-    if (!mine || (t->comm->rank == 0 && !all)) {
+    double *all = c->comm->rank == 0 ? calloc((size_t)len * (size_t)c->comm->size, sizeof(double)) : NULL;
+    if (!mine || (c->comm->rank == 0 && !all)) {
         free(mine); free(all);
-        return dt_nomem("downpour's figures of %d ranks", t->comm->size);
+        return dt_nomem("downpour's figures of %d ranks", c->comm->size);
     }
     if (p->server >= 0) {
         mine[0] = p->stale_sum; mine[1] = p->stale_n; mine[2] = p->stale_max;
@@ -34,10 +34,10 @@ static dt_status report_stats(dp_impl *p, dt_step_ctx *t) {
             mine[3 + 2 * W + w] = p->silent[w];
         }
     }
-    int err = MPI_Gather(mine, len, MPI_DOUBLE, all, len, MPI_DOUBLE, 0, t->comm->comm);
+    int err = MPI_Gather(mine, len, MPI_DOUBLE, all, len, MPI_DOUBLE, 0, c->comm->comm);
     free(mine);
     if (err != MPI_SUCCESS) { free(all); return dt_mpi_check(err, "MPI_Gather (downpour figures)"); }
-    if (t->comm->rank != 0) return DT_OK;
+    if (c->comm->rank != 0) return DT_OK;
     double sum = 0, n = 0, mx = 0, total = 0;
     p->f_per_worker = calloc((size_t)W * 3 + 1, sizeof(double));
     if (!p->f_per_worker) { free(all); return dt_nomem("downpour's figures of %d workers", W); }
@@ -60,7 +60,7 @@ static dt_status report_stats(dp_impl *p, dt_step_ctx *t) {
     p->f_pushes = total;
     p->f_mean = n > 0 ? sum / n : 0;
     p->f_max = mx;
-    if (!t->run.quiet) {
+    if (!c->run.quiet) {
         printf("downpour: %.0f pushes, staleness mean %.2f max %.0f; dropped workers: ", total, p->f_mean, mx);
         int any = 0;
         for (int w = 0; w < W; w++)
@@ -96,75 +96,75 @@ static void dp_summary(dt_scheme *s, dt_json *j) {
  * collected by rank 0 and sent to every rank still here, point to point: a gone rank must not
  * be waited for). When some are, the ranks still here go on, for the end of the run (final
  * model, evaluation, figures), on a communicator of their own. */
-static dt_status settle_gone(dp_impl *p, dt_step_ctx *t) {
-    dt_comm *c = t->comm;
+static dt_status settle_gone(dp_impl *p, dt_step_ctx *c) {
+    dt_comm *comm = c->comm;
     const int W = p->W, S = p->S;
     int err = MPI_SUCCESS;
-    if (c->rank == 0) {
+    if (comm->rank == 0) {
         int *other;
         if (dt_malloc(other, (size_t)W, "the servers' lists of %d workers", W) != DT_OK) return DT_ERR_NOMEM;
         for (int k = 1; k < S && err == MPI_SUCCESS; k++) {
-            err = MPI_Recv(other, W, MPI_INT, k, TAG_GONE_MASK, c->comm, MPI_STATUS_IGNORE);
+            err = MPI_Recv(other, W, MPI_INT, k, TAG_GONE_MASK, comm->comm, MPI_STATUS_IGNORE);
             for (int w = 0; w < W && err == MPI_SUCCESS; w++) p->gone[w] |= other[w];
         }
         free(other);
-        for (int r = 1; r < c->size && err == MPI_SUCCESS; r++)
-            if (r < S || !p->gone[r - S]) err = MPI_Send(p->gone, W, MPI_INT, r, TAG_GONE, c->comm);
+        for (int r = 1; r < comm->size && err == MPI_SUCCESS; r++)
+            if (r < S || !p->gone[r - S]) err = MPI_Send(p->gone, W, MPI_INT, r, TAG_GONE, comm->comm);
     } else {
-        if (p->server >= 0) err = MPI_Send(p->gone, W, MPI_INT, 0, TAG_GONE_MASK, c->comm);
-        if (err == MPI_SUCCESS) err = MPI_Recv(p->gone, W, MPI_INT, 0, TAG_GONE, c->comm, MPI_STATUS_IGNORE);
+        if (p->server >= 0) err = MPI_Send(p->gone, W, MPI_INT, 0, TAG_GONE_MASK, comm->comm);
+        if (err == MPI_SUCCESS) err = MPI_Recv(p->gone, W, MPI_INT, 0, TAG_GONE, comm->comm, MPI_STATUS_IGNORE);
     }
     if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Send/MPI_Recv (downpour: agreeing on gone workers)");
     int ngone = 0, gone_ranks[8];
     for (int w = 0; w < W; w++)
         if (p->gone[w]) { if (ngone < 8) gone_ranks[ngone] = S + w; ngone++; }
     if (!ngone) return DT_OK;
-    if (p->server < 0 && p->gone[c->rank - S])
-        return dt_fail(DT_ERR_MPI, "downpour: rank %d was silent too long and the servers ended the run without it", c->rank);
+    if (p->server < 0 && p->gone[comm->rank - S])
+        return dt_fail(DT_ERR_MPI, "downpour: rank %d was silent too long and the servers ended the run without it", comm->rank);
     dt_watch_dropped(gone_ranks, ngone < 8 ? ngone : 8); /* dtrain run ends them; MPI_Finalize would wait for them */
     MPI_Group world, live;
-    if (dt_malloc(p->live_world, (size_t)(c->size - ngone), "the list of %d live ranks", c->size - ngone) != DT_OK)
+    if (dt_malloc(p->live_world, (size_t)(comm->size - ngone), "the list of %d live ranks", comm->size - ngone) != DT_OK)
         return DT_ERR_NOMEM;
     int n = 0;
-    for (int r = 0; r < c->size; r++)
+    for (int r = 0; r < comm->size; r++)
         if (r < S || !p->gone[r - S]) p->live_world[n++] = r;
-    err = MPI_Comm_group(c->comm, &world);
+    err = MPI_Comm_group(comm->comm, &world);
     if (err == MPI_SUCCESS) err = MPI_Group_incl(world, n, p->live_world, &live);
-    if (err == MPI_SUCCESS) err = MPI_Comm_create_group(c->comm, live, TAG_LIVE_COMM, &p->live);
+    if (err == MPI_SUCCESS) err = MPI_Comm_create_group(comm->comm, live, TAG_LIVE_COMM, &p->live);
     if (err == MPI_SUCCESS) {
         MPI_Group_free(&live);
         MPI_Group_free(&world);
         p->has_live = 1;
         MPI_Comm_set_errhandler(p->live, MPI_ERRORS_RETURN);
-        c->comm = p->live;
-        c->world_ranks = p->live_world;
-        MPI_Comm_rank(p->live, &c->rank);
-        MPI_Comm_size(p->live, &c->size);
+        comm->comm = p->live;
+        comm->world_ranks = p->live_world;
+        MPI_Comm_rank(p->live, &comm->rank);
+        MPI_Comm_size(p->live, &comm->size);
     }
     return dt_mpi_check(err, "MPI_Comm_create_group (downpour: the ranks still here)");
 }
 
-static dt_status dp_finish(dt_scheme *s, dt_step_ctx *t) {
+static dt_status dp_finish(dt_scheme *s, dt_step_ctx *c) {
     dp_impl *p = s->impl;
-    dt_status st = p->server < 0 ? dp_worker_finish(t, p) : dp_server_finish(t, p);
-    if (st == DT_OK) st = settle_gone(p, t);
+    dt_status st = p->server < 0 ? dp_worker_finish(c, p) : dp_server_finish(c, p);
+    if (st == DT_OK) st = settle_gone(p, c);
     /* every rank still here reaches this point unless it failed (and then the run is aborted) */
-    return st != DT_OK ? st : report_stats(p, t);
+    return st != DT_OK ? st : report_stats(p, c);
 }
 
 /* The servers' parameters (each its slice) and the mean of the workers' batch-norm state. */
-static dt_status dp_model_for_eval(dt_scheme *s, dt_step_ctx *t, float *params, float *state) {
+static dt_status dp_model_for_eval(dt_scheme *s, dt_step_ctx *c, float *params, float *state) {
     dp_impl *p = s->impl;
     memset(params, 0, p->np * sizeof(float));
     if (p->server >= 0)
-        memcpy(params + p->lo[p->server], dt_model_params(t->model) + p->lo[p->server],
+        memcpy(params + p->lo[p->server], dt_model_params(c->model) + p->lo[p->server],
                dp_slice_n(p, p->server) * sizeof(float));
-    int err = MPI_Allreduce(MPI_IN_PLACE, params, (int)p->np, MPI_FLOAT, MPI_SUM, t->comm->comm);
+    int err = MPI_Allreduce(MPI_IN_PLACE, params, (int)p->np, MPI_FLOAT, MPI_SUM, c->comm->comm);
     if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Allreduce (downpour final model)");
     if (p->ns) {
         if (p->server >= 0) memset(state, 0, p->ns * sizeof(float));
-        else memcpy(state, dt_model_state(t->model), p->ns * sizeof(float));
-        err = MPI_Allreduce(MPI_IN_PLACE, state, (int)p->ns, MPI_FLOAT, MPI_SUM, t->comm->comm);
+        else memcpy(state, dt_model_state(c->model), p->ns * sizeof(float));
+        err = MPI_Allreduce(MPI_IN_PLACE, state, (int)p->ns, MPI_FLOAT, MPI_SUM, c->comm->comm);
         if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Allreduce (downpour final state)");
         int live_workers = p->W;
         for (int w = 0; w < p->W; w++) live_workers -= p->gone[w];
@@ -192,14 +192,14 @@ static void free_bufs(char **b, int n) {
     free(b);
 }
 
-static dt_status dp_start(dt_scheme *s, dt_step_ctx *t) {
+static dt_status dp_start(dt_scheme *s, dt_step_ctx *c) {
     dp_impl *p = s->impl;
-    const int S = dt_scheme_servers(s), W = t->run.nworkers;
+    const int S = dt_scheme_servers(s), W = c->run.nworkers;
     p->S = S;
     p->W = W;
-    p->np = dt_model_num_params(t->model);
-    p->ns = dt_model_num_state(t->model);
-    p->server = t->run.worker < 0 ? t->comm->rank : -1;
+    p->np = dt_model_num_params(c->model);
+    p->ns = dt_model_num_state(c->model);
+    p->server = c->run.worker < 0 ? c->comm->rank : -1;
     if (dt_calloc(p->gone, (size_t)(W > 0 ? W : 1), "the flags of %d workers", W) != DT_OK) return DT_ERR_NOMEM;
     p->deadline = 4 * p->timeout > 120 ? 4 * p->timeout : 120;
     p->last_reported = 0;
@@ -240,16 +240,16 @@ static dt_status dp_start(dt_scheme *s, dt_step_ctx *t) {
             p->grad = malloc((mine ? mine : 1) * sizeof(float));
             if (!p->scopy || !p->grad) return dt_nomem("the server's compression buffers for %d workers", W);
         }
-        p->reports = S == 1 && t->comm->rank == 0;
+        p->reports = S == 1 && c->comm->rank == 0;
         if (p->reports) {
-            const size_t E = (size_t)t->run.epochs + 1;
+            const size_t E = (size_t)c->run.epochs + 1;
             p->e_loss = calloc(E * 4, sizeof(double));
             p->e_state = calloc(E * (p->ns ? p->ns : 1), sizeof(float));
             p->eval_state = calloc(p->ns ? p->ns : 1, sizeof(float));
             if (!p->e_loss || !p->e_state || !p->eval_state) return dt_nomem("the evaluations of %zu epochs", E);
             /* evaluations before the first epoch's report: the model's initial state */
-            if (p->ns) memcpy(p->eval_state, dt_model_state(t->model), p->ns * sizeof(float));
-            p->next_eval = t->run.eval_every_steps;
+            if (p->ns) memcpy(p->eval_state, dt_model_state(c->model), p->ns * sizeof(float));
+            p->next_eval = c->run.eval_every_steps;
             p->e_seen = p->e_loss + E;
             p->e_correct = p->e_loss + 2 * E;
             p->e_n = p->e_loss + 3 * E;
@@ -281,9 +281,9 @@ static dt_status dp_start(dt_scheme *s, dt_step_ctx *t) {
     }
     if (!p->codec) return DT_OK;
     /* set-up, not counted: every copy of server k's slice starts equal to server k's */
-    float *x = dt_model_params(t->model);
+    float *x = dt_model_params(c->model);
     for (int k = 0; k < S; k++) {
-        dt_status st = dt_bcast_setup(t->comm, x + p->lo[k], dp_slice_n(p, k), k, "MPI_Bcast (downpour starting weights)");
+        dt_status st = dt_bcast_setup(c->comm, x + p->lo[k], dp_slice_n(p, k), k, "MPI_Bcast (downpour starting weights)");
         if (st != DT_OK) return st;
     }
     if (p->server >= 0) {

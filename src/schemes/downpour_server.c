@@ -12,13 +12,13 @@ static int all_finished(const dp_impl *p, int count_dropped) {
 /* At the end: a dropped worker that has not said DONE in 3 x --worker-timeout since it was
  * last heard is stopped or hung (a live one learns it was dropped at its next message and says
  * DONE at once). The end goes on without it. */
-static void mark_gone(dt_step_ctx *t, dp_impl *p) {
+static void mark_gone(dt_step_ctx *c, dp_impl *p) {
     const double now = dt_now();
     for (int w = 0; w < p->W; w++) {
         if (!p->wdropped[w] || p->done[w] || p->gone[w] || now - p->last_heard[w] < 3 * p->timeout) continue;
         p->gone[w] = 1;
         fprintf(stderr, "dtrain: warning: downpour: worker rank %d still silent after %.0f s: left out of the end of the run "
-                "(server rank %d)\n", p->S + w, now - p->last_heard[w], t->comm->rank);
+                "(server rank %d)\n", p->S + w, now - p->last_heard[w], c->comm->rank);
         fflush(stderr);
     }
 }
@@ -26,11 +26,11 @@ static void mark_gone(dt_step_ctx *t, dp_impl *p) {
 /* Rank 0 with one server: evaluates its parameters now, for epoch e's report (e > 0) or
  * between epochs (e == 0). Once an evaluation reaches --target-acc the model stays as it is
  * (later pushes are discarded) and every pull is answered with STOP. */
-static dt_status server_eval(dt_step_ctx *t, dp_impl *p, int e) {
-    const dt_counters *c = &t->comm->c;
-    dt_server_eval ev = {.params = dt_model_params(t->model), .state = p->eval_state, .step = (long)(p->applied / p->W),
+static dt_status server_eval(dt_step_ctx *c, dp_impl *p, int e) {
+    const dt_counters *k = &c->comm->c;
+    dt_server_eval ev = {.params = dt_model_params(c->model), .state = p->eval_state, .step = (long)(p->applied / p->W),
                          /* every counted message is one this server sent or received */
-                         .msgs = (double)(c->msgs_sent + c->msgs_recv), .bytes = (double)(c->bytes_sent + c->bytes_recv),
+                         .msgs = (double)(k->msgs_sent + k->msgs_recv), .bytes = (double)(k->bytes_sent + k->bytes_recv),
                          /* per worker step begun (pulled, with --fetch-every 1) or applied: a pull
                           * request and a push from the worker, the server's reply */
                          .baseline = 3.0 * (double)(p->pulls > p->applied ? p->pulls : p->applied)};
@@ -47,9 +47,9 @@ static dt_status server_eval(dt_step_ctx *t, dp_impl *p, int e) {
 
 /* Rank 0 with one server: reports epoch e once every live worker has finished it (after the
  * target was reached there is nothing new to report: the model is the one that reached it). */
-static dt_status maybe_report(dt_step_ctx *t, dp_impl *p) {
+static dt_status maybe_report(dt_step_ctx *c, dp_impl *p) {
     if (!p->reports) return DT_OK;
-    const int epochs = t->run.epochs;
+    const int epochs = c->run.epochs;
     while (!p->stopping) {
         int e = p->last_reported + 1;
         while (e <= epochs && p->e_n[e] == 0) e++;
@@ -58,7 +58,7 @@ static dt_status maybe_report(dt_step_ctx *t, dp_impl *p) {
             if (!p->done[w] && !p->wdropped[w] && p->wep[w] < e) return DT_OK;
         for (size_t i = 0; i < p->ns; i++) p->eval_state[i] = (float)(p->e_state[(size_t)e * p->ns + i] / p->e_n[e]);
         p->last_reported = e;
-        dt_status st = server_eval(t, p, e);
+        dt_status st = server_eval(c, p, e);
         if (st != DT_OK) return st;
     }
     return DT_OK;
@@ -67,22 +67,22 @@ static dt_status maybe_report(dt_step_ctx *t, dp_impl *p) {
 /* --eval-every-steps N (rank 0, one server): an evaluation each time the workers' mean
  * position, in the worker steps the server applied, passes a multiple of N, except where an
  * epoch's own evaluation is planned (the synchronous schemes skip that one too). */
-static dt_status maybe_eval_step(dt_step_ctx *t, dp_impl *p) {
-    const long N = t->run.eval_every_steps, spe = t->run.steps_per_epoch, every = t->run.eval_every;
+static dt_status maybe_eval_step(dt_step_ctx *c, dp_impl *p) {
+    const long N = c->run.eval_every_steps, spe = c->run.steps_per_epoch, every = c->run.eval_every;
     if (!p->reports || N <= 0 || p->stopping) return DT_OK;
     const long step = (long)(p->applied / p->W), e = step / spe;
     if (step < p->next_eval) return DT_OK;
     p->next_eval = (step / N + 1) * N;
-    if (step % spe == 0 && (e == t->run.epochs || (every > 0 && e % every == 0))) return DT_OK;
-    return server_eval(t, p, 0);
+    if (step % spe == 0 && (e == c->run.epochs || (every > 0 && e % every == 0))) return DT_OK;
+    return server_eval(c, p, 0);
 }
 
-static dt_status evaluations(dt_step_ctx *t, dp_impl *p) {
-    dt_status st = maybe_report(t, p);
-    return st != DT_OK ? st : maybe_eval_step(t, p);
+static dt_status evaluations(dt_step_ctx *c, dp_impl *p) {
+    dt_status st = maybe_report(c, p);
+    return st != DT_OK ? st : maybe_eval_step(c, p);
 }
 
-static void check_timeouts(dt_step_ctx *t, dp_impl *p) {
+static void check_timeouts(dt_step_ctx *c, dp_impl *p) {
     const double now = dt_now();
     p->last_check = now;
     if (p->timeout <= 0) return;
@@ -91,12 +91,12 @@ static void check_timeouts(dt_step_ctx *t, dp_impl *p) {
         p->wdropped[w] = 1;
         p->silent[w] = now - p->last_heard[w];
         fprintf(stderr, "dtrain: warning: downpour: worker rank %d silent for %.1f s (--worker-timeout %g): dropped by server rank %d, the other workers carry on\n",
-                p->S + w, p->silent[w], p->timeout, t->comm->rank);
+                p->S + w, p->silent[w], p->timeout, c->comm->rank);
         fflush(stderr);
     }
 }
 
-static dt_status server_reply(dt_step_ctx *t, dp_impl *p, int w) {
+static dt_status server_reply(dt_step_ctx *c, dp_impl *p, int w) {
     const int dest = p->S + w;
     double t0 = dt_now();
     int err = MPI_SUCCESS;
@@ -107,23 +107,23 @@ static dt_status server_reply(dt_step_ctx *t, dp_impl *p, int w) {
     const int tag = p->wdropped[w] ? TAG_DROPPED : p->stopping ? TAG_STOP : TAG_REPLY;
     if (tag == TAG_REPLY) {
         const size_t n = dp_slice_n(p, p->server);
-        const float *x = dt_model_params(t->model) + p->lo[p->server];
+        const float *x = dt_model_params(c->model) + p->lo[p->server];
         if (p->codec) /* parameter payload: the change since the copy worker w holds */
             dt_codec_encode_delta(p->codec, x, p->scopy + (size_t)w * n, n, p->obuf[w] + HDR);
         else
             memcpy(p->obuf[w] + HDR, x, n * sizeof(float));
         bytes += dp_pay_bytes(p, p->server);
     }
-    if (err == MPI_SUCCESS) err = MPI_Isend(p->obuf[w], (int)bytes, MPI_BYTE, dest, tag, t->comm->comm, &p->oreq[w]);
-    t->comm->c.t_comm += dt_now() - t0;
+    if (err == MPI_SUCCESS) err = MPI_Isend(p->obuf[w], (int)bytes, MPI_BYTE, dest, tag, c->comm->comm, &p->oreq[w]);
+    c->comm->c.t_comm += dt_now() - t0;
     if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Isend (downpour reply)");
-    dt_count_send(t->comm, 1, bytes);
+    dt_count_send(c->comm, 1, bytes);
     /* a run communicating at every step learns to stop so too (the worker adds its request) */
-    if (tag == TAG_STOP) t->comm->c.baseline_msgs++;
+    if (tag == TAG_STOP) c->comm->c.baseline_msgs++;
     return DT_OK;
 }
 
-static dt_status server_apply(dt_step_ctx *t, dp_impl *p, int w, const msg_hdr *h, const float *g) {
+static dt_status server_apply(dt_step_ctx *c, dp_impl *p, int w, const msg_hdr *h, const float *g) {
     const int k = p->server;
     const double stale = (double)(p->sversion - h->version);
     p->stale_sum += stale;
@@ -131,20 +131,20 @@ static dt_status server_apply(dt_step_ctx *t, dp_impl *p, int w, const msg_hdr *
     if (stale > p->stale_max) p->stale_max = stale;
     p->pushes[w]++;
     p->applied += h->count;
-    const float lr = dt_schedule_lr(t->sched, h->epoch_pos, t->run.epochs);
-    /* the run's SGD over this server's slice; the momentum buffer is the slice of t->opt */
-    dt_sgd view = *t->opt;
+    const float lr = dt_schedule_lr(c->sched, h->epoch_pos, c->run.epochs);
+    /* the run's SGD over this server's slice; the momentum buffer is the slice of c->opt */
+    dt_sgd view = *c->opt;
     view.n = dp_slice_n(p, k);
-    view.buf = t->opt->buf ? t->opt->buf + p->lo[k] : NULL;
+    view.buf = c->opt->buf ? c->opt->buf + p->lo[k] : NULL;
     double t0 = dt_now();
-    dt_sgd_step(&view, dt_model_params(t->model) + p->lo[k], g, lr);
-    t->comm->c.t_compute += dt_now() - t0;
-    t->opt->started = view.started;
+    dt_sgd_step(&view, dt_model_params(c->model) + p->lo[k], g, lr);
+    c->comm->c.t_compute += dt_now() - t0;
+    c->opt->started = view.started;
     p->sversion++;
     return DT_OK;
 }
 
-static dt_status server_handle(dt_step_ctx *t, dp_impl *p, dt_probed *msg, MPI_Status *status) {
+static dt_status server_handle(dt_step_ctx *c, dp_impl *p, dt_probed *msg, MPI_Status *status) {
     int cnt = 0;
     dt_status gs = dt_mpi_check(MPI_Get_count(status, MPI_BYTE, &cnt), "MPI_Get_count (downpour)");
     if (gs != DT_OK) return gs;
@@ -152,16 +152,16 @@ static dt_status server_handle(dt_step_ctx *t, dp_impl *p, dt_probed *msg, MPI_S
     if (w < 0 || w >= p->W || cnt < (int)HDR || (size_t)cnt > p->incap) {
         /* take it anyway (into a scratch buffer) so that it is not left unmatched */
         char *junk = malloc(cnt > 0 ? (size_t)cnt : 1);
-        dt_status rs = junk ? dt_recv_probed(t->comm, junk, cnt, msg) : DT_OK;
+        dt_status rs = junk ? dt_recv_probed(c->comm, junk, cnt, msg) : DT_OK;
         free(junk);
         if (rs != DT_OK) return rs;
         return dt_fail(DT_ERR_MPI, "downpour: server rank %d got an unexpected message from rank %d (tag %d, %d bytes)",
-                       t->comm->rank, src, tag, cnt);
+                       c->comm->rank, src, tag, cnt);
     }
-    const dt_status rs = dt_recv_probed(t->comm, p->inbuf, cnt, msg);
+    const dt_status rs = dt_recv_probed(c->comm, p->inbuf, cnt, msg);
     if (rs != DT_OK) return rs;
     /* EPOCH is measurement and DONE control (docs/accounting.md): not training traffic */
-    if (tag == TAG_PULL || tag == TAG_PUSH) dt_count_recv(t->comm, 1, (uint64_t)cnt);
+    if (tag == TAG_PULL || tag == TAG_PUSH) dt_count_recv(c->comm, 1, (uint64_t)cnt);
     p->last_heard[w] = dt_now();
     msg_hdr h;
     memcpy(&h, p->inbuf, HDR);
@@ -170,7 +170,7 @@ static dt_status server_handle(dt_step_ctx *t, dp_impl *p, dt_probed *msg, MPI_S
     switch (tag) {
     case TAG_PULL:
         p->pulls += live;
-        return server_reply(t, p, w);
+        return server_reply(c, p, w);
     case TAG_PUSH:
         if ((size_t)cnt != HDR + dp_pay_bytes(p, p->server))
             return dt_fail(DT_ERR_MPI, "downpour: push of %d bytes from rank %d, expected %zu", cnt, src,
@@ -179,12 +179,12 @@ static dt_status server_handle(dt_step_ctx *t, dp_impl *p, dt_probed *msg, MPI_S
         if (p->codec) {
             const double t0 = dt_now();
             dt_codec_decode(p->codec, p->inbuf + HDR, dp_slice_n(p, p->server), p->grad);
-            t->comm->c.t_comm += dt_now() - t0;
+            c->comm->c.t_comm += dt_now() - t0;
             payload = p->grad;
         }
-        return server_apply(t, p, w, &h, payload);
+        return server_apply(c, p, w, &h, payload);
     case TAG_EPOCH:
-        if ((size_t)cnt != HDR + p->ns * sizeof(float) || h.epoch < 1 || h.epoch > t->run.epochs)
+        if ((size_t)cnt != HDR + p->ns * sizeof(float) || h.epoch < 1 || h.epoch > c->run.epochs)
             return dt_fail(DT_ERR_MPI, "downpour: bad epoch report from rank %d", src);
         if ((int)h.epoch > p->epochs_reported) p->epochs_reported = (int)h.epoch;
         if (live && p->reports) {
@@ -199,52 +199,52 @@ static dt_status server_handle(dt_step_ctx *t, dp_impl *p, dt_probed *msg, MPI_S
         return DT_OK;
     case TAG_DONE:
         p->done[w] = 1;
-        t->comm->c.baseline_msgs += (uint64_t)h.steps; /* one reply per step, had it pulled every step */
+        c->comm->c.baseline_msgs += (uint64_t)h.steps; /* one reply per step, had it pulled every step */
         return DT_OK;
     default:
-        return dt_fail(DT_ERR_MPI, "downpour: server rank %d got tag %d from rank %d", t->comm->rank, tag, src);
+        return dt_fail(DT_ERR_MPI, "downpour: server rank %d got tag %d from rank %d", c->comm->rank, tag, src);
     }
 }
 
 /* Serves until every worker is done (drain) or done or dropped (!drain). */
-static dt_status server_loop(dt_step_ctx *t, dp_impl *p, int drain) {
+static dt_status server_loop(dt_step_ctx *c, dp_impl *p, int drain) {
     dt_status st = DT_OK;
     while (!all_finished(p, !drain)) {
         int flag = 0;
         dt_probed msg;
         MPI_Status status;
-        if ((st = dt_probe_any(t->comm, &flag, &msg, &status)) != DT_OK) return st;
+        if ((st = dt_probe_any(c->comm, &flag, &msg, &status)) != DT_OK) return st;
         if (flag) {
-            if ((st = server_handle(t, p, &msg, &status)) != DT_OK) return st;
+            if ((st = server_handle(c, p, &msg, &status)) != DT_OK) return st;
             /* where the server is, for its board: the trainer's loop, which marks the workers'
              * steps, does not run on a server */
-            const int e = p->epochs_reported < t->run.epochs ? p->epochs_reported + 1 : t->run.epochs;
+            const int e = p->epochs_reported < c->run.epochs ? p->epochs_reported + 1 : c->run.epochs;
             dt_watch_progress(e, (long)(p->applied / (p->W > 0 ? p->W : 1)));
             /* judge silence also when messages keep coming, but not on every one */
-            if (!drain && dt_now() - p->last_check > p->timeout / 4) check_timeouts(t, p);
-            if ((st = evaluations(t, p)) != DT_OK) return st;
+            if (!drain && dt_now() - p->last_check > p->timeout / 4) check_timeouts(c, p);
+            if ((st = evaluations(c, p)) != DT_OK) return st;
             continue;
         }
-        if (!drain) check_timeouts(t, p);
-        else mark_gone(t, p);
-        if ((st = evaluations(t, p)) != DT_OK) return st;
+        if (!drain) check_timeouts(c, p);
+        else mark_gone(c, p);
+        if ((st = evaluations(c, p)) != DT_OK) return st;
         dp_nap(100000);
     }
-    return evaluations(t, p);
+    return evaluations(c, p);
 }
 
-dt_status dp_serve(dt_scheme *s, dt_step_ctx *t, const dt_server_reports *reports) {
+dt_status dp_serve(dt_scheme *s, dt_step_ctx *c, const dt_server_reports *reports) {
     dp_impl *p = s->impl;
     p->report_to = reports; /* kept by the trainer until the run ends: finish serves on */
     const double now = dt_now();
     for (int w = 0; w < p->W; w++) p->last_heard[w] = now;
     p->last_check = now;
-    return server_loop(t, p, 0);
+    return server_loop(c, p, 0);
 }
 
-dt_status dp_server_finish(dt_step_ctx *t, dp_impl *p) {
+dt_status dp_server_finish(dt_step_ctx *c, dp_impl *p) {
     /* dropped workers still send what they had in flight, then DONE */
-    dt_status st = server_loop(t, p, 1);
+    dt_status st = server_loop(c, p, 1);
     for (int w = 0; st == DT_OK && w < p->W; w++) {
         if (p->oreq[w] == MPI_REQUEST_NULL) continue;
         if (p->gone[w]) { /* nobody will take it: let MPI forget it */
@@ -263,7 +263,7 @@ dt_status dp_server_finish(dt_step_ctx *t, dp_impl *p) {
             }
             if (!flag) dp_nap(50000);
         }
-        t->comm->c.t_comm += dt_now() - t0;
+        c->comm->c.t_comm += dt_now() - t0;
     }
     return st;
 }

@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "dtrain/server.h"
-#include "schemes/scheme.h"
+#include "schemes/registry.h"
 
 /* TAG_STOP: the answer to a pull once the run reached --target-acc (header only) */
 enum { TAG_PULL = 7301, TAG_PUSH, TAG_EPOCH, TAG_DONE, TAG_REPLY, TAG_DROPPED, TAG_GONE_MASK, TAG_GONE, TAG_LIVE_COMM,
@@ -100,14 +100,14 @@ static inline size_t dp_slice_n(const dp_impl *p, int k) { return p->lo[k + 1] -
 static inline size_t dp_pay_bytes(const dp_impl *p, int k) { return p->pbytes[k]; }
 
 /* worker hooks (downpour_worker.c) */
-dt_status dp_begin_step(dt_scheme *s, dt_step_ctx *t);
-dt_status dp_optimizer_step(dt_scheme *s, dt_step_ctx *t);
-dt_status dp_end_epoch(dt_scheme *s, dt_step_ctx *t);
+dt_status dp_begin_step(dt_scheme *s, dt_step_ctx *c);
+dt_status dp_optimizer_step(dt_scheme *s, dt_step_ctx *c);
+dt_status dp_end_epoch(dt_scheme *s, dt_step_ctx *c);
 /* the worker's end: what is left in the accumulator, then DONE */
-dt_status dp_worker_finish(dt_step_ctx *t, dp_impl *p);
+dt_status dp_worker_finish(dt_step_ctx *c, dp_impl *p);
 /* server (downpour_server.c) */
-dt_status dp_serve(dt_scheme *s, dt_step_ctx *t, const dt_server_reports *reports);
+dt_status dp_serve(dt_scheme *s, dt_step_ctx *c, const dt_server_reports *reports);
 /* the server's end: serves until every worker sent DONE, waits for its last replies */
-dt_status dp_server_finish(dt_step_ctx *t, dp_impl *p);
+dt_status dp_server_finish(dt_step_ctx *c, dp_impl *p);
 
 #endif

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "schemes/paramavg.h"
-#include "schemes/scheme.h"
+#include "schemes/registry.h"
 #include "core/alloc.h"
 
 typedef struct {

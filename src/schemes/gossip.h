@@ -22,7 +22,7 @@
  * command line with one declared default (0.5); choco lowers it for top-k (choco.c) */
 #define DT_GAMMA_DEFAULT_HELP "0.5; choco with --compress topk:F: 0.5 sqrt(F), 0.158 for topk:0.1"
 
-#include "schemes/scheme.h"
+#include "schemes/registry.h"
 
 typedef struct dt_gossip dt_gossip;
 

@@ -1,6 +1,6 @@
 /* local: single-process mini-batch SGD (the accuracy reference). Every hook is the
  * trainer's default; the trainer refuses it with more than one rank. */
-#include "schemes/scheme.h"
+#include "schemes/registry.h"
 
 static const dt_scheme_ops local_ops = {0};
 

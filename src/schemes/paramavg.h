@@ -17,7 +17,7 @@
 #include <stddef.h>
 
 #include "comm/codec.h"
-#include "comm/comm.h"
+#include "comm/world.h"
 #include "core/tensorfile.h"
 
 typedef struct dt_param_avg dt_param_avg;

@@ -19,7 +19,7 @@
 
 #include "schemes/paramavg.h"
 #include "schemes/payload.h"
-#include "schemes/scheme.h"
+#include "schemes/registry.h"
 #include "core/alloc.h"
 
 typedef struct {

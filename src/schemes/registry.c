@@ -1,10 +1,10 @@
 /* The table of training schemes (schemes.def) and their options: lookup, checking the
- * values given against each scheme's declared flags (core/flag.h) into its options struct. */
+ * values given against each scheme's declared flags (core/flag_table.h) into its options struct. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "schemes/scheme.h"
+#include "schemes/registry.h"
 #include "core/suggest.h"
 #include "core/alloc.h"
 

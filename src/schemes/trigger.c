@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/flag.h"
+#include "core/flag_table.h"
 #include "core/alloc.h"
 
 const char *dt_threshold_parse(const char *text, void *threshold) {

@@ -22,9 +22,9 @@
 /* a scheme's hook, named to the watchdog and on the timeline (--trace) */
 static dt_status hook(dt_trainer *t, const char *name, dt_status (*fn)(dt_scheme *, dt_step_ctx *)) {
     dt_watch_phase(name);
-    const double t0 = dt_trace_t0();
+    const dt_span span = dt_span_begin(name);
     const dt_status st = fn(t->scheme, &t->ctx);
-    dt_trace_event(DT_TRACE_MAIN, name, t0, -1, -1, -1);
+    dt_span_end(span);
     return st;
 }
 
@@ -72,18 +72,18 @@ static int step_eval_due(const dt_trainer *t) {
 static void grads_ready(void *arg, size_t from) {
     dt_trainer *t = arg;
     if (t->grads_st != DT_OK) return;
-    const double t0 = dt_trace_t0();
+    const dt_span span = dt_span_begin("grads_ready");
     t->grads_st = t->scheme->ops->grads_ready(t->scheme, &t->ctx, from);
-    dt_trace_event(DT_TRACE_MAIN, "grads_ready", t0, -1, -1, -1);
+    dt_span_end(span);
 }
 
 static dt_status step_body(dt_trainer *t, const int *bi, int cnt, int augment, dt_rng *rng);
 
 static dt_status train_step(dt_trainer *t, const int *bi, int cnt, int augment, dt_rng *rng) {
     dt_trace_step(t->ctx.step);
-    const double t0 = dt_trace_t0();
+    const dt_span span = dt_span_begin("step");
     const dt_status st = step_body(t, bi, cnt, augment, rng);
-    dt_trace_event(DT_TRACE_MAIN, "step", t0, -1, -1, -1);
+    dt_span_end(span);
     return st;
 }
 
@@ -95,28 +95,28 @@ static dt_status step_body(dt_trainer *t, const int *bi, int cnt, int augment, d
     /* a server that stops this rank in begin_step (dtrain/server.h S3): the step is not taken */
     const dt_scheme_server *server = t->scheme->def->server;
     if (server && server->worker_stopped && (t->worker_stopped = server->worker_stopped(t->scheme))) return DT_OK;
-    double t0 = dt_trace_t0();
+    dt_span span = dt_span_begin("batch");
     dt_batch_fill(&t->train, bi, cnt, t->x, t->y, augment, rng);
-    dt_trace_event(DT_TRACE_MAIN, "batch", t0, -1, -1, -1);
-    t0 = dt_trace_t0();
+    dt_span_end(span);
+    span = dt_span_begin("forward");
     dt_model_forward(t->model, t->x, cnt, 1);
-    dt_trace_event(DT_TRACE_MAIN, "forward", t0, -1, -1, -1);
-    t0 = dt_trace_t0();
+    dt_span_end(span);
+    span = dt_span_begin("backward");
     int ok = 0;
     t->grads_st = DT_OK;
     dt_model_set_grads_ready(t->model, t->scheme->ops->grads_ready ? grads_ready : NULL, t);
     c->loss = dt_model_backward(t->model, t->y, &ok);
     dt_model_set_grads_ready(t->model, NULL, NULL);
-    dt_trace_event(DT_TRACE_MAIN, "backward", t0, -1, -1, -1);
+    dt_span_end(span);
     if (t->grads_st != DT_OK) return t->grads_st;
     c->correct = ok;
     c->count = cnt;
     if ((st = HOOK(t, after_backward)) != DT_OK) return st;
     if (t->scheme->ops->optimizer_step) st = HOOK(t, optimizer_step);
     else {
-        t0 = dt_trace_t0();
+        span = dt_span_begin("optimizer_step");
         dt_sgd_step(&t->opt, dt_model_params(t->model), dt_model_grads(t->model), c->lr);
-        dt_trace_event(DT_TRACE_MAIN, "optimizer_step", t0, -1, -1, -1);
+        dt_span_end(span);
     }
     if (st != DT_OK) return st;
     if ((st = HOOK(t, end_step)) != DT_OK) return st;
@@ -125,112 +125,6 @@ static dt_status step_body(dt_trainer *t, const int *bi, int cnt, int augment, d
      * done c->step + 1, and a restart's redone steps count from there */
     dt_watch_progress(c->epoch + 1, c->step + 1);
     return DT_OK;
-}
-
-/* The first non-finite parameter tensor of this rank's model, or NULL. */
-static const char *nonfinite_tensor(const dt_model *m) {
-    const float *x = dt_model_params((dt_model *)m);
-    for (int i = 0; i < dt_model_num_tensors(m); i++) {
-        const dt_tensor_view *v = dt_model_tensor(m, i);
-        for (size_t k = 0; k < v->numel; k++)
-            if (!isfinite(x[v->offset + k])) return v->name;
-    }
-    return NULL;
-}
-
-/* Collective, at every epoch's end: did any rank's loss or parameters become non-finite?
- * Then every rank stops with DT_ERR_DIVERGED before anything is evaluated or saved (the last
- * checkpoint and no weights stay as they are), and rank 0 says where it happened first. Once
- * an epoch: a check every step would cost a message every step. */
-static dt_status check_divergence(dt_trainer *t, long bad_step) {
-    const char *tensor = nonfinite_tensor(t->model);
-    if (tensor && bad_step < 0) bad_step = t->ctx.step;
-    /* the earliest step, the lowest rank on a tie: (step, rank) as one number */
-    const double mine = bad_step < 0 ? INFINITY : (double)bad_step * t->comm.size + t->comm.rank;
-    double first = mine;
-    int err = MPI_Allreduce(&mine, &first, 1, MPI_DOUBLE, MPI_MIN, t->comm.comm);
-    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Allreduce (divergence check)");
-    if (isinf(first)) return DT_OK;
-    const int who = (int)fmod(first, t->comm.size);
-    const long step = (long)(first / t->comm.size);
-    char name[sizeof((dt_tensor_view *)0)->name] = "";
-    if (t->comm.rank == who && tensor) snprintf(name, sizeof name, "%s", tensor);
-    err = MPI_Bcast(name, (int)sizeof name, MPI_CHAR, who, t->comm.comm);
-    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Bcast (divergence check)");
-    dt_json j;
-    dt_json_init(&j);
-    dt_json_begin(&j, NULL);
-    dt_json_str(&j, "type", "diverged");
-    dt_json_int(&j, "epoch", t->ctx.epoch + 1);
-    dt_json_int(&j, "step", step);
-    dt_json_int(&j, "rank", who);
-    dt_json_str(&j, "tensor", name[0] ? name : NULL);
-    dt_json_end(&j);
-    const char *text = dt_json_text(&j);
-    if (text) dt_trainer_log(t, text);
-    dt_json_free(&j);
-    return dt_fail(DT_ERR_DIVERGED, "training diverged in epoch %d: non-finite values from step %ld on rank %d%s%s "
-                   "(nothing written for this epoch; try a smaller --lr)", t->ctx.epoch + 1, step, who,
-                   name[0] ? ", first in " : "", name);
-}
-
-/* The drift check: how far the ranks' models may move apart before rank 0 says so. The spread
- * is the largest distance of a rank's parameters from the agreed model. In the 419 archived
- * logs with two spreads or more (docs/data's log archives: dpsgd, eventgrad, choco), no run
- * that finished grew it beyond 10x its smallest so far; choco at too large a --gamma for its
- * --compress grows it by orders of magnitude, past the model's own norm, within a few epochs,
- * and then to non-finite values (docs/results.md). Both must hold: a healthy spread can come
- * near the norm (5.7 on Fashion-MNIST), and one first measured a few steps in is tiny and
- * grows 100x. */
-#define DRIFT_GROWTH 100.0 /* the spread over the smallest one measured before */
-#define DRIFT_NORM 0.5     /* the spread over the agreed model's norm at that smallest spread */
-
-/* One line and a "drift" record, once per run. It does not stop the run, unlike a non-finite
- * value: a drift can settle (a schedule that lowers --lr, the consensus catching up), the
- * evaluated model is the ranks' mean, and the last epochs may still be worth having; a drift
- * that does not settle reaches non-finite values, and the divergence check stops it then. */
-dt_status dt_trainer_check_drift(dt_trainer *t, double spread, int epoch, long step) {
-    if (!t->scheme->decentralized || t->comm.rank != 0 || !isfinite(spread) || t->drift_said) return DT_OK;
-    double n2 = 0;
-    const float *x = t->eval_params;
-    for (size_t i = 0, n = dt_model_num_params(t->model); i < n; i++) n2 += (double)x[i] * x[i];
-    /* against the model as it was at the smallest spread: a drifting run's own norm can grow
-     * with its spread (a hundredfold in a few epochs), and would hide it */
-    const double before = t->spread_min, norm = t->spread_min_norm;
-    if (!t->spreads || spread < t->spread_min) {
-        t->spread_min = spread;
-        t->spread_min_norm = sqrt(n2);
-    }
-    if (!t->spreads++ || spread < DRIFT_GROWTH * before || !(spread >= DRIFT_NORM * norm)) return DT_OK;
-    t->drift_said = 1;
-    /* what to try: the scheme's consensus step if it has one, a milder codec if there is one */
-    char hint[160] = "", codec[32];
-    const dt_scheme_def *sc = t->scheme->def;
-    size_t o = 0;
-    if (dt_flag_find(sc->flags, sc->nflags, "gamma"))
-        o += (size_t)snprintf(hint + o, sizeof hint - o, "a smaller --gamma, ");
-    if (t->scheme->codec.kind != DT_CODEC_NONE && o < sizeof hint)
-        snprintf(hint + o, sizeof hint - o, "a milder --compress than %s, ",
-                 dt_codec_spec_str(&t->scheme->codec, codec, sizeof codec));
-    dt_progress_clear(t);
-    fprintf(stderr, "dtrain: warning: epoch %d: the ranks' models are drifting apart: spread %.3g, up from %.3g, "
-            "%.3g times the model's norm then (%.3g); try %s%sa smaller --lr\n", epoch, spread, before,
-            norm > 0 ? spread / norm : INFINITY, norm, hint, hint[0] ? "or " : "");
-    fflush(stderr);
-    dt_json j;
-    dt_json_init(&j);
-    dt_json_begin(&j, NULL);
-    dt_json_str(&j, "type", "drift");
-    dt_json_int(&j, "epoch", epoch);
-    dt_json_int(&j, "step", step);
-    dt_json_num(&j, "spread", spread);
-    dt_json_num(&j, "spread_min", before);
-    dt_json_num(&j, "params_norm_then", norm);
-    dt_json_end(&j);
-    const char *text = dt_json_text(&j);
-    dt_status st = text ? dt_trainer_log(t, text) : DT_OK;
-    dt_json_free(&j);
-    return st;
 }
 
 static dt_status train_epochs(dt_trainer *t) {
@@ -266,9 +160,9 @@ static dt_status train_epochs(dt_trainer *t) {
             correct += c->correct;
             if (sync_eval && step_eval_due(t)) {
                 dt_watch_phase("an evaluation between steps");
-                const double t0e = dt_trace_t0();
+                const dt_span span = dt_span_begin("evaluation");
                 st = dt_trainer_step_report(t);
-                dt_trace_event(DT_TRACE_MAIN, "evaluation", t0e, -1, -1, -1);
+                dt_span_end(span);
                 if (st != DT_OK) goto done;
             }
             c->step++;
@@ -282,16 +176,16 @@ static dt_status train_epochs(dt_trainer *t) {
         if ((st = HOOK(t, end_epoch)) != DT_OK) goto done;
         default_baseline(t);
         dt_watch_phase("the divergence check");
-        if (sync_eval && (st = check_divergence(t, bad_step)) != DT_OK) goto done;
+        if (sync_eval && (st = dt_trainer_check_divergence(t, bad_step)) != DT_OK) goto done;
         dt_watch_phase("the epoch's evaluation");
-        double t0e = dt_trace_t0();
+        dt_span span = dt_span_begin("evaluation");
         if (sync_eval && c->eval_due && (st = dt_trainer_epoch_report(t, loss_sum, seen, correct, secs, c->lr)) != DT_OK)
             goto done;
-        if (sync_eval && c->eval_due) dt_trace_event(DT_TRACE_MAIN, "evaluation", t0e, -1, -1, -1);
+        if (sync_eval && c->eval_due) dt_span_end(span);
         dt_watch_phase("saving the checkpoint");
-        t0e = dt_trace_t0();
+        span = dt_span_begin("checkpoint");
         if (cfg->checkpoint && (st = dt_trainer_save_checkpoint(t)) != DT_OK) goto done;
-        if (cfg->checkpoint) dt_trace_event(DT_TRACE_MAIN, "checkpoint", t0e, -1, -1, -1);
+        if (cfg->checkpoint) dt_span_end(span);
         /* the epoch's own evaluation may have reached --target-acc: this epoch was the last
          * (another would train no step, yet be reported and checkpointed as done) */
         if (last || stop_training(t)) break;
@@ -305,12 +199,12 @@ dt_status dt_trainer_start(dt_trainer *t) {
     dt_status st = HOOK(t, start);
     if (st == DT_OK && t->cfg->resume) st = dt_trainer_load_run_state(t);
     dt_tfile_free(&t->resume_file);
-    /* a rank that could not restore its state stops them all (the caller reports it once);
-     * what start set up with every rank is freed with every rank */
-    int bad = st != DT_OK, any = 0;
-    int err = MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, t->comm.comm);
-    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Allreduce (agreeing on the start)");
-    if (any && t->scheme->ops->abandon) t->scheme->ops->abandon(t->scheme, &t->ctx);
+    /* a rank that could not restore its state stops them all (the caller reports it once, from
+     * the ranks that failed: this rank's own status); what start set up with every rank is
+     * freed with every rank */
+    const dt_status all = dt_comm_agree(&t->comm, st, "another rank could not start");
+    if (all == DT_ERR_MPI && st == DT_OK) return all; /* the agreement itself failed */
+    if (all != DT_OK && t->scheme->ops->abandon) t->scheme->ops->abandon(t->scheme, &t->ctx);
     return st;
 }
 
@@ -332,9 +226,9 @@ static void print_start(const dt_trainer *t) {
  * the timeline as the hooks are. */
 static dt_status serve(dt_trainer *t) {
     dt_watch_phase("serve");
-    const double t0 = dt_trace_t0();
+    const dt_span span = dt_span_begin("serve");
     const dt_status st = t->scheme->def->server->serve(t->scheme, &t->ctx, &t->server_reports);
-    dt_trace_event(DT_TRACE_MAIN, "serve", t0, -1, -1, -1);
+    dt_span_end(span);
     return st;
 }
 
@@ -364,24 +258,7 @@ dt_status dt_trainer_run(dt_trainer *t) {
     if ((st = dt_trainer_agreed_model(t, &spread_after)) != DT_OK) return st;
     memcpy(dt_model_params(t->model), t->eval_params, dt_model_num_params(t->model) * sizeof(float));
     memcpy(dt_model_state(t->model), t->eval_state, dt_model_num_state(t->model) * sizeof(float));
-    /* the last guard, for schemes whose epochs are not checked (downpour's servers apply pushes
-     * asynchronously): every rank holds the same agreed model, so they all agree without a word */
-    const char *bad = nonfinite_tensor(t->model);
-    if (bad) {
-        dt_json j;
-        dt_json_init(&j);
-        dt_json_begin(&j, NULL);
-        dt_json_str(&j, "type", "diverged");
-        dt_json_int(&j, "epoch", t->ctx.epoch + 1);
-        dt_json_null(&j, "step");
-        dt_json_null(&j, "rank");
-        dt_json_str(&j, "tensor", bad);
-        dt_json_end(&j);
-        if (dt_json_text(&j)) dt_trainer_log(t, dt_json_text(&j));
-        dt_json_free(&j);
-        return dt_fail(DT_ERR_DIVERGED, "training diverged: the final model holds non-finite values, first in %s "
-                       "(no weights written; try a smaller --lr)", bad);
-    }
+    if ((st = dt_trainer_check_final(t)) != DT_OK) return st;
     if (t->servers > 0 && t->comm.rank == 0 && t->last.epoch != cfg->epochs) {
         /* asynchronous schemes report their final model here, unless the last epoch was */
         const double t0 = dt_now();

@@ -2,9 +2,10 @@
  * and the scheme hooks that distributed schemes fill in. One trainer per rank.
  *
  * Files: setup.c (configuration, data, shards, the hooks' context), loop.c (the epochs and
- * steps, start and run), evaluate.c (the agreed model and its test accuracy), report.c (the
- * console, the JSON-lines log and the summary), target.c (--target-acc: reached, agreed, where),
- * progress.c (rank 0's progress within an epoch), checkpoint.c (save and resume). */
+ * steps, start and run), diverge.c (non-finite values, models drifting apart), evaluate.c
+ * (the agreed model and its test accuracy), report.c (the console, the JSON-lines log and
+ * the summary), target.c (--target-acc: reached, agreed, where), progress.c (rank 0's
+ * progress within an epoch), checkpoint.c (save and resume). */
 #ifndef DT_TRAINER_H
 #define DT_TRAINER_H
 
@@ -12,8 +13,8 @@
 #include <string.h>
 
 #include "dtrain/server.h"
-#include "schemes/scheme.h"
-#include "comm/comm.h"
+#include "schemes/registry.h"
+#include "comm/world.h"
 #include "core/tensorfile.h"
 #include "dtrain.h"
 
@@ -127,7 +128,13 @@ typedef struct dt_step_eval {
  * time counted as evaluation's: after an epoch's report (e), and after one between steps */
 void dt_trainer_on_epoch(dt_trainer *t, const dt_epoch_stats *e, long step);
 void dt_trainer_on_step_eval(dt_trainer *t, const dt_step_eval *e);
-/* loop.c: after the agreed model was made (t->eval_params) and its spread measured, at an
+/* diverge.c. Collective, at an epoch's end (bad_step: this rank's first step with a non-finite
+ * loss, or -1): DT_ERR_DIVERGED on every rank when any rank's loss or parameters are not
+ * finite, rank 0 logging where it began */
+dt_status dt_trainer_check_divergence(dt_trainer *t, long bad_step);
+/* diverge.c: the final (agreed) model is finite, or DT_ERR_DIVERGED (every rank holds it) */
+dt_status dt_trainer_check_final(dt_trainer *t);
+/* diverge.c: after the agreed model was made (t->eval_params) and its spread measured, at an
  * evaluation in epoch (1-based) after step: rank 0 warns once per run, in one line and in the
  * log, when the ranks' models drift apart by orders of magnitude (not collective) */
 dt_status dt_trainer_check_drift(dt_trainer *t, double spread, int epoch, long step);

@@ -8,7 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "schemes/scheme.h"
+#include "schemes/registry.h"
 
 typedef struct {
     float scale;

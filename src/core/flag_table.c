@@ -1,5 +1,5 @@
 /* Flags (flag.h): values from text into typed members, back to text, and command lines. */
-#include "core/flag.h"
+#include "core/flag_table.h"
 
 #include <errno.h>
 #include <limits.h>

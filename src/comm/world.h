@@ -1,8 +1,8 @@
-/* The communication context every distributed scheme uses: the public part (the dt_comm, its
- * counters, the counted and timed calls) is include/dtrain/comm.h; here what only the library
- * does with it. Accounting: docs/accounting.md. */
-#ifndef DT_COMM_H
-#define DT_COMM_H
+/* MPI_COMM_WORLD for dtrain: what only the library does with the communication context (its
+ * start, its end, agreeing on an error). The public part (the dt_comm, its counters, the
+ * counted and timed calls, counted.c) is include/dtrain/comm.h. Accounting: docs/accounting.md. */
+#ifndef DT_COMM_WORLD_H
+#define DT_COMM_WORLD_H
 
 #include <mpi.h>
 #include <stdint.h>

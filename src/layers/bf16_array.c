@@ -1,7 +1,7 @@
-/* bfloat16 array conversions (bf16.h). The AVX2 forms do core/bf16.h's integer arithmetic
+/* bfloat16 array conversions (bf16_array.h). The AVX2 forms do core/bf16.h's integer arithmetic
  * eight lanes at a time, so both paths give the same bits (test_bf16 checks them against each
  * other on every class of float). */
-#include "layers/bf16.h"
+#include "layers/bf16_array.h"
 #include "layers/kernels.h"
 
 #ifdef DT_KERNELS_AVX512

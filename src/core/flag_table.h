@@ -2,8 +2,8 @@
  * declaration (dt_flag, its kinds, DT_AT_*) is public: include/dtrain/flag.h, which says how a
  * table of them is written. Here what the library does with a table: defaults, parsing,
  * formatting, the command lines and their --help. */
-#ifndef DT_FLAG_H
-#define DT_FLAG_H
+#ifndef DT_FLAG_TABLE_H
+#define DT_FLAG_TABLE_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -3,12 +3,12 @@
  * src/schemes/ is written as one of a user's, and one file in src/schemes/ with its line
  * DT_SCHEME(x) in schemes.def makes it built in. Here: the library's own headers a built-in
  * scheme may use (codecs, JSON, checkpoint files) and the registry's internal calls. */
-#ifndef DT_SCHEME_H
-#define DT_SCHEME_H
+#ifndef DT_SCHEMES_REGISTRY_H
+#define DT_SCHEMES_REGISTRY_H
 
 #include "comm/codec.h"
-#include "comm/comm.h"
-#include "core/flag.h"
+#include "comm/world.h"
+#include "core/flag_table.h"
 #include "core/json.h"
 #include "core/tensorfile.h"
 #include "dtrain.h"

@@ -1,7 +1,7 @@
 /* bfloat16 arrays for --precision bf16 (models/precision.c): core/bf16.h's conversion, eight
  * floats at a time where the CPU has AVX2 (kernels.h), as the layers' kernels do. */
-#ifndef DT_LAYERS_BF16_H
-#define DT_LAYERS_BF16_H
+#ifndef DT_LAYERS_BF16_ARRAY_H
+#define DT_LAYERS_BF16_ARRAY_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,0 +1,82 @@
+/* MPI_COMM_WORLD for dtrain (world.h): started and ended once a process, errors of MPI as
+ * dt_status, an error of some ranks agreed by all. The counted calls are counted.c's. */
+#include "comm/world.h"
+
+#include <time.h>
+
+static int we_initialised = 0;
+
+dt_status dt_mpi_check(int err, const char *what) {
+    if (err == MPI_SUCCESS) return DT_OK;
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(err, msg, &len);
+    return dt_fail(DT_ERR_MPI, "%s failed: %.*s", what, len, msg);
+}
+
+dt_status dt_comm_init(int *argc, char ***argv, dt_comm *c) {
+    int init = 0;
+    MPI_Initialized(&init);
+    if (!init) {
+        int provided;
+        int err = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+        if (err != MPI_SUCCESS) return dt_fail(DT_ERR_MPI, "MPI_Init_thread failed");
+        we_initialised = 1;
+        /* errors come back as codes, so they become one-line messages, not aborts */
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    }
+    c->comm = MPI_COMM_WORLD;
+    c->c = (dt_counters){0};
+    c->timing = 0;
+    int err = MPI_Comm_rank(c->comm, &c->rank);
+    if (err == MPI_SUCCESS) err = MPI_Comm_size(c->comm, &c->size);
+    c->world_ranks = NULL;
+    c->world_size = c->size;
+    return dt_mpi_check(err, "MPI_Comm_rank/MPI_Comm_size");
+}
+
+/* A barrier, then a pause with no MPI call, then MPI_Finalize (docs/transport.md, "Finalize
+ * across hosts"). MPICH 4.0.2's UCX netmod closes every endpoint in MPI_Finalize, spins until
+ * the closes complete and only then waits in the process manager's barrier, where it runs no
+ * UCX progress. Over UCX's tcp transport a close sends the peer a zero-length put request and
+ * completes on the peer's ack, which the peer sends only from UCX progress. A rank still in an
+ * MPI call when a peer's request came acked it before sending its own, so the peer finished
+ * and parked in that barrier, and the late rank's closes were never acked: rank 0, last to
+ * finish (it writes the log, summary and weights), spun in MPI_Finalize for ever. After the
+ * barrier no rank calls MPI, so none acks early; the pause outlasts the skew with which the
+ * ranks leave the barrier, so every rank has sent its requests before any arrives. Only with
+ * ranks on other hosts: between ranks on one host MPICH uses shared memory, no UCX endpoint. */
+#define FINALIZE_PAUSE_S 0.5
+
+void dt_comm_finalize(void) {
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!we_initialised || fin) return;
+    int size = 1, local = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size > 1) {
+        MPI_Comm node;
+        if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+            MPI_Comm_size(node, &local);
+            MPI_Comm_free(&node);
+        }
+        int remote = local < size, any = remote;
+        /* the barrier, which also tells every rank whether any rank is on another host */
+        MPI_Allreduce(&remote, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (any) {
+            struct timespec ts = {0, (long)(FINALIZE_PAUSE_S * 1e9)};
+            nanosleep(&ts, NULL);
+        }
+    }
+    MPI_Finalize();
+}
+
+dt_status dt_comm_agree(const dt_comm *c, dt_status st, const char *other) {
+    if (c->size == 0) return st; /* MPI itself did not start */
+    int bad = st != DT_OK, any = 0;
+    int err = MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, c->comm);
+    if (st != DT_OK) return st;
+    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Allreduce (agreeing on an error)");
+    if (any) return dt_fail(DT_ERR_STATE, "%s", other);
+    return DT_OK;
+}

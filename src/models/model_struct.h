@@ -1,0 +1,43 @@
+/* Inside a model: nodes in topological order, one parameter buffer, one gradient buffer, one
+ * state buffer, named views into them, the activations and, under bf16, the staging buffers.
+ * What the model's files see of it (model.c builds and runs it, precision.c runs its bf16
+ * pass, weights.c and spec.c read and write it); everyone else holds a dt_model pointer. */
+#ifndef DT_MODEL_STRUCT_H
+#define DT_MODEL_STRUCT_H
+
+#include "layers/layer.h"
+
+/* bf16 staging: at most 2 inputs, output, output gradient, 2 input gradients */
+#define DT_STAGE_SLOTS 6
+
+struct dt_model {
+    dt_node *nodes;
+    int nn;
+    int in_c, in_h, in_w;
+    float *params, *grads, *state;
+    size_t np, ns;
+    dt_tensor_view *views, *sviews;
+    int nviews, nsviews;
+    /* per-node backward plan: does the gradient of input j accumulate? */
+    int (*dx_acc)[2];
+    /* activations */
+    int max_batch, batch, last_train;
+    float *work;
+    size_t work_floats;
+    void *act_block;        /* all y, dy and aux buffers */
+    const float *input;
+    const float *logits;    /* of the last forward: the last node's y, or bf16's fp32 copy */
+    /* precision (dtrain.h: dt_precision) and, under bf16, the fp32 staging buffers each layer
+     * computes in (models/precision.c), carved from one block at reserve */
+    int precision;
+    size_t act_bytes;       /* dt_model_activation_bytes */
+    float *stage;
+    float *slot[DT_STAGE_SLOTS]; /* activation-sized, handed to a node's roles in turn */
+    float *sw, *slogits;         /* a GEMM node's rounded parameters; the logits */
+    dt_rng rng;
+    double *t_fwd, *t_bwd;  /* per-node seconds when DTRAIN_LAYER_TIMES is set, else NULL */
+    dt_grads_ready_fn grads_ready; /* dt_model_set_grads_ready */
+    void *grads_ready_arg;
+};
+
+#endif
