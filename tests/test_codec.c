@@ -53,17 +53,25 @@ static void test_parse(void) {
     CHECK(!strcmp(dt_codec_spec_str(&s, buf, sizeof buf), "topk:0.25"));
     s = spec_of("int8");
     CHECK(!strcmp(dt_codec_spec_str(&s, buf, sizeof buf), "int8"));
+    /* powersgd:R: allreduce's low-rank factors, parsed here, never a payload codec */
+    s = spec_of("powersgd:4");
+    CHECK(s.kind == DT_CODEC_POWERSGD && s.rank == 4 && !strcmp(dt_codec_spec_str(&s, buf, sizeof buf), "powersgd:4"));
+    const char *bad_ranks[] = {"powersgd:", "powersgd:0", "powersgd:-1", "powersgd:2x", "powersgd:1025", "powersgd:1.5"};
+    for (size_t i = 0; i < sizeof bad_ranks / sizeof bad_ranks[0]; i++)
+        CHECK_MSG(dt_codec_parse(bad_ranks[i], &s) == DT_ERR_ARG && strstr(dt_last_error(), "1 <= R <= 1024"), "%s", bad_ranks[i]);
+    dt_codec *none = NULL;
+    CHECK(dt_codec_create(&(dt_codec_spec){.kind = DT_CODEC_POWERSGD, .rank = 2}, 10, &none) == DT_ERR_ARG && !none);
     /* sizes */
-    CHECK(dt_codec_bytes(&(dt_codec_spec){DT_CODEC_NONE, 1}, 1000) == 4000);
-    CHECK(dt_codec_bytes(&(dt_codec_spec){DT_CODEC_FP16, 1}, 1000) == 2000);
-    CHECK(dt_codec_bytes(&(dt_codec_spec){DT_CODEC_BF16, 1}, 1000) == 2000);
-    CHECK(dt_codec_bytes(&(dt_codec_spec){DT_CODEC_INT8, 1}, 1000) == 4 * 4 + 1000);
-    CHECK(dt_codec_bytes(&(dt_codec_spec){DT_CODEC_INT8, 1}, 256) == 4 + 256);
-    CHECK(dt_codec_bytes(&(dt_codec_spec){DT_CODEC_TOPK, 0.1}, 1000) == 100 * 8);
-    CHECK(dt_codec_topk_count(&(dt_codec_spec){DT_CODEC_TOPK, 0.001}, 10) == 1);  /* at least one */
-    CHECK(dt_codec_topk_count(&(dt_codec_spec){DT_CODEC_TOPK, 0.25}, 10) == 3);   /* round(2.5) */
-    CHECK(dt_codec_topk_count(&(dt_codec_spec){DT_CODEC_TOPK, 1.0}, 10) == 10);
-    CHECK(dt_codec_topk_count(&(dt_codec_spec){DT_CODEC_TOPK, 0.5}, 0) == 0);
+    CHECK(dt_codec_bytes(&(dt_codec_spec){.kind = DT_CODEC_NONE, .frac = 1}, 1000) == 4000);
+    CHECK(dt_codec_bytes(&(dt_codec_spec){.kind = DT_CODEC_FP16, .frac = 1}, 1000) == 2000);
+    CHECK(dt_codec_bytes(&(dt_codec_spec){.kind = DT_CODEC_BF16, .frac = 1}, 1000) == 2000);
+    CHECK(dt_codec_bytes(&(dt_codec_spec){.kind = DT_CODEC_INT8, .frac = 1}, 1000) == 4 * 4 + 1000);
+    CHECK(dt_codec_bytes(&(dt_codec_spec){.kind = DT_CODEC_INT8, .frac = 1}, 256) == 4 + 256);
+    CHECK(dt_codec_bytes(&(dt_codec_spec){.kind = DT_CODEC_TOPK, .frac = 0.1}, 1000) == 100 * 8);
+    CHECK(dt_codec_topk_count(&(dt_codec_spec){.kind = DT_CODEC_TOPK, .frac = 0.001}, 10) == 1);  /* at least one */
+    CHECK(dt_codec_topk_count(&(dt_codec_spec){.kind = DT_CODEC_TOPK, .frac = 0.25}, 10) == 3);   /* round(2.5) */
+    CHECK(dt_codec_topk_count(&(dt_codec_spec){.kind = DT_CODEC_TOPK, .frac = 1.0}, 10) == 10);
+    CHECK(dt_codec_topk_count(&(dt_codec_spec){.kind = DT_CODEC_TOPK, .frac = 0.5}, 0) == 0);
 }
 
 static void test_fp16_scalar(void) {
@@ -272,7 +280,7 @@ static void test_topk(void) {
         for (int i = 0; i < N; i++)
             x[i] = round == 2 ? (float)((int)(rnd() % 7) - 3) : normal() * (round ? 1.0f : ldexpf(1, (int)(rnd() % 30) - 15));
         for (int f = 0; f < 5; f++) {
-            dt_codec_spec s = {DT_CODEC_TOPK, fr[f]};
+            dt_codec_spec s = {.kind = DT_CODEC_TOPK, .frac = fr[f]};
             const size_t k = dt_codec_topk_count(&s, N);
             dt_codec *c;
             CHECK(dt_codec_create(&s, N, &c) == DT_OK);
@@ -310,7 +318,7 @@ static void test_topk(void) {
         }
     }
     /* all equal (the worst case of a two-way partition), and a nan: still exactly k */
-    dt_codec_spec s = {DT_CODEC_TOPK, 0.3};
+    dt_codec_spec s = {.kind = DT_CODEC_TOPK, .frac = 0.3};
     dt_codec *c;
     CHECK(dt_codec_create(&s, N, &c) == DT_OK);
     for (int i = 0; i < N; i++) x[i] = 1.0f;

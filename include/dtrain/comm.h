@@ -56,10 +56,11 @@ typedef struct dt_comm {
 
 /* What --compress says (the payload codecs are the library's own, src/comm/codec.h: a scheme
  * of its own declares DT_COMPRESS_NO and finds DT_CODEC_NONE here). */
-typedef enum { DT_CODEC_NONE, DT_CODEC_FP16, DT_CODEC_BF16, DT_CODEC_INT8, DT_CODEC_TOPK } dt_codec_kind;
+typedef enum { DT_CODEC_NONE, DT_CODEC_FP16, DT_CODEC_BF16, DT_CODEC_INT8, DT_CODEC_TOPK, DT_CODEC_POWERSGD } dt_codec_kind;
 typedef struct dt_codec_spec {
     dt_codec_kind kind;
     double frac;            /* topk: F in (0, 1] */
+    int rank;               /* powersgd: the factors' rank R >= 1 (allreduce's own: not a payload codec) */
 } dt_codec_spec;
 
 /* ---------------------------------------------------------------- counting */

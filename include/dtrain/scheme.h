@@ -178,7 +178,12 @@ typedef struct dt_step_ctx dt_step_ctx;
 /* ------------------------------------------------------------------ the registry entry (C1) */
 
 /* Which schemes take --compress (the codecs are the library's own: a scheme of your own says NO). */
-typedef enum { DT_COMPRESS_NO, DT_COMPRESS_YES, DT_COMPRESS_WITH_SYNC } dt_compress_support;
+typedef enum {
+    DT_COMPRESS_NO,
+    DT_COMPRESS_YES,           /* the payload codecs: fp16, bf16, int8, topk:F */
+    DT_COMPRESS_WITH_SYNC,     /* ... only with --sync (eventgrad) */
+    DT_COMPRESS_AND_POWERSGD,  /* ... and powersgd:R, low-rank factors summed (allreduce) */
+} dt_compress_support;
 
 typedef struct dt_scheme_def {
     const char *name;             /* --algo NAME: a-z, 0-9, - and _ */

@@ -130,7 +130,7 @@ static void scheme_helps(void) {
     size_t o = 0;
     for (int i = 0; i < n && o < sizeof algo_help; i++)
         o += (size_t)snprintf(algo_help + o, sizeof algo_help - o, "%s%s", i ? " | " : "", all[i]->name);
-    o = (size_t)snprintf(compress_help, sizeof compress_help, "payload codec none | fp16 | bf16 | int8 | topk:F (0 < F <= 1), for ");
+    o = (size_t)snprintf(compress_help, sizeof compress_help, "payload codec none | fp16 | bf16 | int8 | topk:F (0 < F <= 1) | powersgd:R (allreduce), for ");
     for (int i = 0; i < n; i++)
         if (all[i]->compress != DT_COMPRESS_NO && o < sizeof compress_help)
             o += (size_t)snprintf(compress_help + o, sizeof compress_help - o, "%s%s, ", all[i]->name,

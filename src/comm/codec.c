@@ -36,12 +36,24 @@ dt_status dt_codec_parse(const char *text, dt_codec_spec *out) {
         out->frac = f;
         return DT_OK;
     }
-    return dt_fail(DT_ERR_ARG, "--compress %s: expected none, fp16, bf16, int8 or topk:F (0 < F <= 1)", text);
+    if (!strncmp(text, "powersgd:", 9)) {
+        const char *num = text + 9;
+        char *end = NULL;
+        errno = 0;
+        long r = strtol(num, &end, 10);
+        if (end == num || *end || errno || r < 1 || r > 1024)
+            return dt_fail(DT_ERR_ARG, "--compress %s: powersgd:R needs a rank 1 <= R <= 1024 (e.g. powersgd:2)", text);
+        out->kind = DT_CODEC_POWERSGD;
+        out->rank = (int)r;
+        return DT_OK;
+    }
+    return dt_fail(DT_ERR_ARG, "--compress %s: expected none, fp16, bf16, int8, topk:F (0 < F <= 1) or powersgd:R", text);
 }
 
 const char *dt_codec_spec_str(const dt_codec_spec *spec, char *buf, size_t len) {
-    static const char *names[] = {"none", "fp16", "bf16", "int8", "topk"};
+    static const char *names[] = {"none", "fp16", "bf16", "int8", "topk", "powersgd"};
     if (spec->kind == DT_CODEC_TOPK) snprintf(buf, len, "topk:%g", spec->frac);
+    else if (spec->kind == DT_CODEC_POWERSGD) snprintf(buf, len, "powersgd:%d", spec->rank);
     else snprintf(buf, len, "%s", names[spec->kind]);
     return buf;
 }
@@ -62,6 +74,7 @@ size_t dt_codec_bytes(const dt_codec_spec *spec, size_t n) {
     case DT_CODEC_BF16: return n * sizeof(uint16_t);
     case DT_CODEC_INT8: return nchunks(n) * sizeof(float) + n;
     case DT_CODEC_TOPK: return dt_codec_topk_count(spec, n) * (sizeof(uint32_t) + sizeof(float));
+    case DT_CODEC_POWERSGD: return 0; /* not a payload codec (allreduce's low-rank factors) */
     }
     return 0;
 }
@@ -70,6 +83,8 @@ size_t dt_codec_bytes(const dt_codec_spec *spec, size_t n) {
 
 dt_status dt_codec_create(const dt_codec_spec *spec, size_t max_n, dt_codec **out) {
     *out = NULL;
+    if (spec->kind == DT_CODEC_POWERSGD)
+        return dt_fail(DT_ERR_ARG, "--compress powersgd:%d: low-rank factors are allreduce's own, not a payload codec", spec->rank);
     dt_codec *c = calloc(1, sizeof *c);
     if (!c) return dt_nomem("the codec");
     c->spec = *spec;
@@ -210,6 +225,7 @@ size_t dt_codec_encode(dt_codec *c, const float *x, size_t n, void *out) {
         }
         break;
     }
+    case DT_CODEC_POWERSGD: break; /* never made (dt_codec_create) */
     }
     return dt_codec_bytes(&c->spec, n);
 }
@@ -251,6 +267,7 @@ static void decode_op(const dt_codec *c, const void *in, size_t n, float *x, int
         }
         break;
     }
+    case DT_CODEC_POWERSGD: break; /* never made (dt_codec_create) */
     }
 #undef APPLY
 }

@@ -9,6 +9,8 @@
  *            values q = round(x/s) as int8: ceil(n/256)*4 + n bytes (scales first)
  *   topk:F   the k = max(1, round(F*n)) entries of largest magnitude as (uint32 index,
  *            float value) pairs: 8k bytes; the others decode as 0
+ * (powersgd:R parses here too, but is allreduce's low-rank compression, schemes/powersgd.h:
+ * no payload codec is made of it.)
  *
  * Two ways to use a lossy codec (the spec's two payload kinds):
  *   gradient payloads (error feedback): p = g + e, send encode(p), e = p - decode(encode(p));

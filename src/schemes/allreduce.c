@@ -1,11 +1,20 @@
 /* allreduce (D-SGD): every step the gradients are averaged over all ranks with
  * MPI_Allreduce and every rank applies the same update, so the models stay identical.
  *
- * --compress C (not none): the gradient is a payload with error feedback (payload.h). An
- * allreduce cannot add encoded bytes, so the payloads are allgathered (B bytes from every
- * rank, the same B on every rank) and every rank takes their mean: all ranks get the same
- * mean bit for bit and the models stay identical. Counted as a ring allgather of the encoded
- * bytes (docs/accounting.md); comm s includes the encoding and decoding.
+ * --compress fp16 | bf16: the gradient, scaled by 1/N, is encoded with error feedback
+ * (payload.h) and the 16-bit values are summed by MPI itself (comm/half_reduce.h: a
+ * user-defined MPI_Op adding in fp32), in the same buckets as the plain allreduce: every
+ * rank sends and receives 2(N-1)/N of the 16-bit payload, half the fp32 allreduce's bytes at
+ * any N, and all ranks get the same sum bit for bit.
+ *
+ * --compress powersgd:R: low-rank factors of each gradient matrix (powersgd.h), summed by
+ * MPI in the same buckets, after --powersgd-start plain steps.
+ *
+ * --compress int8 | topk:F: an allreduce cannot add these encodings (a chunk's scale, a
+ * top-k's indices), so the payloads are allgathered (B bytes from every rank, the same B on
+ * every rank) and every rank takes their mean: all ranks get the same mean bit for bit and the
+ * models stay identical. Counted as a ring allgather of the encoded bytes, (N-1)B per rank
+ * (docs/accounting.md): it grows with N; comm s includes the encoding and decoding.
  *
  * Buckets (--bucket-kb, uncompressed): as DDP does, the gradients are reduced in buckets
  * while backward goes on. Backward finishes the layers from the last to the first, and the
@@ -19,12 +28,18 @@
 
 #include <assert.h>
 
+#include "comm/half_reduce.h"
 #include "schemes/payload.h"
+#include "schemes/powersgd.h"
 #include "schemes/registry.h"
 #include "core/alloc.h"
 
 typedef struct {
-    int compressed;
+    int compressed;       /* int8, topk: allgathered payloads */
+    int half;             /* fp16, bf16: summed by MPI in 16 bits (the buckets as uncompressed) */
+    dt_codec_kind kind;
+    dt_powersgd *psgd;    /* powersgd:R (the buckets as uncompressed) */
+    long psgd_start;      /* ... from this step on */
     dt_grad_payload pay;
     uint8_t *recv;        /* N payloads */
     /* buckets */
@@ -36,19 +51,27 @@ typedef struct {
 
 typedef struct {
     double bucket_kb;
+    long powersgd_start;
 } allreduce_opts;
 
 static const dt_flag allreduce_flags[] = {
     {"bucket-kb", DT_AT_FLOAT(allreduce_opts, bucket_kb), .def = "32", .min = 0, .max = 1e7,
      .help = "reduce the gradients in buckets of this many KB while backward goes on (0: one allreduce after it)"},
+    {"powersgd-start", DT_AT_INT(allreduce_opts, powersgd_start), .def = "10", .min = 0, .max = 1e12,
+     .help = "with --compress powersgd:R, the plain allreduce for the first N steps (PyTorch's start_powerSGD_iter)"},
 };
+
+/* this step sums PowerSGD's factors (its plain steps are over) */
+static int powersgd_on(const allreduce_impl *a, const dt_step_ctx *c) { return a->psgd && c->step >= a->psgd_start; }
 
 static dt_status allreduce_start(dt_scheme *s, dt_step_ctx *c) {
     allreduce_impl *a = calloc(1, sizeof *a);
     if (!a) return dt_nomem("the allreduce scheme");
     s->impl = a;
     const size_t np = dt_model_num_params(c->model);
-    if (s->codec.kind == DT_CODEC_NONE) { /* none: exactly the plain allreduce */
+    a->kind = s->codec.kind;
+    a->half = a->kind == DT_CODEC_FP16 || a->kind == DT_CODEC_BF16;
+    if (s->codec.kind == DT_CODEC_NONE || a->half || a->kind == DT_CODEC_POWERSGD) { /* none: exactly the plain allreduce */
         const double kb = ((const allreduce_opts *)s->opts)->bucket_kb;
         a->bucket = (size_t)(kb * 1024 / sizeof(float));
         if (kb > 0 && a->bucket == 0) a->bucket = 1;
@@ -57,7 +80,11 @@ static dt_status allreduce_start(dt_scheme *s, dt_step_ctx *c) {
         a->capreq = dt_model_num_tensors(c->model) + 2;
         a->req = malloc((size_t)a->capreq * sizeof *a->req);
         if (!a->req) return dt_nomem("%d bucket requests", a->capreq);
-        return DT_OK;
+        if (a->kind == DT_CODEC_POWERSGD) {
+            a->psgd_start = ((const allreduce_opts *)s->opts)->powersgd_start;
+            return dt_powersgd_create(c->model, s->codec.rank, &a->psgd);
+        }
+        return a->half ? dt_grad_payload_init(&a->pay, &s->codec, np) : DT_OK;
     }
     a->compressed = 1;
     dt_status st = dt_grad_payload_init(&a->pay, &s->codec, np);
@@ -67,10 +94,29 @@ static dt_status allreduce_start(dt_scheme *s, dt_step_ctx *c) {
     return DT_OK;
 }
 
+/* The 16-bit payload of the gradients [from, to): scaled by 1/N (the sum of N stays in range,
+ * as in DDP's fp16 hook) and encoded with the error feedback of those values. */
+static void encode_half(allreduce_impl *a, dt_step_ctx *c, size_t from, size_t to) {
+    float *g = dt_model_grads(c->model);
+    const float inv = 1.0f / (float)c->comm->size;
+    for (size_t i = from; i < to; i++) g[i] *= inv;
+    dt_codec_encode_ef(a->pay.codec, g + from, a->pay.residual + from, to - from, a->pay.send + from * sizeof(uint16_t));
+}
+
 /* starts the bucket [from, unsent_end) */
 static dt_status start_bucket(allreduce_impl *a, dt_step_ctx *c, size_t from) {
     assert(a->nreq < a->capreq);
-    dt_status st = dt_iallreduce_sum(c->comm, dt_model_grads(c->model) + from, a->unsent_end - from, &a->req[a->nreq]);
+    dt_status st;
+    if (a->half) {
+        const double t0 = dt_comm_time_begin(c->comm); /* the codec's time is communication's */
+        encode_half(a, c, from, a->unsent_end);
+        st = dt_iallreduce_half(c->comm, (uint16_t *)(void *)a->pay.send + from, a->unsent_end - from, a->kind,
+                                &a->req[a->nreq]);
+        dt_comm_time_end(c->comm, t0);
+    } else if (powersgd_on(a, c))
+        st = dt_powersgd_start(a->psgd, c->comm, dt_model_grads(c->model), from, a->unsent_end, &a->req[a->nreq]);
+    else
+        st = dt_iallreduce_sum(c->comm, dt_model_grads(c->model) + from, a->unsent_end - from, &a->req[a->nreq]);
     if (st != DT_OK) return st;
     a->nreq++;
     a->unsent_end = from;
@@ -96,14 +142,28 @@ static dt_status allreduce_after_backward(dt_scheme *s, dt_step_ctx *c) {
     float *g = dt_model_grads(c->model);
     const size_t np = dt_model_num_params(c->model);
     dt_status st = DT_OK;
-    if (!a->compressed && a->bucket > 0) {
+    if (!a->compressed && (a->bucket > 0 || a->psgd)) {
         if (a->unsent_end > 0) st = start_bucket(a, c, 0);
         const dt_status waited = dt_wait_all(comm, a->nreq, a->req, "MPI_Waitall (gradient buckets)");
         if (st == DT_OK) st = waited;
         a->nreq = 0;
         a->unsent_end = np;
-        const float inv = 1.0f / (float)comm->size;
-        for (size_t i = 0; i < np; i++) g[i] *= inv;
+        if (st == DT_OK && powersgd_on(a, c)) {
+            st = dt_powersgd_finish(a->psgd, comm, g);
+        } else if (a->half) { /* the sum of the scaled gradients: their mean */
+            const double t0 = dt_comm_time_begin(comm);
+            dt_codec_decode(a->pay.codec, a->pay.send, np, g);
+            dt_comm_time_end(comm, t0);
+        } else {
+            const float inv = 1.0f / (float)comm->size;
+            for (size_t i = 0; i < np; i++) g[i] *= inv;
+        }
+    } else if (a->half) {
+        const double t0 = dt_comm_time_begin(comm);
+        encode_half(a, c, 0, np);
+        st = dt_allreduce_half(comm, (uint16_t *)(void *)a->pay.send, np, a->kind);
+        if (st == DT_OK) dt_codec_decode(a->pay.codec, a->pay.send, np, g);
+        dt_comm_time_end(comm, t0);
     } else if (!a->compressed) {
         st = dt_allreduce_mean(comm, g, np);
     } else {
@@ -121,19 +181,22 @@ static dt_status allreduce_after_backward(dt_scheme *s, dt_step_ctx *c) {
 static dt_status allreduce_save(dt_scheme *s, dt_step_ctx *c, dt_records *out) {
     allreduce_impl *a = s->impl;
     (void)c;
-    return a->compressed ? dt_grad_payload_save(&a->pay, "residual", out) : DT_OK;
+    if (a->psgd) return dt_powersgd_save(a->psgd, out);
+    return a->compressed || a->half ? dt_grad_payload_save(&a->pay, "residual", out) : DT_OK;
 }
 
 static dt_status allreduce_load(dt_scheme *s, dt_step_ctx *c, const dt_tfile *f, const char *path) {
     allreduce_impl *a = s->impl;
     (void)c;
-    return a->compressed ? dt_grad_payload_load(&a->pay, "residual", f, path) : DT_OK;
+    if (a->psgd) return dt_powersgd_load(a->psgd, f, path);
+    return a->compressed || a->half ? dt_grad_payload_load(&a->pay, "residual", f, path) : DT_OK;
 }
 
 static void allreduce_destroy(dt_scheme *s) {
     allreduce_impl *a = s->impl;
     if (!a) return;
-    if (a->compressed) dt_grad_payload_free(&a->pay);
+    if (a->compressed || a->half) dt_grad_payload_free(&a->pay);
+    dt_powersgd_free(a->psgd);
     free(a->recv);
     free(a->req);
     free(a);
@@ -156,5 +219,5 @@ static dt_status allreduce_create(dt_scheme *s) {
 const dt_scheme_def dt_scheme_allreduce = {
     .name = "allreduce", .summary = "average the gradients every step (MPI_Allreduce, in buckets during backward)",
     DT_SCHEME_FLAGS(allreduce_flags, allreduce_opts),
-    .compress = DT_COMPRESS_YES, .create = allreduce_create,
+    .compress = DT_COMPRESS_AND_POWERSGD, .create = allreduce_create,
 };

@@ -6,7 +6,16 @@
  *
  * --compress C (not none): the models are averaged through rank 0 with parameter payloads
  * against copies in both directions (paramavg.h), w_r riding in the uplink message; a round
- * is then a gather and a broadcast (N-1 messages at rank 0, 1 elsewhere). */
+ * is then a gather and a broadcast (N-1 messages at rank 0, 1 elsewhere).
+ *
+ * An outer optimizer (DiLoCo, Douillard et al. 2023): --outer-lr, --outer-momentum,
+ * --outer-nesterov. Every rank keeps the model of the last round (the master, identical on
+ * every rank); the round's average is not taken as the new model but gives the pseudo-
+ * gradient d = master - average, and the master takes an SGD step on d with momentum
+ * (Nesterov's with --outer-nesterov): v = mu v + d, master -= lr (nesterov ? d + mu v : v).
+ * Every rank starts the next round from the master. Outer lr 1 without momentum is the plain
+ * average, and is taken as it (bit for bit: no master is kept). Batch-norm statistics are
+ * averaged as before. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,12 +32,18 @@ typedef struct {
     double saved[3];   /* checkpoints: since, round_loss, round_batches (records keep pointers) */
     float *buf;        /* [w*x | w*state | w] */
     dt_param_avg *avg; /* --compress */
+    /* the outer optimizer (DiLoCo); master NULL: the plain average */
+    double outer_lr, outer_momentum;
+    int outer_nesterov;
+    float *master, *velocity; /* np floats each */
 } fedavg_impl;
 
 typedef struct {
     long local_steps;
     int local_epochs, local_epochs_given;
     dt_param_weighting aggregate;
+    double outer_lr, outer_momentum;
+    int outer_nesterov;
 } fedavg_opts;
 
 static const dt_flag fedavg_flags[] = {
@@ -38,7 +53,26 @@ static const dt_flag fedavg_flags[] = {
      .min = 1, .max = 1e6, .help = "epochs between averagings"},
     {"aggregate", DT_AT_CHOICE(fedavg_opts, aggregate, dt_param_weighting_words), .def = "average",
      .help = "average | samples | loss (weights of the ranks' models)"},
+    {"outer-lr", DT_AT_FLOAT(fedavg_opts, outer_lr), .def = "1", .min = 0, .max = 1e6, .min_open = 1,
+     .help = "the outer optimizer's learning rate on the round's pseudo-gradient (DiLoCo: 0.7; 1 with no momentum: the plain average)"},
+    {"outer-momentum", DT_AT_FLOAT(fedavg_opts, outer_momentum), .def = "0", .min = 0, .max = 0.999999,
+     .help = "the outer optimizer's momentum, [0, 1) (DiLoCo: 0.9)"},
+    {"outer-nesterov", DT_AT_SWITCH(fedavg_opts, outer_nesterov), .def = "0",
+     .help = "Nesterov momentum for the outer optimizer (DiLoCo's)"},
 };
+
+/* The outer optimizer's step (DiLoCo): x holds the round's average; the master steps on the
+ * pseudo-gradient master - x, and x becomes the master. */
+static void outer_step(fedavg_impl *f, float *x, size_t np) {
+    const float lr = (float)f->outer_lr, mu = (float)f->outer_momentum;
+    for (size_t i = 0; i < np; i++) {
+        const float d = f->master[i] - x[i];
+        f->velocity[i] = mu * f->velocity[i] + d;
+        const float step = f->outer_nesterov ? d + mu * f->velocity[i] : f->velocity[i];
+        f->master[i] -= lr * step;
+        x[i] = f->master[i];
+    }
+}
 
 /* One allreduce of [w*x | w*state | w]: the weighted mean without an extra message for w. */
 static dt_status allreduce_average(dt_step_ctx *c, fedavg_impl *f, float w) {
@@ -59,6 +93,7 @@ static dt_status fedavg_average(dt_step_ctx *c, fedavg_impl *f) {
     const float w = dt_param_weight(f->agg, c->run.shard_n, f->round_loss, f->round_batches);
     dt_status st = f->avg ? dt_param_avg_run(f->avg, c->comm, dt_model_params(c->model), dt_model_state(c->model), w)
                           : allreduce_average(c, f, w);
+    if (st == DT_OK && f->master) outer_step(f, dt_model_params(c->model), dt_model_num_params(c->model));
     f->round_loss = 0;
     f->round_batches = 0;
     f->since = 0;
@@ -69,10 +104,17 @@ static dt_status fedavg_start(dt_scheme *s, dt_step_ctx *c) {
     fedavg_impl *f = s->impl;
     const fedavg_opts *o = s->opts;
     f->every = o->local_steps > 0 ? o->local_steps : (long)o->local_epochs * c->run.steps_per_epoch;
+    const size_t np = dt_model_num_params(c->model);
+    if (!(f->outer_lr == 1 && f->outer_momentum == 0)) { /* the starting model, the same on every rank */
+        if (dt_malloc(f->master, np, "the outer optimizer's master of %zu parameters", np) != DT_OK ||
+            dt_calloc(f->velocity, np, "the outer optimizer's momentum of %zu parameters", np) != DT_OK)
+            return DT_ERR_NOMEM;
+        memcpy(f->master, dt_model_params(c->model), np * sizeof(float));
+    }
     if (s->codec.kind != DT_CODEC_NONE)
         return dt_param_avg_create(&s->codec, c->comm, dt_model_params(c->model), dt_model_num_params(c->model),
                                    dt_model_num_state(c->model), &f->avg);
-    const size_t n = dt_model_num_params(c->model) + dt_model_num_state(c->model) + 1;
+    const size_t n = np + dt_model_num_state(c->model) + 1;
     if (dt_malloc(f->buf, n, "fedavg's average of %zu values", n) != DT_OK) return DT_ERR_NOMEM;
     return DT_OK;
 }
@@ -106,6 +148,9 @@ static dt_status fedavg_save(dt_scheme *s, dt_step_ctx *c, dt_records *out) {
     f->saved[1] = f->round_loss;
     f->saved[2] = (double)f->round_batches;
     dt_status st = dt_records_add_raw(out, "round", f->saved, sizeof f->saved);
+    const size_t np = dt_model_num_params(c->model);
+    if (st == DT_OK && f->master) st = dt_records_add(out, "outer_master", f->master, np);
+    if (st == DT_OK && f->master) st = dt_records_add(out, "outer_momentum", f->velocity, np);
     if (st == DT_OK && f->avg) st = dt_param_avg_save(f->avg, c->comm, out);
     return st;
 }
@@ -123,6 +168,9 @@ static dt_status fedavg_load(dt_scheme *s, dt_step_ctx *c, const dt_tfile *tf, c
     f->since = (long)round[0];
     f->round_loss = round[1];
     f->round_batches = (long)round[2];
+    const size_t np = dt_model_num_params(c->model);
+    if (f->master && (st = dt_tfile_take(tf, path, "outer_master", f->master, np * sizeof(float))) != DT_OK) return st;
+    if (f->master && (st = dt_tfile_take(tf, path, "outer_momentum", f->velocity, np * sizeof(float))) != DT_OK) return st;
     return f->avg ? dt_param_avg_load(f->avg, c->comm, tf, path) : DT_OK;
 }
 
@@ -130,6 +178,8 @@ static void fedavg_destroy(dt_scheme *s) {
     fedavg_impl *f = s->impl;
     if (!f) return;
     free(f->buf);
+    free(f->master);
+    free(f->velocity);
     dt_param_avg_free(f->avg);
     free(f);
 }
@@ -150,6 +200,9 @@ static dt_status fedavg_create(dt_scheme *s) {
     fedavg_impl *f = calloc(1, sizeof *f);
     if (!f) return dt_nomem("the fedavg scheme");
     f->agg = o->aggregate;
+    f->outer_lr = o->outer_lr;
+    f->outer_momentum = o->outer_momentum;
+    f->outer_nesterov = o->outer_nesterov;
     s->impl = f;
     s->ops = &fedavg_ops;
     s->decentralized = 1;

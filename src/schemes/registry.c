@@ -182,6 +182,15 @@ dt_status dt_scheme_check(const dt_scheme_config *a, dt_scheme_choice *out) {
                                       schemes[i]->compress == DT_COMPRESS_WITH_SYNC ? " with --sync" : "");
         return dt_fail(DT_ERR_ARG, "--compress %s: not supported by --algo %s (supported: %s)", a->compress, name, takes);
     }
+    if (spec.kind == DT_CODEC_POWERSGD && sc->compress != DT_COMPRESS_AND_POWERSGD) {
+        char takes[160] = "";
+        size_t o = 0;
+        for (int i = 0; i < nschemes && o < sizeof takes; i++)
+            if (schemes[i]->compress == DT_COMPRESS_AND_POWERSGD)
+                o += (size_t)snprintf(takes + o, sizeof takes - o, "%s%s", o ? ", " : "", schemes[i]->name);
+        return dt_fail(DT_ERR_ARG, "--compress %s: low-rank factors are summed by --algo %s only, not --algo %s", a->compress,
+                       takes, name);
+    }
     /* the values, then what create checks across them: a scheme's create touches no MPI, so a
      * trial create says what is wrong before any rank starts */
     void *opts;
