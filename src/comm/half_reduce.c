@@ -22,9 +22,11 @@ static void add_bf16(void *in, void *inout, int *len, MPI_Datatype *type) {
     for (int i = 0; i < *len; i++) b[i] = dt_f32_to_bf16(dt_bf16_to_f32(a[i]) + dt_bf16_to_f32(b[i]));
 }
 
-/* the sum of kind (made once per process; SMPI gives each simulated rank its own statics) */
-static dt_status half_sum(dt_codec_kind kind, MPI_Op *op) {
+/* the sum of kind for n values in one MPI call (made once per process; SMPI gives each
+ * simulated rank its own statics) */
+static dt_status half_sum(size_t n, dt_codec_kind kind, MPI_Op *op) {
     static MPI_Op ops[2] = {MPI_OP_NULL, MPI_OP_NULL};
+    if (n > (size_t)INT_MAX) return dt_fail(DT_ERR_ARG, "a 16-bit allreduce of %zu values is too large for one MPI call", n);
     assert(kind == DT_CODEC_FP16 || kind == DT_CODEC_BF16);
     const int k = kind == DT_CODEC_BF16;
     if (ops[k] == MPI_OP_NULL) {
@@ -43,9 +45,8 @@ static void count_half(dt_comm *c, size_t n) {
 }
 
 dt_status dt_allreduce_half(dt_comm *c, uint16_t *buf, size_t n, dt_codec_kind kind) {
-    if (n > (size_t)INT_MAX) return dt_fail(DT_ERR_ARG, "a 16-bit allreduce of %zu values is too large for one MPI call", n);
     MPI_Op op = MPI_OP_NULL;
-    dt_status st = half_sum(kind, &op);
+    dt_status st = half_sum(n, kind, &op);
     if (st != DT_OK) return st;
     double t0 = dt_comm_time_begin(c), tt = dt_trace_t0();
     const int err = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_UINT16_T, op, c->comm);
@@ -61,9 +62,8 @@ dt_status dt_iallreduce_half(dt_comm *c, uint16_t *buf, size_t n, dt_codec_kind 
     *req = MPI_REQUEST_NULL; /* SMPI 3.32's MPI_Iallreduce loses an in-place buffer (sim_coll.h) */
     return dt_allreduce_half(c, buf, n, kind);
 #else
-    if (n > (size_t)INT_MAX) return dt_fail(DT_ERR_ARG, "a 16-bit allreduce of %zu values is too large for one MPI call", n);
     MPI_Op op = MPI_OP_NULL;
-    dt_status st = half_sum(kind, &op);
+    dt_status st = half_sum(n, kind, &op);
     if (st != DT_OK) return st;
     double t0 = dt_comm_time_begin(c), tt = dt_trace_t0();
     const int err = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_UINT16_T, op, c->comm, req);

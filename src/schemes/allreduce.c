@@ -71,7 +71,8 @@ static dt_status allreduce_start(dt_scheme *s, dt_step_ctx *c) {
     const size_t np = dt_model_num_params(c->model);
     a->kind = s->codec.kind;
     a->half = a->kind == DT_CODEC_FP16 || a->kind == DT_CODEC_BF16;
-    if (s->codec.kind == DT_CODEC_NONE || a->half || a->kind == DT_CODEC_POWERSGD) { /* none: exactly the plain allreduce */
+    /* none: exactly the plain allreduce; fp16, bf16 and powersgd: its buckets, other sums */
+    if (a->kind == DT_CODEC_NONE || a->half || a->kind == DT_CODEC_POWERSGD) {
         const double kb = ((const allreduce_opts *)s->opts)->bucket_kb;
         a->bucket = (size_t)(kb * 1024 / sizeof(float));
         if (kb > 0 && a->bucket == 0) a->bucket = 1;

@@ -30,6 +30,9 @@ struct dt_powersgd {
     size_t np;
 };
 
+/* the floats of tensor t in pbuf: its P, or its values */
+static size_t slot_len(const psgd_tensor *t, size_t R) { return t->low ? t->n * R : t->numel; }
+
 /* Q's start: uniform values in [-1, 1) from a fixed seed (the same on every rank; PyTorch's
  * hook draws normal ones from a generator seeded alike on every rank): any Q of full rank
  * starts the power iteration */
@@ -55,7 +58,7 @@ dt_status dt_powersgd_create(const dt_model *m, int rank, dt_powersgd **out) {
         t->m = t->n ? v->numel / t->n : 0;
         t->low = v->ndim >= 2 && R * (t->n + t->m) < t->n * t->m;
         t->slot = p->npbuf;
-        p->npbuf += t->low ? t->n * R : t->numel;
+        p->npbuf += slot_len(t, R);
         if (t->low) {
             t->q = p->nqbuf;
             p->nqbuf += t->m * R;
@@ -136,7 +139,7 @@ dt_status dt_powersgd_start(dt_powersgd *p, dt_comm *c, float *g, size_t from, s
             memcpy(p->pbuf + t->slot, M, t->numel * sizeof *M);
         }
         if (t->slot < lo) lo = t->slot;
-        if (t->slot + (t->low ? t->n * R : t->numel) > hi) hi = t->slot + (t->low ? t->n * R : t->numel);
+        if (t->slot + slot_len(t, R) > hi) hi = t->slot + slot_len(t, R);
     }
     dt_comm_time_end(c, t0);
     if (hi <= lo) { *req = MPI_REQUEST_NULL; return DT_OK; }
