@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # --compress (docs/algorithms.md "Compression") on 2 ranks: none changes nothing bit for
 # bit; every codec trains allreduce and cuts the bytes by its factor, the ranks' models staying
-# identical (fp16 and bf16 on 4 ranks too, summed in 16 bits: half the bytes at any N);
+# identical (fp16 and bf16 on 4 ranks too, summed in 16 bits: half the bytes at any N; int8
+# and top-k by a reduce-scatter that re-encodes, or allgathered: --encoded-sum);
+# DiLoCo's pseudo-gradient compressed;
 # PowerSGD's low-rank factors (allreduce only); ps and fedavg (parameter payloads against copies) train and cut their bytes;
 # fedavg K=1 == ps weight under compression too; local, asynchronous eventgrad and bad values: one line,
 # exit 2. Uses `dtrain run` (mpiexec).
@@ -51,6 +53,49 @@ for c in fp16 bf16; do
         identical "4 ranks: allreduce --compress $c: rank $r's model is rank 0's" "$T/ck4_$c.e1.rank0" "$T/ck4_$c.e1.rank$r"
     done
 done
+
+# int8 and top-k on 4 ranks (comm/encoded_sum.h): --encoded-sum reduce-scatter sends about
+# 2(N-1)/N of a payload per rank, the allgather N-1 of them, so at 4 ranks half the allgather's
+# bytes (int8: about 1/4 of the fp32 allreduce's, which sends 2(N-1)/N of 4n bytes); the ranks'
+# models stay identical; auto is the reduce-scatter from 3 ranks on and the allgather on 2
+for e in allgather reduce-scatter auto; do
+    run -n 4 --algo allreduce "${S[@]}" --compress int8 --encoded-sum $e --log "$T/ar4_int8_$e.jsonl" --checkpoint "$T/ck4_int8_$e" --out "$T/ar4_int8_$e.w"
+    for r in 1 2 3; do
+        identical "4 ranks: allreduce --compress int8 --encoded-sum $e: rank $r's model is rank 0's" "$T/ck4_int8_$e.e1.rank0" "$T/ck4_int8_$e.e1.rank$r"
+    done
+    balanced "4 ranks: allreduce --compress int8 --encoded-sum $e" "$T/ar4_int8_$e.jsonl"
+done
+b0=$(bytes "$T/ar4_none.jsonl")
+within "4 ranks: int8 allgathered: bytes / fp32 allreduce's" "$(ratio "$(bytes "$T/ar4_int8_allgather.jsonl")" "$b0")" 0.5 0.52
+within "4 ranks: int8 by reduce-scatter: bytes / fp32 allreduce's" "$(ratio "$(bytes "$T/ar4_int8_reduce-scatter.jsonl")" "$b0")" 0.25 0.26
+identical "4 ranks: --encoded-sum auto == reduce-scatter" "$T/ar4_int8_auto.w" "$T/ar4_int8_reduce-scatter.w"
+differ "4 ranks: ... and the reduce-scatter (a second encoding) is not the allgather" "$T/ar4_int8_auto.w" "$T/ar4_int8_allgather.w" 0
+run -n 2 --algo allreduce "${S[@]}" --compress int8 --out "$T/ar2_int8_auto.w"
+run -n 2 --algo allreduce "${S[@]}" --compress int8 --encoded-sum allgather --out "$T/ar2_int8_ag.w"
+identical "2 ranks: --encoded-sum auto == allgather" "$T/ar2_int8_auto.w" "$T/ar2_int8_ag.w"
+run -n 4 --algo allreduce "${C[@]}" --compress int8 --log "$T/ar4_int8_learn.jsonl" --no-save
+within "4 ranks: allreduce --compress int8 by reduce-scatter: test accuracy" "$(acc "$T/ar4_int8_learn.jsonl")" 0.85 1
+run -n 4 --algo allreduce "${S[@]}" --compress topk:0.1 --log "$T/ar4_topk.jsonl" --checkpoint "$T/ck4_topk" --no-save
+identical "4 ranks: allreduce --compress topk:0.1 by reduce-scatter: rank 3's model is rank 0's" "$T/ck4_topk.e1.rank0" "$T/ck4_topk.e1.rank3"
+within "4 ranks: topk:0.1 by reduce-scatter: bytes / fp32 allreduce's" "$(ratio "$(bytes "$T/ar4_topk.jsonl")" "$b0")" 0.199 0.201
+
+# DiLoCo with --compress (fedavg with an outer optimizer): the pseudo-gradient is summed
+# encoded, fp16 by MPI in 16 bits and int8 by the reduce-scatter, with no rank in the middle:
+# half and about a quarter of the uncompressed DiLoCo's bytes (the fp32 values of the round's
+# weights and batch-norm state beside them), the ranks' models identical, and it learns
+D=(--algo fedavg --local-steps 5 --outer-lr 0.7 --outer-momentum 0.9 --outer-nesterov)
+run -n 4 "${D[@]}" "${S[@]}" --log "$T/dl4_none.jsonl" --no-save
+for spec in fp16:0.5:0.51 int8:0.25:0.27; do
+    c=${spec%%:*} lo=${spec#*:}; hi=${lo#*:}; lo=${lo%:*}
+    run -n 4 "${D[@]}" "${S[@]}" --compress $c --log "$T/dl4_$c.jsonl" --checkpoint "$T/ck_dl4_$c" --no-save
+    within "4 ranks: DiLoCo --compress $c: bytes / uncompressed DiLoCo's" "$(ratio "$(bytes "$T/dl4_$c.jsonl")" "$(bytes "$T/dl4_none.jsonl")")" "$lo" "$hi"
+    for r in 1 2 3; do
+        identical "4 ranks: DiLoCo --compress $c: rank $r's model is rank 0's" "$T/ck_dl4_$c.e1.rank0" "$T/ck_dl4_$c.e1.rank$r"
+    done
+    balanced "4 ranks: DiLoCo --compress $c" "$T/dl4_$c.jsonl"
+done
+run -n 2 "${D[@]}" "${C[@]}" --compress int8 --log "$T/dl2_int8.jsonl" --no-save
+within "DiLoCo --compress int8: test accuracy" "$(acc "$T/dl2_int8.jsonl")" 0.85 1
 
 # PowerSGD (schemes/powersgd.h): a rank at least every matrix's smaller side compresses no
 # tensor, so it is the plain allreduce, bit for bit on 2 ranks; rank 2 is not, and learns cnn1

@@ -2,7 +2,7 @@
 # Distributed runs resume bit for bit: for every deterministic scheme, 1 epoch with
 # --checkpoint and then --resume to 2 epochs ends with the same weights and the same message
 # counts as 2 epochs straight. The schemes' own state (error-feedback residuals, compressed
-# copies, fedavg's round and outer optimizer, eventgrad's thresholds and neighbour values) travels in the
+# copies, fedavg's round and outer optimizer and its pseudo-gradient's error feedback, eventgrad's thresholds and neighbour values) travels in the
 # ranks' parts of the checkpoint set. A set is committed by rank 0's manifest once every part
 # is saved: a save that never committed leaves the previous set in use, and a set mixed from
 # two epochs is refused in one line, never a hang. Also: a checkpoint refuses another --algo,
@@ -41,6 +41,8 @@ resume_case fedavg-k7-loss    2 --algo fedavg --local-steps 7 --aggregate loss
 resume_case fedavg-k7-fp16    3 --algo fedavg --local-steps 7 --compress fp16
 resume_case fedavg-diloco     2 --algo fedavg --local-steps 7 --outer-lr 0.7 --outer-momentum 0.9 --outer-nesterov
 resume_case allreduce-fp16    3 --algo allreduce --compress fp16
+resume_case allreduce-int8-rs  3 --algo allreduce --compress int8 --encoded-sum reduce-scatter
+resume_case fedavg-diloco-int8 3 --algo fedavg --local-steps 7 --outer-lr 0.7 --outer-momentum 0.9 --outer-nesterov --compress int8
 resume_case allreduce-powersgd 2 --algo allreduce --compress powersgd:2 --powersgd-start 5
 resume_case dpsgd             3 --algo dpsgd
 resume_case eventgrad-sync    3 --algo eventgrad --sync --threshold adaptive --warmup-steps 5

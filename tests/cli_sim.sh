@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # dtrain sim (docs/simulation.md): every scheme runs one short epoch on 8 simulated hosts; a
-# lock-step scheme trains the same model in simulation as under MPICH; modelled compute gives
+# lock-step scheme trains the same model in simulation as under MPICH (compressed sums too); modelled compute gives
 # the same log twice; a 2-host allreduce at 100 Mbit/s spends per step what the link's
 # arithmetic gives; a straggler and the WAN cost what they should; bad flags are one line.
 . "$(dirname "$0")/lib.sh"
@@ -40,6 +40,18 @@ for algo in allreduce dpsgd fedavg; do
     "$DTRAIN" run -n 4 --algo "$algo" "${S[@]}" --out "$T/real-$algo.w" >/dev/null 2>&1
     "$DTRAIN" sim -n 4 --algo "$algo" "${S[@]}" --out "$T/sim-$algo.w" >/dev/null 2>&1
     same "$algo: simulated model == MPICH's (tol 1e-5)" "$T/real-$algo.w" "$T/sim-$algo.w" 1e-5
+done
+# compressed sums: int8 by the reduce-scatter (comm/encoded_sum.h) and DiLoCo's int8
+# pseudo-gradient are the same bytes in the same order: the same model; fp16 summed in 16 bits
+# (the simulation's schedule of MPICH's, sim_coll.h) rounds its additions in another order
+for c in "allreduce --compress int8" "fedavg --local-steps 5 --outer-lr 0.7 --outer-momentum 0.9 --compress int8" \
+    "allreduce --compress fp16"; do
+    tag=${c// /_}
+    "$DTRAIN" run -n 4 --algo $c "${S[@]}" --out "$T/real-$tag.w" >/dev/null 2>&1
+    "$DTRAIN" sim -n 4 --algo $c "${S[@]}" --out "$T/sim-$tag.w" >/dev/null 2>&1
+    tol=1e-5
+    [ "${c%fp16}" != "$c" ] && tol=1e-3
+    same "$c: simulated model == MPICH's (tol $tol)" "$T/real-$tag.w" "$T/sim-$tag.w" $tol
 done
 "$DTRAIN" sim -n 4 --algo allreduce "${B[@]}" --seed 4 --out "$T/sim-seed4.w" >/dev/null 2>&1
 differ "another seed gives another model" "$T/sim-allreduce.w" "$T/sim-seed4.w" 1e-3

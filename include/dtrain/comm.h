@@ -137,6 +137,16 @@ dt_status dt_bcast_setup(dt_comm *c, float *buf, size_t n, int root, const char 
 dt_status dt_allgather_bytes(dt_comm *c, const void *send, void *recv, size_t bytes);
 dt_status dt_gather_bytes(dt_comm *c, const void *send, void *recv, size_t bytes);
 dt_status dt_bcast_bytes(dt_comm *c, void *buf, size_t bytes, int root);
+/* Blocks of different sizes (bytes; the displacements are filled in by the call, from the counts).
+ * alltoallv: rank r sends send_counts[j] bytes to each j and gets recv_counts[i] from each i,
+ *   counted as N-1 messages each way and the bytes of the other ranks' blocks;
+ * allgatherv: every rank gets every rank's block (counts[i] bytes) in rank order (send NULL:
+ *   this rank's block is in recv already, at its place), counted as a
+ *   ring allgather: N-1 messages, every block but the next rank's sent, every block but this
+ *   rank's received. */
+dt_status dt_alltoallv_bytes(dt_comm *c, const void *send, const int *send_counts, int *send_displ, void *recv,
+                             const int *recv_counts, int *recv_displ);
+dt_status dt_allgatherv_bytes(dt_comm *c, const void *send, void *recv, const int *counts, int *displ);
 
 /* An MPI error code as a dt_status with a message naming the call (DT_OK for MPI_SUCCESS). */
 dt_status dt_mpi_check(int err, const char *what);

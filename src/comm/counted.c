@@ -244,3 +244,52 @@ dt_status dt_bcast_bytes(dt_comm *c, void *buf, size_t bytes, int root) {
     dt_trace_event(DT_TRACE_COMM, "bcast", tt, (int64_t)bytes, root, -1);
     return DT_OK;
 }
+
+/* sum of counts[0..n), checked against MPI's int displacements */
+static dt_status displacements(const int *counts, int n, int *displ, const char *what) {
+    size_t at = 0;
+    for (int i = 0; i < n; i++) {
+        displ[i] = (int)at;
+        at += (size_t)counts[i];
+        if (at > (size_t)INT_MAX) return fits_int(at, what);
+    }
+    return DT_OK;
+}
+
+dt_status dt_alltoallv_bytes(dt_comm *c, const void *send, const int *send_counts, int *send_displ, void *recv,
+                             const int *recv_counts, int *recv_displ) {
+    dt_status st = displacements(send_counts, c->size, send_displ, "MPI_Alltoallv");
+    if (st == DT_OK) st = displacements(recv_counts, c->size, recv_displ, "MPI_Alltoallv");
+    if (st != DT_OK) return st;
+    double t0 = dt_comm_time_begin(c), tt = dt_trace_t0();
+    int err = MPI_Alltoallv(send, send_counts, send_displ, MPI_BYTE, recv, recv_counts, recv_displ, MPI_BYTE, c->comm);
+    dt_comm_time_end(c, t0);
+    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Alltoallv");
+    uint64_t sent = 0, received = 0;
+    for (int r = 0; r < c->size; r++)
+        if (r != c->rank) sent += (uint64_t)send_counts[r], received += (uint64_t)recv_counts[r];
+    if (c->size > 1) {
+        dt_count_send(c, (uint64_t)(c->size - 1), sent);
+        dt_count_recv(c, (uint64_t)(c->size - 1), received);
+    }
+    dt_trace_event(DT_TRACE_COMM, "alltoallv", tt, (int64_t)sent, -1, -1);
+    return DT_OK;
+}
+
+dt_status dt_allgatherv_bytes(dt_comm *c, const void *send, void *recv, const int *counts, int *displ) {
+    dt_status st = displacements(counts, c->size, displ, "MPI_Allgatherv");
+    if (st != DT_OK) return st;
+    double t0 = dt_comm_time_begin(c), tt = dt_trace_t0();
+    int err = MPI_Allgatherv(send ? send : MPI_IN_PLACE, counts[c->rank], MPI_BYTE, recv, counts, displ, MPI_BYTE, c->comm);
+    dt_comm_time_end(c, t0);
+    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Allgatherv");
+    if (c->size > 1) { /* a ring: every block but the successor's goes out, every block but ours comes in */
+        uint64_t total = 0;
+        for (int r = 0; r < c->size; r++) total += (uint64_t)counts[r];
+        const uint64_t m = (uint64_t)(c->size - 1);
+        dt_count_send(c, m, total - (uint64_t)counts[(c->rank + 1) % c->size]);
+        dt_count_recv(c, m, total - (uint64_t)counts[c->rank]);
+    }
+    dt_trace_event(DT_TRACE_COMM, "allgatherv", tt, (int64_t)counts[c->rank], -1, -1);
+    return DT_OK;
+}

@@ -19,8 +19,9 @@
  * DT_CODEC_BF16), in place: counted and timed as dt_allreduce_sum is, at 2 bytes a value. */
 dt_status dt_allreduce_half(dt_comm *c, uint16_t *buf, size_t n, dt_codec_kind kind);
 /* ... started (MPI_Iallreduce): counted when started, buf untouched until the request
- * completes (dt_wait_all, dt_test_all). In the simulation build the sum is taken at once and
- * *req is MPI_REQUEST_NULL. */
+ * completes (dt_wait_all, dt_test_all). In the simulation build *req is MPI_REQUEST_NULL and
+ * the sum is MPICH's schedule in messages, moved along by those calls (comm/sim_coll.h), as
+ * dt_iallreduce_sum's is. */
 dt_status dt_iallreduce_half(dt_comm *c, uint16_t *buf, size_t n, dt_codec_kind kind, MPI_Request *req);
 
 #endif

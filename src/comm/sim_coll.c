@@ -14,12 +14,14 @@
 #define MAX_LEVELS 31
 
 typedef struct {
-    float *buf;
-    size_t n;
+    char *buf;
+    size_t n, elem;   /* values, bytes a value */
+    MPI_Datatype type;
+    MPI_User_function *add; /* NULL: floats, added here */
     int level;        /* 0..m-1 halving, m..2m-1 doubling, 2m done */
     size_t lo[MAX_LEVELS], hi[MAX_LEVELS]; /* the range split at each halving level */
     size_t mlo, mhi;  /* the part this rank holds now */
-    float *tmp;       /* the partner's half, to be added */
+    char *tmp;        /* the partner's half, to be added */
     size_t tmpcap;
     MPI_Request req[2];
     int tag;
@@ -44,8 +46,9 @@ static int post(bucket *b) {
         const int low = (r & mask) == 0;
         const size_t klo = low ? lo : mid, khi = low ? mid : hi, slo = low ? mid : lo, shi = low ? hi : mid;
         b->mlo = klo, b->mhi = khi;
-        int err = MPI_Irecv(b->tmp, (int)(khi - klo), MPI_FLOAT, partner, b->tag, q.comm, &b->req[0]);
-        if (err == MPI_SUCCESS) err = MPI_Isend(b->buf + slo, (int)(shi - slo), MPI_FLOAT, partner, b->tag, q.comm, &b->req[1]);
+        int err = MPI_Irecv(b->tmp, (int)(khi - klo), b->type, partner, b->tag, q.comm, &b->req[0]);
+        if (err == MPI_SUCCESS)
+            err = MPI_Isend(b->buf + slo * b->elem, (int)(shi - slo), b->type, partner, b->tag, q.comm, &b->req[1]);
         return err;
     }
     /* doubling, the halving levels in reverse: send what this rank holds, take the other half */
@@ -53,16 +56,22 @@ static int post(bucket *b) {
     const size_t lo = b->lo[i], hi = b->hi[i], mid = lo + (hi - lo) / 2;
     const int low = (r & mask) == 0;
     const size_t olo = low ? mid : lo, ohi = low ? hi : mid;
-    int err = MPI_Irecv(b->buf + olo, (int)(ohi - olo), MPI_FLOAT, partner, b->tag, q.comm, &b->req[0]);
+    int err = MPI_Irecv(b->buf + olo * b->elem, (int)(ohi - olo), b->type, partner, b->tag, q.comm, &b->req[0]);
     if (err == MPI_SUCCESS)
-        err = MPI_Isend(b->buf + b->mlo, (int)(b->mhi - b->mlo), MPI_FLOAT, partner, b->tag, q.comm, &b->req[1]);
+        err = MPI_Isend(b->buf + b->mlo * b->elem, (int)(b->mhi - b->mlo), b->type, partner, b->tag, q.comm, &b->req[1]);
     return err;
 }
 
 /* b's level is done: add the partner's half (halving) or take the parent range (doubling) */
 static void finish_level(bucket *b) {
-    if (b->level < q.m) {
-        for (size_t k = 0; k < b->mhi - b->mlo; k++) b->buf[b->mlo + k] += b->tmp[k];
+    if (b->level < q.m && b->add) {
+        int len = (int)(b->mhi - b->mlo);
+        MPI_Datatype type = b->type;
+        b->add(b->tmp, b->buf + b->mlo * b->elem, &len, &type);
+    } else if (b->level < q.m) {
+        float *x = (float *)(void *)b->buf + b->mlo;
+        const float *t = (const float *)(void *)b->tmp;
+        for (size_t k = 0; k < b->mhi - b->mlo; k++) x[k] += t[k];
     } else {
         const int i = 2 * q.m - 1 - b->level;
         b->mlo = b->lo[i], b->mhi = b->hi[i];
@@ -71,9 +80,14 @@ static void finish_level(bucket *b) {
 }
 
 dt_status dt_sim_iallreduce_start(dt_comm *c, float *buf, size_t n) {
+    return dt_sim_iallreduce_start_op(c, buf, n, MPI_FLOAT, sizeof(float), MPI_SUM, NULL);
+}
+
+dt_status dt_sim_iallreduce_start_op(dt_comm *c, void *buf, size_t n, MPI_Datatype type, size_t elem, MPI_Op op,
+                                     MPI_User_function *add) {
     if (c->size < 2) return DT_OK;
     if (!is_pow2(c->size) || n > (size_t)INT_MAX) /* see above: at once */
-        return dt_mpi_check(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->comm), "MPI_Allreduce");
+        return dt_mpi_check(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, type, op, c->comm), "MPI_Allreduce");
     if (q.comm == MPI_COMM_NULL) { /* its own communicator: the schedule's messages meet no other */
         dt_status st = dt_mpi_check(MPI_Comm_dup(c->comm, &q.comm), "MPI_Comm_dup (simulated iallreduce)");
         if (st != DT_OK) return st;
@@ -88,13 +102,14 @@ dt_status dt_sim_iallreduce_start(dt_comm *c, float *buf, size_t n) {
         q.v = v, q.cap = cap;
     }
     bucket *b = &q.v[q.n];
-    const size_t half = n / 2 + 1;
+    const size_t half = (n / 2 + 1) * elem;
     if (b->tmpcap < half) {
-        float *t = realloc(b->tmp, half * sizeof *t);
+        char *t = realloc(b->tmp, half);
         if (!t) return dt_nomem("a simulated iallreduce of %zu values", n);
         b->tmp = t, b->tmpcap = half;
     }
-    b->buf = buf, b->n = n, b->level = 0, b->mlo = 0, b->mhi = n;
+    b->buf = buf, b->n = n, b->elem = elem, b->type = type, b->add = add;
+    b->level = 0, b->mlo = 0, b->mhi = n;
     b->tag = 1 + q.seq++ % 30000;
     q.n++;
     return dt_mpi_check(post(b), "MPI_Isend/Irecv (simulated iallreduce)");

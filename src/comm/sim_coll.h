@@ -16,6 +16,10 @@
 /* Starts the sum of buf over the ranks of c, in place (every rank the same calls in the same
  * order). */
 dt_status dt_sim_iallreduce_start(dt_comm *c, float *buf, size_t n);
+/* ... of n values of type (elem bytes each) under op, which add (op's function) computes here:
+ * the 16-bit sums of half_reduce.h. */
+dt_status dt_sim_iallreduce_start_op(dt_comm *c, void *buf, size_t n, MPI_Datatype type, size_t elem, MPI_Op op,
+                                     MPI_User_function *add);
 /* Moves the started sums along; wait: until every one is done. */
 dt_status dt_sim_iallreduce_progress(dt_comm *c, int wait);
 

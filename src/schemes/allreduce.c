@@ -10,11 +10,15 @@
  * --compress powersgd:R: low-rank factors of each gradient matrix (powersgd.h), summed by
  * MPI in the same buckets, after --powersgd-start plain steps.
  *
- * --compress int8 | topk:F: an allreduce cannot add these encodings (a chunk's scale, a
- * top-k's indices), so the payloads are allgathered (B bytes from every rank, the same B on
- * every rank) and every rank takes their mean: all ranks get the same mean bit for bit and the
- * models stay identical. Counted as a ring allgather of the encoded bytes, (N-1)B per rank
- * (docs/accounting.md): it grows with N; comm s includes the encoding and decoding.
+ * --compress int8 | topk:F: MPI cannot add these encodings (a chunk's scale, a top-k's
+ * indices). --encoded-sum chooses how they are summed:
+ *   allgather: the payloads are allgathered (B bytes from every rank) and every rank takes
+ *     their mean, counted as a ring allgather, (N-1)B per rank: it grows with N;
+ *   reduce-scatter: comm/encoded_sum.h, each rank sums a part and re-encodes it, about
+ *     2(N-1)/N B per rank at any N, a second encoding's error fed back as the first's;
+ *   auto (the default): the reduce-scatter from 3 ranks on (dt_encoded_sum_faster).
+ * Either way all ranks get the same mean bit for bit and the models stay identical; comm s
+ * includes the encoding and decoding.
  *
  * Buckets (--bucket-kb, uncompressed): as DDP does, the gradients are reduced in buckets
  * while backward goes on. Backward finishes the layers from the last to the first, and the
@@ -28,6 +32,7 @@
 
 #include <assert.h>
 
+#include "comm/encoded_sum.h"
 #include "comm/half_reduce.h"
 #include "schemes/payload.h"
 #include "schemes/powersgd.h"
@@ -35,7 +40,8 @@
 #include "core/alloc.h"
 
 typedef struct {
-    int compressed;       /* int8, topk: allgathered payloads */
+    int compressed;       /* int8, topk: allgathered payloads, or ... */
+    dt_encoded_sum *rs;   /* ... summed by a reduce-scatter that re-encodes */
     int half;             /* fp16, bf16: summed by MPI in 16 bits (the buckets as uncompressed) */
     dt_codec_kind kind;
     dt_powersgd *psgd;    /* powersgd:R (the buckets as uncompressed) */
@@ -49,9 +55,13 @@ typedef struct {
     int nreq, capreq;
 } allreduce_impl;
 
+typedef enum { ENCODED_SUM_AUTO, ENCODED_SUM_ALLGATHER, ENCODED_SUM_REDUCE_SCATTER } encoded_sum_way;
+static const char *const encoded_sum_words[] = {"auto", "allgather", "reduce-scatter", NULL};
+
 typedef struct {
     double bucket_kb;
     long powersgd_start;
+    int encoded_sum; /* encoded_sum_words */
 } allreduce_opts;
 
 static const dt_flag allreduce_flags[] = {
@@ -59,6 +69,8 @@ static const dt_flag allreduce_flags[] = {
      .help = "reduce the gradients in buckets of this many KB while backward goes on (0: one allreduce after it)"},
     {"powersgd-start", DT_AT_INT(allreduce_opts, powersgd_start), .def = "10", .min = 0, .max = 1e12,
      .help = "with --compress powersgd:R, the plain allreduce for the first N steps (PyTorch's start_powerSGD_iter)"},
+    {"encoded-sum", DT_AT_CHOICE(allreduce_opts, encoded_sum, encoded_sum_words), .def = "auto",
+     .help = "how --compress int8 | topk:F payloads are summed: allgather (N-1 payloads a rank), reduce-scatter (re-encoded, ~2 a rank), auto (reduce-scatter from 3 ranks)"},
 };
 
 /* this step sums PowerSGD's factors (its plain steps are over) */
@@ -88,6 +100,9 @@ static dt_status allreduce_start(dt_scheme *s, dt_step_ctx *c) {
         return a->half ? dt_grad_payload_init(&a->pay, &s->codec, np) : DT_OK;
     }
     a->compressed = 1;
+    const int way = ((const allreduce_opts *)s->opts)->encoded_sum;
+    if (way == ENCODED_SUM_REDUCE_SCATTER || (way == ENCODED_SUM_AUTO && dt_encoded_sum_faster(c->comm->size)))
+        return dt_encoded_sum_create(&s->codec, c->comm, np, &a->rs);
     dt_status st = dt_grad_payload_init(&a->pay, &s->codec, np);
     if (st != DT_OK) return st;
     if (!(a->recv = malloc(a->pay.bytes * (size_t)c->comm->size + 1)))
@@ -167,6 +182,10 @@ static dt_status allreduce_after_backward(dt_scheme *s, dt_step_ctx *c) {
         dt_comm_time_end(comm, t0);
     } else if (!a->compressed) {
         st = dt_allreduce_mean(comm, g, np);
+    } else if (a->rs) { /* the sum of the scaled gradients: their mean */
+        const float inv = 1.0f / (float)comm->size;
+        for (size_t i = 0; i < np; i++) g[i] *= inv;
+        st = dt_encoded_sum_run(a->rs, comm, g);
     } else {
         const double t0 = dt_comm_time_begin(comm); /* the codec's time is communication's */
         dt_grad_payload_encode(&a->pay, g);
@@ -183,6 +202,7 @@ static dt_status allreduce_save(dt_scheme *s, dt_step_ctx *c, dt_records *out) {
     allreduce_impl *a = s->impl;
     (void)c;
     if (a->psgd) return dt_powersgd_save(a->psgd, out);
+    if (a->rs) return dt_encoded_sum_save(a->rs, "reduce_scatter", out);
     return a->compressed || a->half ? dt_grad_payload_save(&a->pay, "residual", out) : DT_OK;
 }
 
@@ -190,13 +210,15 @@ static dt_status allreduce_load(dt_scheme *s, dt_step_ctx *c, const dt_tfile *f,
     allreduce_impl *a = s->impl;
     (void)c;
     if (a->psgd) return dt_powersgd_load(a->psgd, f, path);
+    if (a->rs) return dt_encoded_sum_load(a->rs, "reduce_scatter", f, path);
     return a->compressed || a->half ? dt_grad_payload_load(&a->pay, "residual", f, path) : DT_OK;
 }
 
 static void allreduce_destroy(dt_scheme *s) {
     allreduce_impl *a = s->impl;
     if (!a) return;
-    if (a->compressed || a->half) dt_grad_payload_free(&a->pay);
+    if (a->compressed || a->half) dt_grad_payload_free(&a->pay); /* a zeroed one too (a->rs) */
+    dt_encoded_sum_free(a->rs);
     dt_powersgd_free(a->psgd);
     free(a->recv);
     free(a->req);

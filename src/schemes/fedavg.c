@@ -15,10 +15,16 @@
  * (Nesterov's with --outer-nesterov): v = mu v + d, master -= lr (nesterov ? d + mu v : v).
  * Every rank starts the next round from the master. Outer lr 1 without momentum is the plain
  * average, and is taken as it (bit for bit: no master is kept). Batch-norm statistics are
- * averaged as before. */
+ * averaged as before.
+ * With an outer optimizer, --compress C compresses the pseudo-gradient, as INTELLECT-1 and
+ * Streaming DiLoCo do: every rank sends w_r/W (master - x_r), encoded with error feedback,
+ * and the ranks sum them (comm/encoded_sum.h: fp16, bf16 added by MPI in 16 bits; int8, topk
+ * by a reduce-scatter that re-encodes): about 2(N-1)/N of a payload per rank, no rank 0 in
+ * the middle. W = sum w_r and the averaged batch-norm state go first, in fp32 (ns+1 values). */
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/encoded_sum.h"
 #include "schemes/paramavg.h"
 #include "schemes/registry.h"
 #include "core/alloc.h"
@@ -36,6 +42,7 @@ typedef struct {
     double outer_lr, outer_momentum;
     int outer_nesterov;
     float *master, *velocity; /* np floats each */
+    dt_encoded_sum *pseudo;   /* --compress with an outer optimizer: the pseudo-gradient's sum */
 } fedavg_impl;
 
 typedef struct {
@@ -61,12 +68,12 @@ static const dt_flag fedavg_flags[] = {
      .help = "Nesterov momentum for the outer optimizer (DiLoCo's)"},
 };
 
-/* The outer optimizer's step (DiLoCo): x holds the round's average; the master steps on the
- * pseudo-gradient master - x, and x becomes the master. */
+/* The outer optimizer's step (DiLoCo): x holds the round's pseudo-gradient (master - the
+ * average); the master steps on it and x becomes the master. */
 static void outer_step(fedavg_impl *f, float *x, size_t np) {
     const float lr = (float)f->outer_lr, mu = (float)f->outer_momentum;
     for (size_t i = 0; i < np; i++) {
-        const float d = f->master[i] - x[i];
+        const float d = x[i];
         f->velocity[i] = mu * f->velocity[i] + d;
         const float step = f->outer_nesterov ? d + mu * f->velocity[i] : f->velocity[i];
         f->master[i] -= lr * step;
@@ -89,11 +96,33 @@ static dt_status allreduce_average(dt_step_ctx *c, fedavg_impl *f, float w) {
     return DT_OK;
 }
 
+/* --compress with an outer optimizer: [w*state | w] in fp32, then the sum of the encoded
+ * w/W (master - x): the pseudo-gradient itself */
+static dt_status pseudo_gradient_sum(dt_step_ctx *c, fedavg_impl *f, float w) {
+    const size_t np = dt_model_num_params(c->model), ns = dt_model_num_state(c->model);
+    float *x = dt_model_params(c->model), *state = dt_model_state(c->model);
+    for (size_t i = 0; i < ns; i++) f->buf[i] = w * state[i];
+    f->buf[ns] = w;
+    dt_status st = dt_allreduce_sum(c->comm, f->buf, ns + 1);
+    if (st != DT_OK) return st;
+    const float inv = 1.0f / f->buf[ns], share = w * inv;
+    for (size_t i = 0; i < ns; i++) state[i] = f->buf[i] * inv;
+    for (size_t i = 0; i < np; i++) x[i] = share * (f->master[i] - x[i]);
+    return dt_encoded_sum_run(f->pseudo, c->comm, x);
+}
+
 static dt_status fedavg_average(dt_step_ctx *c, fedavg_impl *f) {
     const float w = dt_param_weight(f->agg, c->run.shard_n, f->round_loss, f->round_batches);
-    dt_status st = f->avg ? dt_param_avg_run(f->avg, c->comm, dt_model_params(c->model), dt_model_state(c->model), w)
-                          : allreduce_average(c, f, w);
-    if (st == DT_OK && f->master) outer_step(f, dt_model_params(c->model), dt_model_num_params(c->model));
+    float *x = dt_model_params(c->model);
+    const size_t np = dt_model_num_params(c->model);
+    dt_status st;
+    if (f->pseudo) st = pseudo_gradient_sum(c, f, w);
+    else {
+        st = f->avg ? dt_param_avg_run(f->avg, c->comm, x, dt_model_state(c->model), w) : allreduce_average(c, f, w);
+        if (st == DT_OK && f->master) /* the pseudo-gradient: master - the average */
+            for (size_t i = 0; i < np; i++) x[i] = f->master[i] - x[i];
+    }
+    if (st == DT_OK && f->master) outer_step(f, x, np);
     f->round_loss = 0;
     f->round_batches = 0;
     f->since = 0;
@@ -110,6 +139,11 @@ static dt_status fedavg_start(dt_scheme *s, dt_step_ctx *c) {
             dt_calloc(f->velocity, np, "the outer optimizer's momentum of %zu parameters", np) != DT_OK)
             return DT_ERR_NOMEM;
         memcpy(f->master, dt_model_params(c->model), np * sizeof(float));
+        if (s->codec.kind != DT_CODEC_NONE) {
+            const size_t ns = dt_model_num_state(c->model);
+            if (dt_malloc(f->buf, ns + 1, "fedavg's average of %zu values", ns + 1) != DT_OK) return DT_ERR_NOMEM;
+            return dt_encoded_sum_create(&s->codec, c->comm, np, &f->pseudo);
+        }
     }
     if (s->codec.kind != DT_CODEC_NONE)
         return dt_param_avg_create(&s->codec, c->comm, dt_model_params(c->model), dt_model_num_params(c->model),
@@ -141,7 +175,8 @@ static dt_status fedavg_finish(dt_scheme *s, dt_step_ctx *c) {
 }
 
 /* checkpoints: where the round stands (steps since the last averaging, the loss summed for
- * --aggregate loss) and, with --compress, the copies */
+ * --aggregate loss), the outer optimizer's state and, with --compress, the copies or the
+ * pseudo-gradient's error feedback */
 static dt_status fedavg_save(dt_scheme *s, dt_step_ctx *c, dt_records *out) {
     fedavg_impl *f = s->impl;
     f->saved[0] = (double)f->since;
@@ -152,6 +187,7 @@ static dt_status fedavg_save(dt_scheme *s, dt_step_ctx *c, dt_records *out) {
     if (st == DT_OK && f->master) st = dt_records_add(out, "outer_master", f->master, np);
     if (st == DT_OK && f->master) st = dt_records_add(out, "outer_momentum", f->velocity, np);
     if (st == DT_OK && f->avg) st = dt_param_avg_save(f->avg, c->comm, out);
+    if (st == DT_OK && f->pseudo) st = dt_encoded_sum_save(f->pseudo, "pseudo_gradient", out);
     return st;
 }
 
@@ -171,6 +207,7 @@ static dt_status fedavg_load(dt_scheme *s, dt_step_ctx *c, const dt_tfile *tf, c
     const size_t np = dt_model_num_params(c->model);
     if (f->master && (st = dt_tfile_take(tf, path, "outer_master", f->master, np * sizeof(float))) != DT_OK) return st;
     if (f->master && (st = dt_tfile_take(tf, path, "outer_momentum", f->velocity, np * sizeof(float))) != DT_OK) return st;
+    if (f->pseudo) return dt_encoded_sum_load(f->pseudo, "pseudo_gradient", tf, path);
     return f->avg ? dt_param_avg_load(f->avg, c->comm, tf, path) : DT_OK;
 }
 
@@ -181,6 +218,7 @@ static void fedavg_destroy(dt_scheme *s) {
     free(f->master);
     free(f->velocity);
     dt_param_avg_free(f->avg);
+    dt_encoded_sum_free(f->pseudo);
     free(f);
 }
 
