@@ -18,7 +18,8 @@ struct dt_encoded_sum {
     size_t *from;       /* part j: [from[j], from[j+1]) */
     int *part_bytes;    /* encoded size of part j */
     int *own_bytes;     /* nranks x the encoded size of this rank's part (what comes in) */
-    int *displ_send, *displ_recv;
+    int *displ_send;    /* where part j's encoding starts in send and in sums */
+    int *displ_recv;
     uint8_t *send;      /* this rank's parts, encoded */
     uint8_t *recv;      /* every rank's encoding of this rank's part */
     uint8_t *sums;      /* every part's encoded sum, in rank order */
@@ -87,6 +88,7 @@ dt_status dt_encoded_sum_create(const dt_codec_spec *spec, const dt_comm *c, siz
     const size_t own = st == DT_OK ? (size_t)s->part_bytes[c->rank] : 0;
     const size_t own_len = st == DT_OK ? s->from[c->rank + 1] - s->from[c->rank] : 0;
     for (int i = 0; st == DT_OK && i < N; i++) s->own_bytes[i] = (int)own;
+    for (int j = 0, at = 0; st == DT_OK && j < N; at += s->part_bytes[j++]) s->displ_send[j] = at;
     if (st == DT_OK) st = dt_codec_create(spec, longest, &s->codec);
     if (st == DT_OK &&
         (dt_malloc(s->send, total + 1, "an encoded sum's payload of %zu bytes", total) != DT_OK ||
@@ -115,11 +117,9 @@ dt_status dt_encoded_sum_run(dt_encoded_sum *s, dt_comm *c, float *x) {
         return st;
     }
     /* 1. every part encoded with error feedback; part j to rank j */
-    size_t at = 0;
     for (int j = 0; j < N; j++) {
         const size_t lo = s->from[j], len = s->from[j + 1] - lo;
-        dt_codec_encode_ef(s->codec, x + lo, s->residual + lo, len, s->send + at);
-        at += (size_t)s->part_bytes[j];
+        dt_codec_encode_ef(s->codec, x + lo, s->residual + lo, len, s->send + s->displ_send[j]);
     }
     dt_status st = dt_alltoallv_bytes(c, s->send, s->part_bytes, s->displ_send, s->recv, s->own_bytes, s->displ_recv);
     if (st == DT_OK) {
@@ -127,18 +127,14 @@ dt_status dt_encoded_sum_run(dt_encoded_sum *s, dt_comm *c, float *x) {
         const size_t len = s->from[me + 1] - s->from[me], own = (size_t)s->part_bytes[me];
         memset(s->part_sum, 0, len * sizeof(float));
         for (int i = 0; i < N; i++) dt_codec_decode_add(s->codec, s->recv + (size_t)i * own, len, s->part_sum);
-        size_t mine = 0;
-        for (int j = 0; j < me; j++) mine += (size_t)s->part_bytes[j];
-        dt_codec_encode_ef(s->codec, s->part_sum, s->part_residual, len, s->sums + mine);
+        dt_codec_encode_ef(s->codec, s->part_sum, s->part_residual, len, s->sums + s->displ_send[me]);
         /* 3. every encoded sum to every rank, decoded alike everywhere */
         st = dt_allgatherv_bytes(c, NULL, s->sums, s->part_bytes, s->displ_send);
     }
     if (st == DT_OK) {
-        at = 0;
         for (int j = 0; j < N; j++) {
             const size_t lo = s->from[j];
-            dt_codec_decode(s->codec, s->sums + at, s->from[j + 1] - lo, x + lo);
-            at += (size_t)s->part_bytes[j];
+            dt_codec_decode(s->codec, s->sums + s->displ_send[j], s->from[j + 1] - lo, x + lo);
         }
     }
     dt_comm_time_end(c, t0);

@@ -17,7 +17,7 @@ typedef struct {
     char *buf;
     size_t n, elem;   /* values, bytes a value */
     MPI_Datatype type;
-    MPI_User_function *add; /* NULL: floats, added here */
+    MPI_User_function *add; /* inout[k] = in[k] + inout[k], as the MPI_Op does */
     int level;        /* 0..m-1 halving, m..2m-1 doubling, 2m done */
     size_t lo[MAX_LEVELS], hi[MAX_LEVELS]; /* the range split at each halving level */
     size_t mlo, mhi;  /* the part this rank holds now */
@@ -64,14 +64,10 @@ static int post(bucket *b) {
 
 /* b's level is done: add the partner's half (halving) or take the parent range (doubling) */
 static void finish_level(bucket *b) {
-    if (b->level < q.m && b->add) {
+    if (b->level < q.m) {
         int len = (int)(b->mhi - b->mlo);
         MPI_Datatype type = b->type;
         b->add(b->tmp, b->buf + b->mlo * b->elem, &len, &type);
-    } else if (b->level < q.m) {
-        float *x = (float *)(void *)b->buf + b->mlo;
-        const float *t = (const float *)(void *)b->tmp;
-        for (size_t k = 0; k < b->mhi - b->mlo; k++) x[k] += t[k];
     } else {
         const int i = 2 * q.m - 1 - b->level;
         b->mlo = b->lo[i], b->mhi = b->hi[i];
@@ -79,8 +75,16 @@ static void finish_level(bucket *b) {
     b->level++;
 }
 
+/* MPI_SUM on floats, as the halving levels add */
+static void add_floats(void *in, void *inout, int *len, MPI_Datatype *type) {
+    (void)type;
+    const float *a = in;
+    float *b = inout;
+    for (int k = 0; k < *len; k++) b[k] += a[k];
+}
+
 dt_status dt_sim_iallreduce_start(dt_comm *c, float *buf, size_t n) {
-    return dt_sim_iallreduce_start_op(c, buf, n, MPI_FLOAT, sizeof(float), MPI_SUM, NULL);
+    return dt_sim_iallreduce_start_op(c, buf, n, MPI_FLOAT, sizeof(float), MPI_SUM, add_floats);
 }
 
 dt_status dt_sim_iallreduce_start_op(dt_comm *c, void *buf, size_t n, MPI_Datatype type, size_t elem, MPI_Op op,
