@@ -55,7 +55,8 @@ typedef enum dt_status {
     DT_ERR_NOMEM,   /* allocation failed */
     DT_ERR_MPI,     /* MPI reported an error */
     DT_ERR_STATE,   /* operation not valid in the current state */
-    DT_ERR_DIVERGED /* training diverged: a loss or parameter became non-finite */
+    DT_ERR_DIVERGED, /* training diverged: a loss or parameter became non-finite */
+    DT_ERR_STOPPED  /* stopped on request (SIGTERM, SIGINT) after a step, its checkpoint committed */
 } dt_status;
 
 const char *dt_status_str(dt_status s);

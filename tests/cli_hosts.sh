@@ -37,7 +37,7 @@ hrun() {
     rc=$?
     "$NC" bytes >"$T/$name.b1"
     join "$T/$name.b0" "$T/$name.b1" | awk '{ print $1, $4 - $2 }' >"$T/$name.tx"
-    check "$name ends by itself with status 0" "$rc" "exit status $rc$([ "$rc" -eq 124 ] && echo ' (hung: killed after 120 s)')"
+    check "$name ends by itself with status 0" "$rc" "exit status $rc$([ "$rc" -eq 124 ] && echo " (hung: killed after 120 s)"): $(tail -c 300 "$T/$name.out")"
 }
 
 # (a), (b): the same models as on one host, bit for bit

@@ -7,7 +7,7 @@
 rank_pid() {
     local p pp
     for p in $(pgrep -f "dtrain train.*$T"); do
-        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "PMI_RANK=$1" || continue
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qxE "PMI_RANK=$1|OMPI_COMM_WORLD_RANK=$1" || continue
         pp=$(awk '{print $4}' "/proc/$p/stat" 2>/dev/null) || continue
         [ "$(cat "/proc/$pp/comm" 2>/dev/null)" = dtrain-guard ] && { echo "$p"; return 0; }
     done

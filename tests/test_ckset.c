@@ -47,7 +47,7 @@ int main(void) {
 
     /* written and read back */
     const uint32_t crc[3] = {0x0858299a, 0xd6862265, 0x00000001};
-    CHECK(dt_ckset_write(path, 7, 1234, "--algo allreduce --compress none on 3 ranks", 3, crc) == DT_OK);
+    CHECK(dt_ckset_write(path, 7, 1234, -1, "--algo allreduce --compress none on 3 ranks", 3, crc) == DT_OK);
     char *text = NULL;
     size_t len = 0;
     CHECK(dt_ckset_slurp(path, &text, &len) == DT_OK && text);
@@ -57,7 +57,7 @@ int main(void) {
         dt_ckset s;
         CHECK(dt_ckset_parse(text, len, path, r, &s) == DT_OK);
         char want[600];
-        dt_ckset_part_path(path, 7, r, want, sizeof want);
+        dt_ckset_part_path(path, 7, -1, r, want, sizeof want);
         CHECK_MSG(s.epoch == 7 && s.step == 1234 && s.ranks == 3 && s.crc == crc[r] && !strcmp(s.part, want),
                   "rank %d: epoch %d step %ld ranks %d crc %08x part %s", r, s.epoch, s.step, s.ranks, (unsigned)s.crc, s.part);
         CHECK(!strcmp(s.run, "--algo allreduce --compress none on 3 ranks"));
@@ -96,15 +96,36 @@ int main(void) {
     CHECK(parse_edited(text, "epoch 7", "epoch 8", path) != DT_OK);     /* parts named for epoch 7 */
     free(text);
 
+    /* a set saved within an epoch (a stop asked): parts named by epoch and step, epoch 0 allowed */
+    CHECK(dt_ckset_write(path, 0, 57, 57, "--algo allreduce --compress none on 3 ranks", 3, crc) == DT_OK);
+    CHECK(dt_ckset_slurp(path, &text, &len) == DT_OK && text);
+    if (!text) return test_summary("test_ckset");
+    CHECK(dt_ckset_parse(text, len, path, 2, &s) == DT_OK && s.epoch == 0 && s.step == 57 && s.crc == crc[2]);
+    char want_mid[600];
+    dt_ckset_part_path(path, 0, 57, 2, want_mid, sizeof want_mid);
+    CHECK_MSG(!strcmp(s.part, want_mid) && strstr(s.part, "ck.e0.s57.rank2"), "part %s", s.part);
+    CHECK(parse_edited(text, "step 57", "step 58", path) != DT_OK);      /* parts named for step 57 */
+    CHECK(parse_edited(text, "part 1 ck.e0.s57.rank1", "part 1 ck.e0.s56.rank1", path) != DT_OK);
+    free(text);
+    CHECK(dt_ckset_write(path, 7, 1234, -1, "--algo allreduce --compress none on 3 ranks", 3, crc) == DT_OK);
+
     /* a rank's other sets go; the kept epoch, other ranks, other files and live writers stay */
     const char *made[] = {"ck.e6.rank1", "ck.e7.rank1", "ck.e8.rank1", "ck.e6.rank0", "ck.e6.rank1.tmp.999999999",
-                          "ck.e7.rank1.tmp.999999998", "ck.e6.rank12", "ck.e6.rank1x", "ckx.e6.rank1", "ck.weights"};
+                          "ck.e7.rank1.tmp.999999998", "ck.e6.rank12", "ck.e6.rank1x", "ckx.e6.rank1", "ck.weights",
+                          "ck.e7.s900.rank1", "ck.e6.s700.rank1", "ck.e7.s900.rank0", "ck.e7.sx.rank1"};
     for (size_t i = 0; i < sizeof made / sizeof *made; i++) touch(made[i]);
     char live[64];
     snprintf(live, sizeof live, "ck.e6.rank1.tmp.%ld", (long)getppid()); /* a process that runs */
     touch(live);
-    dt_ckset_remove_others(path, 1, 7);
+    dt_ckset_remove_others(path, 1, 7, -1);
     CHECK(!exists("ck.e6.rank1") && !exists("ck.e8.rank1"));
+    /* sets saved within an epoch: another step's part is another set */
+    CHECK(!exists("ck.e7.s900.rank1") && !exists("ck.e6.s700.rank1"));
+    CHECK(exists("ck.e7.s900.rank0") && exists("ck.e7.sx.rank1"));
+    touch("ck.e7.s900.rank1");
+    dt_ckset_remove_others(path, 1, 7, 900);
+    CHECK(exists("ck.e7.s900.rank1") && !exists("ck.e7.rank1"));
+    touch("ck.e7.rank1");
     CHECK(!exists("ck.e6.rank1.tmp.999999999") && !exists("ck.e7.rank1.tmp.999999998"));
     CHECK(exists("ck.e7.rank1") && exists("ck.e6.rank0") && exists("ck.e6.rank12") && exists("ck.e6.rank1x"));
     CHECK(exists("ckx.e6.rank1") && exists("ck.weights") && exists("ck") && exists(live));

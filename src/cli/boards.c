@@ -250,6 +250,24 @@ int dt_boards_work_done(const dt_boards *bs) {
     return 1;
 }
 
+int dt_boards_signal_ranks(const dt_boards *bs, int sig) {
+    char host[64] = "";
+    gethostname(host, sizeof host - 1);
+    int sent = 0;
+    for (int r = 0; r < bs->n; r++) {
+        const dt_board *b = bs->b[r];
+        if (!b || b->pid <= 0 || atomic_load(&b->ended_ns) != 0 || strncmp(b->host, host, sizeof b->host) != 0) continue;
+        sent += kill((pid_t)b->pid, sig) == 0;
+    }
+    return sent;
+}
+
+int dt_boards_all_exited(const dt_boards *bs, int code) {
+    for (int r = 0; r < bs->n; r++)
+        if (!bs->b[r] || atomic_load(&bs->b[r]->ended_ns) == 0 || atomic_load(&bs->b[r]->exit_code) != code) return 0;
+    return 1;
+}
+
 int dt_boards_all_left(const dt_boards *bs) {
     for (int r = 0; r < bs->n; r++)
         if (!is_dropped(bs, r) && !(bs->b[r] && atomic_load(&bs->b[r]->left_ns) != 0)) return 0;

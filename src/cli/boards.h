@@ -47,6 +47,11 @@ int dt_boards_started(const dt_boards *bs);
 int dt_boards_work_done(const dt_boards *bs);
 /* Every rank the scheme kept has left (its process ended). */
 int dt_boards_all_left(const dt_boards *bs);
+/* Sends sig to the ranks of this host that still run (their own processes, not the launcher):
+ * how many were sent it */
+int dt_boards_signal_ranks(const dt_boards *bs, int sig);
+/* 1 when every rank ended by exiting with this status (as its guard saw it) */
+int dt_boards_all_exited(const dt_boards *bs, int code);
 /* What holds a job whose ranks left (or gave up in MPI_Finalize): a rank whose guard, or the
  * launcher's process above it, is stopped, or whose guard did not end; described in `why`,
  * that process in *pid; or -1. */

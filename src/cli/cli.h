@@ -6,6 +6,9 @@
 
 /* "dtrain: error: " and the last error on stderr; returns exit status 2. */
 int dt_cli_fail(void);
+/* The exit status of a run stopped on request (SIGTERM, SIGINT) whose checkpoint holds it:
+ * a job script requeues on it (examples/slurm/) */
+#define DT_EXIT_STOPPED 5
 
 int dt_cmd_train(int argc, char **argv);
 int dt_cmd_run(int argc, char **argv);

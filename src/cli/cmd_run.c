@@ -57,6 +57,8 @@ int dt_cmd_run(int argc, char **argv) {
     /* dtrain sweep checks every run's flags before it starts any (src/cli/sweep.c): nothing made */
     const int check_only = getenv("DTRAIN_CHECK_ONLY") != NULL;
     if (st == DT_OK && !help) st = dt_resolve_outputs(&f, 0);
+    if (st == DT_OK && !help && dt_resume_auto_asked(&f))
+        st = dt_resume_auto(&f, f.c.checkpoint && access(f.c.checkpoint, F_OK) == 0, !f.c.quiet && !check_only);
     if (st == DT_OK && !help && f.run_dir && !check_only) st = dt_start_run_dir(&f, argv, argc);
     if (st == DT_OK && !help) st = dt_train_check_paths(&f.c, 0);
     if (st != DT_OK) { free(args); return dt_cli_fail(); }

@@ -1,5 +1,6 @@
 /* dtrain train: one process, or every rank under mpiexec (dtrain run). */
 #include <errno.h>
+#include <signal.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +64,36 @@ static void leave_without_finalize(void) {
     _exit(0);
 }
 
+/* MPI sees this process alone, but a launcher started several: srun without its MPI plugin,
+ * or another MPI's launcher (Open MPI's mpirun for a build on MPICH, or the reverse). N runs
+ * would each train alone and write the same files: refused in one line (the first process). */
+static int launched_alone(void) {
+    static const struct { const char *env, *who, *fix; } launchers[] = {
+        {"OMPI_COMM_WORLD_SIZE", "Open MPI's mpirun", "launch it with the mpiexec of the MPI dtrain was built with"},
+        {"PMI_SIZE", "an MPICH (hydra) mpiexec", "launch it with the mpiexec of the MPI dtrain was built with"},
+        {"SLURM_STEP_NUM_TASKS", "srun", "use srun --mpi=pmi2 (MPICH) or --mpi=pmix (Open MPI)"},
+    };
+    for (size_t i = 0; i < sizeof launchers / sizeof *launchers; i++) {
+        const char *n = getenv(launchers[i].env);
+        if (!n || atoi(n) <= 1) continue;
+        const char *rank = getenv("OMPI_COMM_WORLD_RANK") ? getenv("OMPI_COMM_WORLD_RANK")
+                           : getenv("PMI_RANK")           ? getenv("PMI_RANK")
+                                                          : getenv("SLURM_PROCID");
+        if (!rank || !strcmp(rank, "0")) {
+            char lib[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+            int len = 0;
+            MPI_Get_library_version(lib, &len);
+            lib[strcspn(lib, ",\n")] = 0; /* its first words: "MPICH Version: 4.0.2", "Open MPI v4.1.4" */
+            for (char *c = lib; *c; c++)
+                if (*c == '\t') *c = ' ';
+            fprintf(stderr, "dtrain: error: %s started %s processes but MPI (this build's: %s) sees each alone: %s\n",
+                    launchers[i].who, n, lib, launchers[i].fix);
+        }
+        return 1;
+    }
+    return 0;
+}
+
 int dt_cmd_train(int argc, char **argv) {
     dt_guard_rank(argv); /* under dtrain run: a parent that sees how this rank ends */
     /* the command as typed, for the log: under dtrain run the supervisor's (this rank's argv is
@@ -77,6 +108,10 @@ int dt_cmd_train(int argc, char **argv) {
     }
     dt_comm comm;
     if (dt_comm_init(&argc, &argv, &comm) != DT_OK) return dt_cli_fail();
+    if (comm.size == 1 && launched_alone()) {
+        dt_comm_finalize();
+        return 2;
+    }
     char host[64] = "";
     gethostname(host, sizeof host - 1);
     dt_watch_identify(comm.rank, (int)getpid(), host);
@@ -105,6 +140,12 @@ int dt_cmd_train(int argc, char **argv) {
     c->command = typed;
     c->ncommand = typed ? ntyped : 0;
     st = dt_resolve_outputs(&f, comm.rank);
+    /* --resume auto: rank 0 decides for all (the parts may sit on other disks, its manifest not) */
+    if (st == DT_OK && dt_resume_auto_asked(&f)) {
+        int exists = comm.rank == 0 && c->checkpoint && access(c->checkpoint, F_OK) == 0;
+        if (MPI_Bcast(&exists, 1, MPI_INT, 0, comm.comm) != MPI_SUCCESS) exists = 0;
+        st = dt_resume_auto(&f, exists, comm.rank == 0 && !c->quiet && !env);
+    }
     /* under dtrain run the supervisor keeps the run folder (and the console of every rank) */
     if (st == DT_OK && f.run_dir && comm.rank == 0 && !env) st = dt_start_run_dir(&f, argv, argc);
     if (report_agreed(&comm, st)) {
@@ -118,6 +159,17 @@ int dt_cmd_train(int argc, char **argv) {
         !getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMIX_RANK") && !getenv("DTRAIN_NO_SETUP_WARNINGS"))
         fprintf(stderr, "dtrain train: --algo %s on one process (not under mpiexec): use dtrain run -n N\n", c->scheme.name);
     if (f.no_augment) c->augment = 0;
+    /* --checkpoint: SIGTERM (Slurm's preemption and time limit) and SIGINT stop every rank
+     * after one step, with a checkpoint of it (trainer/stop.c); without, they end the run */
+    if (c->checkpoint) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = dt_trainer_request_stop;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = SA_RESTART;
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGINT, &sa, NULL);
+    }
     dt_runtime_init();
     dt_trainer t;
     st = dt_trainer_init(&t, c, &scheme);
@@ -130,8 +182,17 @@ int dt_cmd_train(int argc, char **argv) {
     }
     st = dt_trainer_run(&t);
     double final_acc = t.last.test_acc;
-    int rank = t.comm.rank, size = t.comm.size;
+    int rank = t.comm.rank, size = t.comm.size, stop_signal = t.stop_signal;
     dt_trainer_free(&t);
+    if (st == DT_ERR_STOPPED) {
+        /* agreed by every rank and saved: one line, how to go on, and a status of its own */
+        if (rank == 0)
+            fprintf(stderr, "dtrain: stopped by %s after %s: checkpoint %s committed; resume with the same command and "
+                    "--resume %s (or --resume auto)\n", strsignal(stop_signal), dt_last_error(), c->checkpoint,
+                    c->checkpoint);
+        dt_comm_finalize();
+        return DT_EXIT_STOPPED;
+    }
     if (st == DT_ERR_DIVERGED) {
         /* agreed by every rank: said once, and the run ends with its own status */
         if (rank == 0) fprintf(stderr, "dtrain: error: %s\n", dt_last_error());

@@ -9,11 +9,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli/boards.h"
+#include "cli/cli.h"
 #include "cli/relay.h"
 #include "core/paths.h"
 #include "trainer/ckset.h"
@@ -26,6 +29,7 @@ typedef struct outcome {
     int status;         /* mpiexec's exit status (or 128+signal) */
     int launcher_signal; /* mpiexec itself was killed by this signal, not by us */
     int interrupted;    /* the user's SIGINT / SIGTERM, passed on to the job */
+    time_t interrupted_at; /* ... when */
     int ended_by;       /* ENDED_*: the supervisor ended the job, why */
     int who;            /* ... the rank it concerns */
     char why[600];      /* ... in words */
@@ -42,6 +46,7 @@ static void on_stop(int sig) { stop_signal = sig; }
 #define HELD_GRACE_S 5.0
 #define LOST_TERM_S 4.0
 #define KILL_AFTER_TERM_S 3.0
+#define STOP_SAVE_S 30.0 /* Slurm's KillWait: what a preempted job has */
 
 static void end_job(pid_t child, outcome *o, int why, double *ending_at) {
     if (!o->ended_by) o->ended_by = why;
@@ -106,7 +111,14 @@ static int run_attempt(char **av, dt_boards *bs, FILE *noise, const dt_job *job,
          * it (seen: mpiexec and its ranks went on after SIGTERM), so it is killed as below */
         if (stop_signal) {
             o->interrupted = (int)stop_signal;
-            kill(-child, (int)stop_signal);
+            o->interrupted_at = time(NULL);
+            /* with --checkpoint the ranks stop after a step and save it (trainer/stop.c): the
+             * signal goes to them, not to the launcher (Open MPI's mpirun kills its ranks a
+             * second after a SIGTERM of its own); ranks this host cannot see get it from it */
+            dt_boards_map(bs);
+            const int all_here = job->checkpoint && dt_boards_started(bs) == bs->n &&
+                                 dt_boards_signal_ranks(bs, (int)stop_signal) == bs->n;
+            if (!all_here) kill(-child, (int)stop_signal);
             stop_signal = 0;
             if (!ending_at) ending_at = now;
         }
@@ -150,7 +162,9 @@ static int run_attempt(char **av, dt_boards *bs, FILE *noise, const dt_job *job,
             lost_at = now;
         if (lost_at && !ending_at && now - lost_at > LOST_TERM_S) { kill(-child, SIGTERM); ending_at = now; }
         /* whatever ends the job, SIGTERM first; what does not end, or is stopped, is killed */
-        if (ending_at && !killed && now - ending_at > KILL_AFTER_TERM_S) { kill(-child, SIGKILL); killed = 1; }
+        /* asked to stop with --checkpoint: the ranks finish a step and save it first */
+        const double grace = o->interrupted && job->checkpoint ? STOP_SAVE_S : KILL_AFTER_TERM_S;
+        if (ending_at && !killed && now - ending_at > grace) { kill(-child, SIGKILL); killed = 1; }
     }
     for (int i = 0; i < 2; i++)
         if (s[i].fd >= 0) close(s[i].fd);
@@ -179,7 +193,7 @@ static int checkpoint_point(const char *path, int ranks, int *epoch, long *step)
     dt_tfile f;
     if (dt_tfile_read(path, &f) != DT_OK) return -1;
     const dt_record *prog = dt_tfile_find(&f, "train:progress");
-    int ok = prog && prog->numel == 2 && prog->data[0] >= 1 && prog->data[0] <= 1e6f && prog->data[1] >= 0 &&
+    int ok = prog && prog->numel == 2 && prog->data[0] >= 0 && prog->data[0] <= 1e6f && prog->data[1] >= 0 &&
              prog->data[1] <= 1e15f;
     if (ok) { *epoch = (int)prog->data[0]; *step = (long)prog->data[1]; }
     dt_tfile_free(&f);
@@ -202,6 +216,13 @@ static int remove_tree(const char *dir) {
     return rmdir(dir);
 }
 
+/* The checkpoint (a set's manifest, or one process's file) was committed at or after t: the
+ * ranks saved the step they stopped at, whatever their launcher's exit said. */
+static int saved_since(const char *path, time_t t) {
+    struct stat s;
+    return stat(path, &s) == 0 && s.st_mtime >= t;
+}
+
 /* What the attempt came to, said in one line: the exit status for `dtrain run`, and in *lost
  * whether a restart may help. */
 static int judge(const dt_job *job, const dt_boards *bs, const outcome *o, const char *launcher, const char *noise_path,
@@ -210,8 +231,13 @@ static int judge(const dt_job *job, const dt_boards *bs, const outcome *o, const
     *lost = 0;
     dt_boards_where(bs, at, sizeof at);
     const int started = dt_boards_started(bs);
+    /* the ranks stopped after a step and committed its checkpoint: rank 0 said how to resume */
+    if (o->interrupted && job->checkpoint &&
+        (o->status == DT_EXIT_STOPPED || dt_boards_all_exited(bs, DT_EXIT_STOPPED) || saved_since(job->checkpoint, o->interrupted_at)))
+        return DT_EXIT_STOPPED;
     if (o->interrupted) {
-        fprintf(stderr, "dtrain: error: interrupted (%s) %s: the job was ended\n", strsignal(o->interrupted), at);
+        fprintf(stderr, "dtrain: error: interrupted (%s) %s: the job was ended%s\n", strsignal(o->interrupted), at,
+                job->checkpoint ? " before its ranks saved a checkpoint of their step" : "");
         return 128 + o->interrupted;
     }
     if (o->ended_by == ENDED_CANNOT_LAUNCH || o->ended_by == ENDED_NOT_STARTED) {
@@ -259,8 +285,18 @@ static int judge(const dt_job *job, const dt_boards *bs, const outcome *o, const
     }
     /* a rank that failed on its own said why, but MPI_Abort may have ended the launcher's proxy
      * before it passed the line on (seen once with both cores busy: status 2, nothing said) */
-    if (!o->error_relayed) dt_boards_say_failure(bs, stderr);
-    *lost = dt_boards_explain(bs, noise_path, stderr);
+    const int said = !o->error_relayed && dt_boards_say_failure(bs, stderr);
+    char *explained = NULL;
+    size_t elen = 0;
+    FILE *m = open_memstream(&explained, &elen);
+    *lost = dt_boards_explain(bs, noise_path, m ? m : stderr);
+    if (m) { fclose(m); fputs(explained, stderr); }
+    free(explained);
+    /* nothing said at all: ranks that failed before they could (Open MPI refusing its
+     * transports in MPI_Init); the launcher's messages hold its words */
+    if (!o->error_relayed && !said && m && elen == 0)
+        fprintf(stderr, "dtrain: error: the launcher (%s) ended with status %d, %d of %d ranks started, none said why (its "
+                "messages: %s)\n", launcher, o->status, started, bs->n, noise_path);
     return *lost ? 4 : (o->status == 3 ? 3 : 2);
 }
 

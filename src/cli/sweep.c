@@ -140,6 +140,10 @@ static void say(const char *fmt, ...) {
     va_end(ap);
 }
 
+/* --slurm: every run a Slurm job (sweep_slurm.c), with --sbatch's options */
+static int slurm;
+static const char *sbatch_extra;
+
 static pid_t start(const dt_sweep *s, const dt_sweep_run *r, dt_sweep_slot *sl) {
     const int state = dt_sweep_folder_state(sl->dir);
     if (state == DT_SWEEP_FOLDER_FOREIGN) { /* made since the check: still not ours to remove */
@@ -154,7 +158,13 @@ static pid_t start(const dt_sweep *s, const dt_sweep_run *r, dt_sweep_slot *sl) 
     char path[1400];
     char **av = dt_sweep_command(r, sl->dir, 0);
     if (dt_sweep_write_command(sl->dir, av) != 0) say("sweep: warning: %s: cannot write its command.txt: %s\n", r->name, dt_last_error());
-    snprintf(path, sizeof path, "%s/console.txt", sl->dir);
+    /* under Slurm the job writes console.txt, and sbatch its job id into slurm.txt */
+    snprintf(path, sizeof path, "%s/%s", sl->dir, slurm ? "slurm.txt" : "console.txt");
+    if (slurm) {
+        char **job = dt_sweep_slurm_command(s, r, sl->dir, av, sbatch_extra);
+        dt_sweep_free_command(av);
+        if (!(av = job)) { say("sweep: %s: out of memory for its sbatch command\n", r->name); return -1; }
+    }
     fflush(NULL);
     const pid_t sweep = getpid(), pid = fork();
     if (pid == 0) {
@@ -172,8 +182,9 @@ static pid_t start(const dt_sweep *s, const dt_sweep_run *r, dt_sweep_slot *sl) 
         if (nul >= 0) dup2(nul, 0);
         dup2(fd, 1);
         dup2(fd, 2);
-        execv(dt_sweep_self, av);
-        fprintf(stderr, "dtrain: error: sweep: cannot start %s: %s\n", dt_sweep_self, strerror(errno));
+        if (slurm) execvp(av[0], av);
+        else execv(dt_sweep_self, av);
+        fprintf(stderr, "dtrain: error: sweep: cannot start %s: %s\n", slurm ? av[0] : dt_sweep_self, strerror(errno));
         _exit(127);
     }
     if (pid > 0) setpgid(pid, pid);
@@ -190,6 +201,7 @@ static void fmt_secs(double s, char *out, size_t len) {
 
 typedef struct tally {
     int done, failed, running, pending, finished_here;
+    int cancelled;          /* --slurm: jobs cancelled, preempted or lost: their runs run again */
     double secs_here;
 } tally;
 
@@ -209,6 +221,14 @@ static void ended(const dt_sweep *s, dt_sweep_slot *sl, const dt_sweep_run *r, i
     sl->exit = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     t->running--;
     if (sl->killed) { sl->state = DT_SWEEP_PENDING; return; } /* no status: the next start redoes it */
+    char job[64];
+    if (slurm && sl->exit != 0 && dt_sweep_slurm_cancelled(sl->dir, job, sizeof job)) {
+        sl->state = DT_SWEEP_PENDING;
+        t->cancelled++;
+        say("sweep: %s: its job %s was cancelled (or preempted, or lost with its node): it runs again on the next start\n",
+            r->name, job);
+        return;
+    }
     sl->state = sl->exit == 0 ? DT_SWEEP_DONE : DT_SWEEP_FAILED;
     dt_sweep_last_error(sl);
     dt_sweep_write_status(sl);
@@ -225,7 +245,8 @@ static void ended(const dt_sweep *s, dt_sweep_slot *sl, const dt_sweep_run *r, i
 }
 
 static int run_all(const dt_sweep *s, dt_sweep_slot *sl, tally *t) {
-    long cores = s->parallel ? s->parallel : sysconf(_SC_NPROCESSORS_ONLN);
+    /* under Slurm the cluster places the jobs: every run is queued at once unless parallel says */
+    long cores = s->parallel ? s->parallel : slurm ? s->nruns : sysconf(_SC_NPROCESSORS_ONLN);
     if (cores < 1) cores = 1;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -239,7 +260,7 @@ static int run_all(const dt_sweep *s, dt_sweep_slot *sl, tally *t) {
         for (int i = 0; i < s->nruns && !stop_signal; i++) {
             if (sl[i].state != DT_SWEEP_PENDING) continue;
             const dt_sweep_run *r = &s->runs[i];
-            const long cost = r->sim ? 1 : r->exclusive || r->ranks > cores ? cores : r->ranks;
+            const long cost = slurm ? 1 : r->sim ? 1 : r->exclusive || r->ranks > cores ? cores : r->ranks;
             if (t->running > 0 && used + cost > cores) continue;
             sl[i].t0 = dt_now();
             sl[i].pid = start(s, r, &sl[i]);
@@ -256,7 +277,7 @@ static int run_all(const dt_sweep *s, dt_sweep_slot *sl, tally *t) {
             for (int i = 0; i < s->nruns; i++)
                 if (sl[i].state == DT_SWEEP_RUNNING && sl[i].pid == pid) {
                     const dt_sweep_run *r = &s->runs[i];
-                    used -= r->sim ? 1 : r->exclusive || r->ranks > cores ? cores : r->ranks;
+                    used -= slurm ? 1 : r->sim ? 1 : r->exclusive || r->ranks > cores ? cores : r->ranks;
                     ended(s, &sl[i], r, status, t);
                 }
         if (stop_signal && !stop_at) {
@@ -310,12 +331,18 @@ static int survey(const dt_sweep *s, dt_sweep_slot *sl, int retry, int dry, int 
 }
 
 typedef struct {
-    int dry, retry;
+    int dry, retry, slurm;
+    const char *sbatch;
 } sweep_opts;
 
 static const dt_flag sweep_flags[] = {
     {"dry-run", DT_AT_SWITCH(sweep_opts, dry), .help = "list the runs (name: command) and start nothing"},
     {"retry-failed", DT_AT_SWITCH(sweep_opts, retry), .help = "run again the runs that failed before (else they are kept as failed)"},
+    {"slurm", DT_AT_SWITCH(sweep_opts, slurm),
+     .help = "each run one Slurm job (sbatch --wait, --ntasks the run's ranks; its output the run's console.txt); a "
+             "cancelled job's run runs again on the next start"},
+    {"sbatch", DT_AT_TEXT(sweep_opts, sbatch), .metavar = "OPTIONS",
+     .help = "--slurm: more sbatch options for every job, e.g. \"--partition=gpu --time=1:00:00\""},
 };
 
 int dt_cmd_sweep(int argc, char **argv) {
@@ -340,7 +367,7 @@ int dt_cmd_sweep(int argc, char **argv) {
     free(pv);
     free(flags);
     if (st == DT_OK && help) {
-        dt_flags_help("sweep", "FILE [--dry-run] [--retry-failed]\n\nRuns every run of an experiment file (docs/sweep.md), "
+        dt_flags_help("sweep", "FILE [--dry-run] [--retry-failed] [--slurm [--sbatch OPTIONS]]\n\nRuns every run of an experiment file (docs/sweep.md), "
                       "each in its own folder, as many at once as the cores allow.\n"
                       "The file: [sweep] name, seeds = 1 2 3 (each run once per seed), out, parallel;\n"
                       "[base] flags of every run; [axes] KEY = v1, v2 (every combination); [variant NAME]\n"
@@ -351,6 +378,9 @@ int dt_cmd_sweep(int argc, char **argv) {
         return 0;
     }
     const int dry = o.dry, retry = o.retry;
+    slurm = o.slurm;
+    sbatch_extra = o.sbatch;
+    if (st == DT_OK && o.sbatch && !o.slurm) st = dt_fail(DT_ERR_ARG, "dtrain sweep: --sbatch needs --slurm");
     if (st == DT_OK && (!file || extra)) st = dt_fail(DT_ERR_ARG, "dtrain sweep: expected one experiment file (dtrain sweep FILE)");
     if (st != DT_OK) { fprintf(stderr, "dtrain: error: %s\n", dt_last_error()); return 2; }
     const ssize_t len = readlink("/proc/self/exe", dt_sweep_self, sizeof dt_sweep_self - 1);
@@ -402,7 +432,10 @@ int dt_cmd_sweep(int argc, char **argv) {
             fprintf(stderr, "sweep: failed: %s (exit %d): %s\n", s.runs[i].name, sl[i].exit, sl[i].error[0] ? sl[i].error : "no error line; see its console.txt");
     fprintf(stderr, "sweep: %s: %d/%d done, %d failed, in %s%s\n", s.name, t.done, s.nruns, t.failed, secs,
             t.failed && !retry ? " (dtrain sweep --retry-failed runs the failed ones again)" : "");
-    rc = t.failed ? 1 : 0;
+    if (t.cancelled)
+        fprintf(stderr, "sweep: %d run%s whose job was cancelled run%s again on the next start (dtrain sweep %s --slurm)\n",
+                t.cancelled, t.cancelled > 1 ? "s" : "", t.cancelled > 1 ? "" : "s", file);
+    rc = t.failed || t.cancelled ? 1 : 0;
 out:
     if (lock >= 0) close(lock);
     free(sl);

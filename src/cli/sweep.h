@@ -55,6 +55,12 @@ extern char dt_sweep_self[4096]; /* the program the runs start: this one */
 
 /* The run's argv (NULL-terminated, every string its own); check: as dtrain run's flag check. */
 char **dt_sweep_command(const dt_sweep_run *r, const char *dir, int check);
+/* sweep_slurm.c: the sbatch command (argv, NULL-terminated, freed with dt_sweep_free_command)
+ * that runs `run` as one Slurm job and waits for it; extra: more sbatch options, space-separated */
+char **dt_sweep_slurm_command(const dt_sweep *s, const dt_sweep_run *r, const char *dir, char **run, const char *extra);
+/* 1 when the run's job (its id in dir/slurm.txt, into job) was cancelled, preempted or lost
+ * with its node: not the run's failure, so it is run again */
+int dt_sweep_slurm_cancelled(const char *dir, char *job, size_t len);
 void dt_sweep_free_command(char **av);
 void dt_sweep_quoted(FILE *f, char **av);       /* one shell-quoted line */
 int dt_sweep_mkdir_p(const char *path);         /* 0, or -1 with errno */

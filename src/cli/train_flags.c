@@ -70,8 +70,10 @@ static const dt_flag train_flags[] = {
     {"log", DT_AT_TEXT(F, c.log_path), .help = "JSON-lines log: the configuration, one line per epoch, a summary; an existing "
                                                "log is appended to (a resumed run adds its config line and epochs)"},
     {"checkpoint", DT_AT_TEXT(F, c.checkpoint),
-     .help = "checkpoint after every epoch (several ranks: parts FILE.eE.rankR, committed by the manifest FILE)"},
-    {"resume", DT_AT_TEXT(F, c.resume), .help = "continue from a checkpoint"},
+     .help = "checkpoint after every epoch (several ranks: parts FILE.eE.rankR, committed by the manifest FILE); and on "
+             "SIGTERM or SIGINT every rank stops after one step, saves it and exits with status 5"},
+    {"resume", DT_AT_TEXT(F, c.resume),
+     .help = "continue from a checkpoint; 'auto': from --checkpoint's when it exists, else from the start (a requeued job)"},
     {"trace", DT_AT_TEXT(F, c.trace), .metavar = "FILE",
      .help = "a timeline of every rank (Chrome trace-event JSON, for ui.perfetto.dev or chrome://tracing), of the steps "
              "--trace-steps A:B [10:60]"},
@@ -236,6 +238,21 @@ dt_status dt_resolve_outputs(dt_train_flags *f, int rank) {
     }
     c->weights_out = f->no_save ? NULL : f->out;
     return st;
+}
+
+int dt_resume_auto_asked(const dt_train_flags *f) { return f->c.resume && !strcmp(f->c.resume, "auto"); }
+
+dt_status dt_resume_auto(dt_train_flags *f, int exists, int say) {
+    dt_train_config *c = &f->c;
+    if (!dt_resume_auto_asked(f)) return DT_OK;
+    if (!c->checkpoint) return dt_fail(DT_ERR_ARG, "--resume auto: needs --checkpoint FILE (the checkpoint it resumes from)");
+    c->resume = exists ? c->checkpoint : NULL;
+    if (say) {
+        if (exists) printf("dtrain: --resume auto: continuing from checkpoint %s\n", c->checkpoint);
+        else printf("dtrain: --resume auto: no checkpoint %s yet: starting from the first step\n", c->checkpoint);
+        fflush(stdout);
+    }
+    return DT_OK;
 }
 
 /* The run folder itself, by the process that keeps it (train's rank 0, or run's supervisor):

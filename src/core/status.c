@@ -18,6 +18,7 @@ const char *dt_status_str(dt_status s) {
     case DT_ERR_MPI: return "MPI error";
     case DT_ERR_STATE: return "invalid state";
     case DT_ERR_DIVERGED: return "diverged";
+    case DT_ERR_STOPPED: return "stopped on request";
     }
     return "unknown status";
 }

@@ -197,6 +197,8 @@ void dt_model_init(dt_model *m, uint64_t seed) {
 
 void dt_model_set_seed(dt_model *m, uint64_t seed) { dt_rng_seed(&m->rng, seed); }
 
+dt_rng *dt_model_rng(dt_model *m) { return &m->rng; }
+
 dt_status dt_model_reserve(dt_model *m, int max_batch) {
     assert(max_batch >= 1);
     if (max_batch <= m->max_batch) return DT_OK;

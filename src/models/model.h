@@ -34,6 +34,8 @@ char *dt_model_spec_of(const char *model);
 dt_status dt_weights_read(const char *path, struct dt_tfile *out);
 /* dt_model_load from a file already read (a checkpoint read once for model and the rest);
  * path is for messages */
+/* The dropout stream where it stands (a checkpoint saved within an epoch keeps it). */
+dt_rng *dt_model_rng(dt_model *m);
 dt_status dt_model_load_records(dt_model *m, const struct dt_tfile *f, const char *path);
 
 #endif

@@ -1,6 +1,7 @@
 /* Checkpoints: after every epoch each rank saves its model, momentum, progress, counters and
- * its scheme's own state; --resume restores them, so a resumed run repeats the uninterrupted
- * one. One process writes one file; several ranks write a set, committed by rank 0's
+ * its scheme's own state (and, when a stop was asked within an epoch, where in it the run
+ * stands: "train:position"); --resume restores them, so a resumed run repeats the
+ * uninterrupted one. One process writes one file; several ranks write a set, committed by rank 0's
  * manifest once every part is durable (ckset.h), so all ranks always resume from one epoch. */
 #include <math.h>
 #include <stdlib.h>
@@ -31,7 +32,7 @@ static dt_status signature_check(const dt_trainer *t, const char *path, const ch
 /* Collective (several ranks): every part is durable before rank 0's manifest names it, and a
  * rank's older parts go only once the new set is committed. A rank whose part failed returns
  * its error (the job stops); the others keep the previous set as it was. */
-static dt_status commit_set(dt_trainer *t, dt_status st, int epoch, uint32_t crc) {
+static dt_status commit_set(dt_trainer *t, dt_status st, int epoch, long mid, uint32_t crc) {
     const int rank = t->comm.rank, size = t->comm.size;
     uint32_t mine[2] = {st == DT_OK, crc}, *all = NULL;
     if (rank == 0 && dt_malloc(all, 2 * (size_t)size, "the ranks' checkpoint parts") != DT_OK) return DT_ERR_NOMEM;
@@ -46,20 +47,22 @@ static dt_status commit_set(dt_trainer *t, dt_status st, int epoch, uint32_t crc
         }
         char sig[64];
         run_signature(t, sig);
-        if (whole) st = dt_ckset_write(t->cfg->checkpoint, epoch, t->ctx.step, sig, size, all);
+        if (whole) st = dt_ckset_write(t->cfg->checkpoint, epoch, t->ctx.step, mid, sig, size, all);
         committed = whole && st == DT_OK;
     }
     free(all);
     err = MPI_Bcast(&committed, 1, MPI_INT, 0, t->comm.comm);
     if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Bcast (the checkpoint set's commit)");
-    if (committed) dt_ckset_remove_others(t->cfg->checkpoint, rank, epoch);
+    if (committed) dt_ckset_remove_others(t->cfg->checkpoint, rank, epoch, mid);
     return st;
 }
 
-dt_status dt_trainer_save_checkpoint(dt_trainer *t) {
-    const int epoch = t->ctx.epoch + 1;
+dt_status dt_trainer_save_checkpoint(dt_trainer *t, const dt_resume_point *at) {
+    /* the epochs done; within an epoch, the set is named by its step too */
+    const int epoch = at ? t->ctx.epoch : t->ctx.epoch + 1;
+    const long mid = at ? t->ctx.step : -1;
     char path[1100], sig[64];
-    if (t->comm.size > 1) dt_ckset_part_path(t->cfg->checkpoint, epoch, t->comm.rank, path, sizeof path);
+    if (t->comm.size > 1) dt_ckset_part_path(t->cfg->checkpoint, epoch, mid, t->comm.rank, path, sizeof path);
     else snprintf(path, sizeof path, "%s", t->cfg->checkpoint);
     run_signature(t, sig);
     dt_model *m = t->model;
@@ -74,6 +77,7 @@ dt_status dt_trainer_save_checkpoint(dt_trainer *t) {
     for (int i = 0; i < nm && st == DT_OK; i++) st = dt_records_put(&l, &mr[i]);
     if (st == DT_OK && t->opt.buf) st = dt_records_add(&l, "optim:momentum", t->opt.buf, t->opt.n);
     if (st == DT_OK) st = dt_records_add(&l, "train:progress", progress, 2);
+    if (st == DT_OK && at) st = dt_records_add_raw(&l, "train:position", at, sizeof *at);
     if (st == DT_OK) st = dt_records_add_raw(&l, "train:run", sig, sizeof sig);
     if (st == DT_OK) st = dt_weights_meta_put(&l, t->cfg->model, t->cfg->data, t->scheme->def->name);
     if (st == DT_OK) st = dt_records_add_raw(&l, "train:counters", &t->comm.c, sizeof t->comm.c);
@@ -85,7 +89,7 @@ dt_status dt_trainer_save_checkpoint(dt_trainer *t) {
     if (st == DT_OK) st = dt_tfile_write_crc(path, l.r, l.n, &crc);
     dt_records_free(&l);
     free(mr);
-    return t->comm.size > 1 ? commit_set(t, st, epoch, crc) : st;
+    return t->comm.size > 1 ? commit_set(t, st, epoch, mid, crc) : st;
 }
 
 /* Collective (several ranks): rank 0 reads the manifest and every rank gets its text, so the
@@ -193,8 +197,17 @@ dt_status dt_trainer_load_checkpoint(dt_trainer *t, dt_status st) {
     /* numbers read from a file are checked before they are used (a NaN cast to int is
      * undefined), even under a valid checksum */
     const float epoch = prog->data[0], step = prog->data[1];
-    if (!(epoch >= 1 && epoch <= 1e6f && epoch == floorf(epoch)) || !(step >= 0 && step <= 1e15f && step == floorf(step)))
-        return dt_fail(DT_ERR_FORMAT, "%s: train:progress holds epoch %g and step %g, expected a whole epoch >= 1 and "
+    /* a set saved within an epoch: where in it (an epoch's end: none) */
+    memset(&t->at, 0, sizeof t->at);
+    if (dt_tfile_find(f, "train:position") && (st = dt_tfile_take(f, path, "train:position", &t->at, sizeof t->at)) != DT_OK)
+        return st;
+    if (t->at.mid_epoch && !(t->at.epoch_step >= 1 && t->at.epoch_step < t->ctx.run.steps_per_epoch && t->at.seen >= 0 &&
+                             t->at.correct >= 0 && t->at.correct <= t->at.seen && isfinite(t->at.loss_sum)))
+        return dt_fail(DT_ERR_FORMAT, "%s: train:position holds step %d of an epoch of %d steps (%lld examples seen): "
+                       "not this run's (another --batch or --split?) or a corrupt checkpoint", path, (int)t->at.epoch_step,
+                       t->ctx.run.steps_per_epoch, (long long)t->at.seen);
+    if (!(epoch >= (t->at.mid_epoch ? 0 : 1) && epoch <= 1e6f && epoch == floorf(epoch)) || !(step >= 0 && step <= 1e15f && step == floorf(step)))
+        return dt_fail(DT_ERR_FORMAT, "%s: train:progress holds epoch %g and step %g, expected a whole epoch >= 1 (0 within the first) and "
                        "step >= 0 (a corrupt or forged checkpoint)", path, (double)epoch, (double)step);
     if (several && ((int)epoch != set.epoch || (long)step != set.step))
         return dt_fail(DT_ERR_FORMAT, "--resume %s: part %s is from epoch %d (step %ld), the set from epoch %d (step %ld): "

@@ -14,8 +14,9 @@
 #include "core/tensorfile.h"
 #include "core/alloc.h"
 
-void dt_ckset_part_path(const char *path, int epoch, int rank, char *out, size_t len) {
-    snprintf(out, len, "%s.e%d.rank%d", path, epoch, rank);
+void dt_ckset_part_path(const char *path, int epoch, long mid, int rank, char *out, size_t len) {
+    if (mid < 0) snprintf(out, len, "%s.e%d.rank%d", path, epoch, rank);
+    else snprintf(out, len, "%s.e%d.s%ld.rank%d", path, epoch, mid, rank);
 }
 
 int dt_ckset_is_manifest(const char *text, size_t len) {
@@ -87,7 +88,7 @@ dt_status dt_ckset_parse(const char *text, size_t len, const char *origin, int r
                           "after every rank's part of a set is saved", origin, what)
     if (!dt_ckset_is_manifest(text, len)) return BAD("no 'dtrain checkpoint set 1' first line");
     p += strlen(DT_CKSET_MAGIC);
-    if (!next_line(&p, end, line, sizeof line) || !key_number(line, "epoch", 1, 1000000, &epoch)) return BAD("line 2: epoch");
+    if (!next_line(&p, end, line, sizeof line) || !key_number(line, "epoch", 0, 1000000, &epoch)) return BAD("line 2: epoch");
     if (!next_line(&p, end, line, sizeof line) || !key_number(line, "step", 0, (long)1e15, &step)) return BAD("line 3: step");
     if (!next_line(&p, end, line, sizeof line) || !key_number(line, "ranks", 2, 1000000, &ranks)) return BAD("line 4: ranks");
     if (!next_line(&p, end, line, sizeof line) || strncmp(line, "run ", 4) != 0 || strlen(line + 4) >= sizeof out->run)
@@ -97,7 +98,7 @@ dt_status dt_ckset_parse(const char *text, size_t len, const char *origin, int r
     out->step = step;
     out->ranks = (int)ranks;
     for (long r = 0; r < ranks; r++) {
-        char name[1100], tail[64], extra;
+        char name[1100], tail[64], tail_mid[80], extra;
         long idx;
         unsigned crc;
         if (!next_line(&p, end, line, sizeof line) || sscanf(line, "part %ld %1099s %8x%c", &idx, name, &crc, &extra) != 3 ||
@@ -106,10 +107,13 @@ dt_status dt_ckset_parse(const char *text, size_t len, const char *origin, int r
             snprintf(what, sizeof what, "the line of part %ld", r);
             return BAD(what);
         }
-        /* a plain file name in the manifest's folder, and a part of this set's own epoch */
+        /* a plain file name in the manifest's folder, and a part of this set's own epoch (a set
+         * saved within an epoch: and its own step) */
         snprintf(tail, sizeof tail, ".e%ld.rank%ld", epoch, r);
-        const size_t nl = strlen(name), tl = strlen(tail);
-        if (strchr(name, '/') || nl <= tl || strcmp(name + nl - tl, tail) != 0)
+        snprintf(tail_mid, sizeof tail_mid, ".e%ld.s%ld.rank%ld", epoch, step, r);
+        const size_t nl = strlen(name), tl = strlen(tail), ml = strlen(tail_mid);
+        const int ours = (nl > tl && !strcmp(name + nl - tl, tail)) || (nl > ml && !strcmp(name + nl - ml, tail_mid));
+        if (strchr(name, '/') || !ours)
             return dt_fail(DT_ERR_FORMAT, "%s: part %ld is '%s', expected a file name ending in '%s' (the set's epoch %ld): "
                            "a set mixed from two epochs", origin, r, name, tail, epoch);
         if (r == rank) {
@@ -123,7 +127,7 @@ dt_status dt_ckset_parse(const char *text, size_t len, const char *origin, int r
     return DT_OK;
 }
 
-typedef struct { int epoch, ranks; long step; const char *path, *run; const uint32_t *crc; } manifest_ctx;
+typedef struct { int epoch, ranks; long step, mid; const char *path, *run; const uint32_t *crc; } manifest_ctx;
 
 static dt_status fill_manifest(void *vctx, void *file) {
     const manifest_ctx *c = vctx;
@@ -132,21 +136,21 @@ static dt_status fill_manifest(void *vctx, void *file) {
     fprintf(f, "%sepoch %d\nstep %ld\nranks %d\nrun %s\n", DT_CKSET_MAGIC, c->epoch, c->step, c->ranks, c->run);
     for (int r = 0; r < c->ranks; r++) {
         char name[1100];
-        dt_ckset_part_path(base, c->epoch, r, name, sizeof name);
+        dt_ckset_part_path(base, c->epoch, c->mid, r, name, sizeof name);
         fprintf(f, "part %d %s %08" PRIx32 "\n", r, name, c->crc[r]);
     }
     fputs("end\n", f);
     return ferror(f) ? dt_fail(DT_ERR_IO, "%s: write failed: %s", c->path, strerror(errno)) : DT_OK;
 }
 
-dt_status dt_ckset_write(const char *path, int epoch, long step, const char *run, int ranks, const uint32_t *crc) {
-    manifest_ctx c = {epoch, ranks, step, path, run, crc};
+dt_status dt_ckset_write(const char *path, int epoch, long step, long mid, const char *run, int ranks, const uint32_t *crc) {
+    manifest_ctx c = {epoch, ranks, step, mid, path, run, crc};
     return dt_write_atomic(path, fill_manifest, &c);
 }
 
-/* rank's parts of epochs other than keep (none when parts is 0), and their temporaries whose
- * writer is gone */
-static void sweep(const char *path, int rank, int keep, int parts) {
+/* rank's parts of sets other than keep's (epoch, mid; none when parts is 0), and their
+ * temporaries whose writer is gone */
+static void sweep(const char *path, int rank, int keep, long keep_mid, int parts) {
     char dir[1100];
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     dt_path_folder(path, dir, sizeof dir);
@@ -154,17 +158,24 @@ static void sweep(const char *path, int rank, int keep, int parts) {
     DIR *d = opendir(dir);
     if (!d) return;
     for (struct dirent *e; (e = readdir(d));) {
-        /* BASE.eE.rankR, or BASE.eE.rankR.tmp.PID */
+        /* BASE.eE[.sS].rankR, or the same with .tmp.PID */
         const char *n = e->d_name;
         if (strncmp(n, base, blen) != 0 || strncmp(n + blen, ".e", 2) != 0) continue;
         char *q;
         const long epoch = strtol(n + blen + 2, &q, 10);
+        long mid = -1;
+        if (q != n + blen + 2 && !strncmp(q, ".s", 2)) {
+            char *qs;
+            mid = strtol(q + 2, &qs, 10);
+            if (qs == q + 2) continue;
+            q = qs;
+        }
         if (q == n + blen + 2 || strncmp(q, ".rank", 5) != 0) continue;
         char *r;
         const long who = strtol(q + 5, &r, 10);
         if (r == q + 5 || who != rank) continue;
         if (*r == 0) {
-            if (!parts || epoch == keep) continue;
+            if (!parts || (epoch == keep && mid == keep_mid)) continue;
         } else if (strncmp(r, ".tmp.", 5) != 0 || !dt_tmp_writer_gone(r + 5)) {
             continue;
         }
@@ -175,6 +186,6 @@ static void sweep(const char *path, int rank, int keep, int parts) {
     closedir(d);
 }
 
-void dt_ckset_remove_others(const char *path, int rank, int keep) { sweep(path, rank, keep, 1); }
+void dt_ckset_remove_others(const char *path, int rank, int keep, long keep_mid) { sweep(path, rank, keep, keep_mid, 1); }
 
-void dt_ckset_remove_stale_tmp(const char *path, int rank) { sweep(path, rank, 0, 0); }
+void dt_ckset_remove_stale_tmp(const char *path, int rank) { sweep(path, rank, 0, -1, 0); }

@@ -1,4 +1,6 @@
-/* A checkpoint of several ranks is a set: every rank writes its part (PATH.eE.rankR), and once
+/* A checkpoint of several ranks is a set: every rank writes its part (PATH.eE.rankR; a set
+ * saved within an epoch, when a stop was asked: PATH.eE.sS.rankR, E the epochs done and S
+ * the step), and once
  * every part is durable rank 0 writes the manifest PATH, naming the epoch, the step, the run
  * and each part's checksum. The rename of the manifest commits the set; until then the
  * previous set (and its manifest) stays whole, so a rank killed half-way through a save can
@@ -35,8 +37,8 @@ typedef struct dt_ckset {
     uint32_t crc;      /* and its checksum */
 } dt_ckset;
 
-/* PATH.eE.rankR into out. */
-void dt_ckset_part_path(const char *path, int epoch, int rank, char *out, size_t len);
+/* PATH.eE.rankR into out; mid >= 0 (a set saved within an epoch, at step mid): PATH.eE.sMID.rankR */
+void dt_ckset_part_path(const char *path, int epoch, long mid, int rank, char *out, size_t len);
 
 /* 1 when text starts as a manifest does (a checkpoint of several ranks), else 0. */
 int dt_ckset_is_manifest(const char *text, size_t len);
@@ -49,12 +51,13 @@ dt_status dt_ckset_slurp(const char *path, char **text, size_t *len);
  * 0..ranks-1 in order, each named PATH.eE.rankR for the manifest's own epoch. */
 dt_status dt_ckset_parse(const char *text, size_t len, const char *origin, int rank, dt_ckset *out);
 
-/* Writes the manifest at path atomically (commits the set): parts PATH.eE.rankR with crc[r]. */
-dt_status dt_ckset_write(const char *path, int epoch, long step, const char *run, int ranks, const uint32_t *crc);
+/* Writes the manifest at path atomically (commits the set): parts named as
+ * dt_ckset_part_path(path, epoch, mid, r) with crc[r]. */
+dt_status dt_ckset_write(const char *path, int epoch, long step, long mid, const char *run, int ranks, const uint32_t *crc);
 
-/* Removes rank's parts of every other epoch than `keep` (older sets, and the parts of a save
- * that never committed), and their temporary files whose writer is gone. */
-void dt_ckset_remove_others(const char *path, int rank, int keep);
+/* Removes rank's parts of every other set than (keep, keep_mid) (older sets, and the parts of
+ * a save that never committed), and their temporary files whose writer is gone. */
+void dt_ckset_remove_others(const char *path, int rank, int keep, long keep_mid);
 
 /* Removes only the temporaries of rank's parts whose writer is gone (at a run's start). */
 void dt_ckset_remove_stale_tmp(const char *path, int rank);

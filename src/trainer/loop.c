@@ -13,6 +13,7 @@
 #include "comm/trace.h"
 #include "comm/watch.h"
 #include "core/sim.h"
+#include "models/model.h"
 #include "trainer/trainer.h"
 #include "core/alloc.h"
 
@@ -136,6 +137,7 @@ static dt_status train_epochs(dt_trainer *t) {
         return DT_ERR_NOMEM;
     const int sync_eval = t->servers == 0;
     dt_status st = DT_OK;
+    int stop = 0; /* a stop asked by a signal, agreed after this step by every rank (stop.c) */
     for (c->epoch = t->start_epoch; c->epoch < cfg->epochs; c->epoch++) {
         dt_rng rng;
         /* stripe: one shared order (seeded without the rank) */
@@ -147,7 +149,18 @@ static dt_status train_epochs(dt_trainer *t) {
         double t0 = dt_now(), loss_sum = 0, comm0 = t->comm.c.t_comm, eval0 = t->eval_s;
         long seen = 0, correct = 0, bad_step = -1;
         c->lr = cfg->lr;
-        for (c->epoch_step = 0; c->epoch_step < c->run.steps_per_epoch; c->epoch_step++) {
+        int first = 0;
+        if (t->at.mid_epoch) { /* resumed within this epoch: where the stopped run stood */
+            first = t->at.epoch_step;
+            loss_sum = t->at.loss_sum;
+            seen = (long)t->at.seen;
+            correct = (long)t->at.correct;
+            bad_step = (long)t->at.bad_step;
+            rng = t->at.data_rng;
+            *dt_model_rng(t->model) = t->at.model_rng;
+            t->at.mid_epoch = 0;
+        }
+        for (c->epoch_step = first; c->epoch_step < c->run.steps_per_epoch; c->epoch_step++) {
             if (stop_training(t)) break;
             int cnt;
             const int *bi = batch_indices(t, order, c->epoch_step, &cnt);
@@ -167,6 +180,18 @@ static dt_status train_epochs(dt_trainer *t) {
             }
             c->step++;
             if ((st = dt_progress_step(t)) != DT_OK) goto done;
+            if ((st = dt_stop_agreed(t, &stop)) != DT_OK) goto done;
+            /* asked to stop: the epoch's last step ends it as usual (its checkpoint below) */
+            if (stop && c->epoch_step + 1 < c->run.steps_per_epoch && !stop_training(t)) {
+                dt_resume_point at = {.mid_epoch = 1, .epoch_step = c->epoch_step + 1, .loss_sum = loss_sum,
+                                      .seen = seen, .correct = correct, .bad_step = bad_step, .data_rng = rng,
+                                      .model_rng = *dt_model_rng(t->model)};
+                dt_watch_phase("saving the checkpoint (stop asked)");
+                st = dt_trainer_save_checkpoint(t, &at);
+                if (st == DT_OK) st = dt_fail(DT_ERR_STOPPED, "step %ld (epoch %d, step %d of %d)", c->step, c->epoch + 1,
+                                              c->epoch_step + 1, c->run.steps_per_epoch);
+                goto done;
+            }
         }
         /* evaluations between steps are not training time */
         double secs = dt_now() - t0 - (t->eval_s - eval0);
@@ -184,19 +209,31 @@ static dt_status train_epochs(dt_trainer *t) {
         if (sync_eval && c->eval_due) dt_span_end(span);
         dt_watch_phase("saving the checkpoint");
         span = dt_span_begin("checkpoint");
-        if (cfg->checkpoint && (st = dt_trainer_save_checkpoint(t)) != DT_OK) goto done;
+        if (cfg->checkpoint && (st = dt_trainer_save_checkpoint(t, NULL)) != DT_OK) goto done;
         if (cfg->checkpoint) dt_span_end(span);
+        if (stop && !last && !stop_training(t)) {
+            st = dt_fail(DT_ERR_STOPPED, "step %ld (the end of epoch %d)", c->step, c->epoch + 1);
+            goto done;
+        }
         /* the epoch's own evaluation may have reached --target-acc: this epoch was the last
          * (another would train no step, yet be reported and checkpointed as done) */
         if (last || stop_training(t)) break;
     }
 done:
     free(order);
+    /* what every rank reaches alike completes the agreement; another error aborts the job */
+    if (st == DT_OK || st == DT_ERR_STOPPED || st == DT_ERR_DIVERGED) {
+        const dt_status es = dt_stop_end(t);
+        if (st == DT_OK) st = es;
+    }
     return st;
 }
 
 dt_status dt_trainer_start(dt_trainer *t) {
     dt_status st = HOOK(t, start);
+    /* collective, and every rank reaches it: the stop agreement's communicator */
+    const dt_status ss = dt_stop_begin(t);
+    if (st == DT_OK) st = ss;
     if (st == DT_OK && t->cfg->resume) st = dt_trainer_load_run_state(t);
     dt_tfile_free(&t->resume_file);
     /* a rank that could not restore its state stops them all (the caller reports it once, from
@@ -242,9 +279,9 @@ dt_status dt_trainer_run(dt_trainer *t) {
     st = t->ctx.run.worker < 0 ? serve(t) : train_epochs(t);
     dt_trace_stop(); /* the run's end is not traced: only training steps */
     dt_progress_clear(t); /* before the summary, and before an error's line */
-    /* divergence is found by every rank together: what start made with every rank (one-sided
+    /* divergence and a stop are agreed by every rank together: what start made with every rank (one-sided
      * windows, which MPI_Finalize must not find alive) is freed with every rank */
-    if (st == DT_ERR_DIVERGED && t->scheme->ops->abandon) t->scheme->ops->abandon(t->scheme, &t->ctx);
+    if ((st == DT_ERR_DIVERGED || st == DT_ERR_STOPPED) && t->scheme->ops->abandon) t->scheme->ops->abandon(t->scheme, &t->ctx);
     if (st != DT_OK) return st;
     /* how far apart the ranks' models ended, before any final averaging */
     double spread = 0, spread_after = 0;

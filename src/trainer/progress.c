@@ -29,8 +29,11 @@ void dt_progress_begin(dt_trainer *t) {
     p->first_step = t->ctx.step;
     if (t->comm.rank != 0 || t->ctx.run.worker < 0 || t->cfg->quiet) return;
     const char *env = getenv("DTRAIN_LIVE");
-    if (isatty(STDOUT_FILENO)) p->live = 1;
-    else if (env && !strcmp(env, "1")) p->live = 2;
+    /* under dtrain run (its boards' folder is set) the supervisor knows whether its own output is
+     * a terminal: the rank's may be a pty of the launcher's (Open MPI forwards output through
+     * ptys) when the user's is a file */
+    if (getenv("DTRAIN_BOARD")) p->live = env && !strcmp(env, "1") ? 2 : 0;
+    else if (isatty(STDOUT_FILENO)) p->live = 1;
 }
 
 /* Images seen by all training ranks after `step` steps per rank: every rank's batches are

@@ -5,7 +5,8 @@
  * steps, start and run), diverge.c (non-finite values, models drifting apart), evaluate.c
  * (the agreed model and its test accuracy), report.c (the console, the JSON-lines log and
  * the summary), target.c (--target-acc: reached, agreed, where), progress.c (rank 0's
- * progress within an epoch), checkpoint.c (save and resume). */
+ * progress within an epoch), checkpoint.c (save and resume), stop.c (a stop asked by a signal,
+ * agreed by every rank). */
 #ifndef DT_TRAINER_H
 #define DT_TRAINER_H
 
@@ -39,6 +40,17 @@ typedef struct dt_progress {
     long live_steps;
     long first_step;         /* ctx.step when this run (attempt) started: speed and ETA */
 } dt_progress;
+
+/* Where a checkpoint saved within an epoch stands (record "train:position"): the next step
+ * of the epoch, the epoch's sums so far (its report after the resume is the uninterrupted
+ * run's) and the random streams of the data's augmentation and the model's dropout. */
+typedef struct dt_resume_point {
+    int32_t mid_epoch;       /* 1: the run continues inside epoch start_epoch */
+    int32_t epoch_step;      /* ... at this step of it */
+    double loss_sum;
+    int64_t seen, correct, bad_step;
+    dt_rng data_rng, model_rng;
+} dt_resume_point;
 
 typedef struct dt_trainer {
     const dt_train_config *cfg; /* &own */
@@ -76,9 +88,22 @@ typedef struct dt_trainer {
      * norm then (spreads: how many measured), and whether the run's one warning was given */
     double spread_min, spread_min_norm;
     int spreads, drift_said;
+    /* stop.c: the stop agreement (--checkpoint) */
+    MPI_Comm stop_comm;
+    MPI_Request stop_req;
+    int stop_mine, stop_all;
+    int stop_signal;         /* the signal the ranks agreed to stop on (the largest asked) */
+    /* --resume of a set saved mid-epoch: where in its epoch the run continues (checkpoint.c) */
+    dt_resume_point at;
     int log_fd;              /* --log, open from the first line on (rank 0); -1: not yet */
     int log_in_place;        /* --log is a character device or a FIFO: no truncation, no fsync */
 } dt_trainer;
+
+/* stop.c: a stop asked by a signal and agreed by every rank (the file says how) */
+void dt_trainer_request_stop(int sig); /* async-signal-safe: from a signal handler */
+dt_status dt_stop_begin(dt_trainer *t); /* collective, at the start */
+dt_status dt_stop_agreed(dt_trainer *t, int *stop); /* after every step: 1 on every rank alike */
+dt_status dt_stop_end(dt_trainer *t);  /* collective: what is pending completed */
 
 /* Resolves the data folder for a dataset name (--data-dir, $DTRAIN_DATA/NAME, ./data/NAME). */
 void dt_data_dir(const char *name, const char *override_dir, char *out, size_t len);
@@ -165,7 +190,9 @@ dt_status dt_target_share_server(dt_trainer *t);
 /* the summary's *_to_target figures (null where not reached) */
 void dt_target_summary_json(const dt_trainer *t, dt_json *j);
 /* checkpoint.c */
-dt_status dt_trainer_save_checkpoint(dt_trainer *t);   /* collective with several ranks */
+/* Collective with several ranks. at NULL: at the end of epoch ctx.epoch; else within it,
+ * before its step at->epoch_step, with the epoch's sums and random streams */
+dt_status dt_trainer_save_checkpoint(dt_trainer *t, const dt_resume_point *at);
 /* Before start: model, momentum, progress. Collective with several ranks: every rank calls
  * it, passing what its own set-up said (st), and gets that back if it failed. */
 dt_status dt_trainer_load_checkpoint(dt_trainer *t, dt_status st);

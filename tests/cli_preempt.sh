@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Preemption and time limits lose nothing (SIGTERM is what Slurm sends at both): with
+# --checkpoint, every rank finishes its step, a checkpoint set of that step is committed
+# (mid-epoch), the run exits with status 5 and one line saying how to resume, and the run
+# resumed (--resume auto) ends with the weights and message counts of an uninterrupted run,
+# bit for bit, training no step twice (redone_steps 0, every epoch's report the same).
+# The signal may reach one rank only: the ranks agree on the stop. Also with one process,
+# under dtrain run (the supervisor passes the signal on and waits for the save), for lock-step
+# eventgrad, and on a loaded machine. Without --checkpoint a signal still ends the run.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/fault_helpers.sh"
+require_mnist
+
+# 10,000 examples a rank at batch 16: 625 steps an epoch, a few seconds each
+C=(--model cnn1 --data mnist --train-limit 20000 --test-limit 300 --batch 16 --lr 0.05 --momentum 0.5 --seed 4 --epochs 2
+   --progress 10 --quiet)
+
+# step_logged LOG N: LOG has a step line at step N or later (the run is past its start)
+step_logged() {
+    [ -s "$1" ] && /usr/bin/python3 -c 'import json, sys
+s = [json.loads(l).get("step", 0) for l in open(sys.argv[1]) if l.strip() and "\"type\":\"step\"" in l]
+sys.exit(not s or max(s) < int(sys.argv[2]))' "$1" "$2" 2>/dev/null
+}
+
+# epochs' reports (loss, train accuracy, test accuracy) without their times
+epoch_reports() { log_query "$1" '[(e["epoch"], e["loss"], e["train_acc"], e["test_acc"]) for e in of("epoch")]'; }
+
+# stop_case LABEL HOW ARGS...: HOW is "run" (dtrain run, SIGTERM to it), "rank1" (mpiexec,
+# SIGTERM to rank 1 only) or "one" (one process); ARGS the run's flags
+stop_case() {
+    local label=$1 how=$2; shift 2
+    local d="$T/$label" launch
+    mkdir -p "$d"
+    case "$how" in
+        run) launch=("$DTRAIN" run -n "$N") ;;
+        rank1) launch=(mpiexec -n "$N" "$DTRAIN" train) ;;
+        one) launch=("$DTRAIN" train) ;;
+    esac
+    "${launch[@]}" "$@" "${C[@]}" --out "$d/straight.w" --log "$d/straight.jsonl" >/dev/null 2>&1
+    ( "${launch[@]}" "$@" "${C[@]}" --checkpoint "$d/ck" --resume auto --out "$d/r.w" --log "$d/r.jsonl" \
+        >"$d/1.out" 2>"$d/1.err"; echo $? >"$d/1.rc" ) &
+    local job=$! pid
+    wait_until 120 step_logged "$d/r.jsonl" 100
+    case "$how" in
+        rank1) pid=$(pgrep -f "dtrain train.*$d/ck" | while read -r p; do
+                   tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qxE "PMI_RANK=1|OMPI_COMM_WORLD_RANK=1" && echo "$p"; done | head -1) ;;
+        run) pid=$(pgrep -f "dtrain run.*$d/ck" | head -1) ;;
+        one) pid=$(pgrep -f "dtrain train.*$d/ck" | head -1) ;;
+    esac
+    kill -TERM "${pid:-999999999}"
+    wait_until 120 test -s "$d/1.rc"
+    wait "$job" 2>/dev/null
+    local rc step
+    rc=$(cat "$d/1.rc" 2>/dev/null || echo none)
+    compare "$label: a stopped run exits with status 5" "$rc" == 5 "status $rc; stderr: $(head -c 300 "$d/1.err")"
+    # (mpiexec itself may add lines of its own: Open MPI's mpirun says a rank exited non-zero)
+    local lines
+    if [ "$how" = rank1 ]; then lines=$(grep -c '^dtrain' "$d/1.err"); else lines=$(grep -c . "$d/1.err"); fi
+    compare "$label: ... saying so in one line" "$lines" == 1 "$(head -c 300 "$d/1.err")"
+    check "$label: ... naming the signal, the step and how to resume" \
+        "$(grep -q 'stopped by Terminated after step [0-9]* (epoch 1, step [0-9]* of [0-9]*): checkpoint .* committed; resume with the same command and --resume' "$d/1.err"; echo $?)" \
+        "$(head -c 300 "$d/1.err")"
+    step=$(sed -n 's/.*after step \([0-9]*\) (epoch 1, step \([0-9]*\) of \([0-9]*\)).*/\2 \3/p' "$d/1.err")
+    check "$label: ... mid-epoch, after the step it was sent at" "$(echo "$step" | awk '{ exit !($1 > 100 && $1 < $2) }'; echo $?)" \
+        "step and steps of the epoch: ${step:-none}"
+    [ "$how" = one ] || compare "$label: ... the set's manifest names that step" "$(sed -n 's/^step //p' "$d/ck")" == \
+        "${step%% *}" "$(head -4 "$d/ck" | tr '\n' ' ')"
+    "${launch[@]}" "$@" "${C[@]}" --checkpoint "$d/ck" --resume auto --out "$d/r.w" --log "$d/r.jsonl" >"$d/2.out" 2>"$d/2.err"
+    compare "$label: the job run again resumes and finishes" "$?" == 0 "$(head -c 300 "$d/2.err")"
+    identical "$label: resumed == uninterrupted, bit for bit" "$d/straight.w" "$d/r.w"
+    local a b
+    a=$(summary_field "$d/straight.jsonl" msgs_sent) b=$(summary_field "$d/r.jsonl" msgs_sent)
+    compare "$label: ... the same messages sent" "$a" == "$b" "uninterrupted $a, resumed $b"
+    compare "$label: ... no step trained twice" "$(summary_field "$d/r.jsonl" redone_steps)" == 0 ""
+    a=$(epoch_reports "$d/r.jsonl") b=$(epoch_reports "$d/straight.jsonl")
+    check "$label: ... the stopped epoch's report is the uninterrupted one's" "$([ -n "$a" ] && [ "$a" = "$b" ]; echo $?)" \
+        "resumed $a, uninterrupted $b"
+}
+
+N=1 stop_case one one
+N=2 stop_case allreduce-run run --algo allreduce
+N=2 stop_case allreduce-rank1 rank1 --algo allreduce
+N=3 stop_case eventgrad-sync-rank1 rank1 --algo eventgrad --sync --threshold adaptive --warmup-steps 5
+
+# on a loaded machine: every core busy with other work
+hogs=()
+for _ in $(seq "$(nproc)"); do ( while :; do :; done ) & hogs+=($!); done
+N=2 stop_case allreduce-loaded run --algo allreduce --compress int8
+kill "${hogs[@]}" 2>/dev/null; wait "${hogs[@]}" 2>/dev/null
+
+# the comparison can fail: a stopped run resumed one epoch longer differs from the straight one
+d="$T/allreduce-run"
+"$DTRAIN" run -n 2 --algo allreduce "${C[@]}" --epochs 3 --out "$d/longer.w" >/dev/null 2>&1
+differ "... and a run of another length differs (the comparison can fail)" "$d/straight.w" "$d/longer.w" 0
+
+# --resume auto: nothing to resume from yet is a fresh start, said; without --checkpoint, refused
+mkdir -p "$T/none"
+"$DTRAIN" train --model mlp --data mnist --train-limit 320 --test-limit 100 --epochs 1 --checkpoint "$T/none/ck" \
+    --resume auto --out "$T/auto.w" >"$T/auto.out" 2>"$T/auto.err"
+compare "--resume auto with no checkpoint yet starts from the first step" "$?" == 0 "$(head -c 300 "$T/auto.err")"
+check "... and says so" "$(grep -q 'no checkpoint .*none/ck yet: starting from the first step' "$T/auto.out"; echo $?)" \
+    "$(head -c 300 "$T/auto.out")"
+expect_error "--resume auto without --checkpoint" "needs --checkpoint" -- "$DTRAIN" train --model mlp --data mnist \
+    --epochs 1 --resume auto --no-save
+
+# without --checkpoint, SIGTERM ends the run as before (nothing to save it in)
+( "$DTRAIN" run -n 2 --algo allreduce "${C[@]}" --log "$T/plain.jsonl" --no-save >"$T/plain.out" 2>"$T/plain.err"
+  echo $? >"$T/plain.rc" ) &
+job=$!
+wait_until 120 step_logged "$T/plain.jsonl" 100
+kill -TERM "$(pgrep -f "dtrain run.*$T/plain.jsonl" | head -1)"
+wait_until 60 test -s "$T/plain.rc"
+wait "$job" 2>/dev/null
+compare "without --checkpoint a SIGTERM ends the run (143)" "$(cat "$T/plain.rc")" == 143 "$(head -c 300 "$T/plain.err")"
+check "... and says it was interrupted" "$(grep -q 'interrupted (Terminated)' "$T/plain.err"; echo $?)" "$(head -c 300 "$T/plain.err")"
+finish

@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# On a real Slurm cluster (scripts/slurmcluster: Debian's slurmctld, two slurmd presenting two
+# nodes, munge): the job script the README shows (examples/slurm/train.sbatch) trains 2 ranks
+# on 2 nodes to the weights of `dtrain run -n 2`, bit for bit; srun --mpi=pmi2 does too, and
+# srun without it is refused in one line; a job requeued mid-epoch (scontrol requeue: SIGTERM
+# to every rank, the job back in the queue) and a job whose ranks get SIGTERM (as before its
+# time limit: the script requeues itself on status 5) come back by themselves and end with the
+# weights of an uninterrupted run (allreduce, lock-step eventgrad), no step trained twice, one
+# line per event in the job's output. Skipped (with the reason, exit 0) where a cluster cannot
+# be made: not root, Slurm or munge not installed (scripts/install-deps installs them).
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/fault_helpers.sh"
+DTRAIN=$(cd "$(dirname "$DTRAIN")" && pwd)/$(basename "$DTRAIN") # the jobs run in $T
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+SC=$ROOT/scripts/slurmcluster
+# a cluster of its own (state in $T, its own ports), so a user's cluster is left alone
+export DTRAIN_SLURM_DIR=$T/slurm DTRAIN_SLURM_PORT=26817
+chmod 711 "$T" # munged (its own user) reaches its socket there
+if ! why=$("$SC" check 2>&1); then
+    echo "SKIP cli_slurm: a Slurm cluster cannot be made here: $why"
+    echo "0 passed, 0 failed"
+    exit 0
+fi
+require_mnist
+# the cluster's logs are kept where a failure can be read (tests/cli_slurm.logs in the build's test folder)
+trap 'cp "$DTRAIN_SLURM_DIR"/*.log "$T"/*.out "$LOGS"/ 2>/dev/null; "$SC" down >/dev/null 2>&1; rm -rf "$T"' EXIT
+LOGS=$PWD/cli_slurm.logs
+rm -rf "$LOGS" && mkdir -p "$LOGS"
+if ! out=$("$SC" up 2 2>&1); then
+    check "a Slurm cluster of 2 nodes comes up" 1 "$out"
+    finish
+fi
+export SLURM_CONF=$DTRAIN_SLURM_DIR/slurm.conf
+# the job script's dtrain and data (sbatch passes the environment on)
+export DTRAIN DTRAIN_DATA=${DTRAIN_DATA:-$ROOT/data} OPENBLAS_NUM_THREADS=1
+cd "$T" || exit 1
+JOB=$ROOT/examples/slurm/train.sbatch
+C=(--model cnn1 --data mnist --train-limit 20000 --test-limit 300 --batch 16 --lr 0.05 --momentum 0.5 --seed 4 --epochs 2
+   --progress 10)
+
+# submit NAME ARGS...: sbatch the job script with the run's flags, its folder $T/NAME; JOBID
+submit() {
+    local name=$1; shift
+    JOBID=$(RUN_DIR=$T/$name sbatch --parsable --output="$T/$name.out" "$JOB" "$@")
+}
+
+# step_logged LOG N: the run's log has a step line at step N or later
+step_logged() {
+    [ -s "$1" ] && /usr/bin/python3 -c 'import json, sys
+s = [json.loads(l).get("step", 0) for l in open(sys.argv[1]) if l.strip() and "\"type\":\"step\"" in l]
+sys.exit(not s or max(s) < int(sys.argv[2]))' "$1" "$2" 2>/dev/null
+}
+
+# (a) the job script: 2 ranks on 2 nodes == dtrain run -n 2
+"$DTRAIN" run -n 2 --algo allreduce "${C[@]}" --quiet --out "$T/ref.w" --log "$T/ref.jsonl" >/dev/null 2>&1
+submit plain --algo allreduce "${C[@]}"
+state=$("$SC" wait "$JOBID" 300)
+compare "sbatch examples/slurm/train.sbatch: the job completes" "$?" == 0 "state $state; $(tail -c 400 "$T/plain.out")"
+nodes=$(scontrol show job "$JOBID" 2>/dev/null | sed -n 's/^ *NodeList=//p')
+check "... on 2 nodes" "$([ "$nodes" = "dtn[1-2]" ]; echo $?)" "NodeList=$nodes"
+identical "... to the weights of dtrain run -n 2, bit for bit" "$T/ref.w" "$T/plain/model.weights"
+compare "... and its accuracy" "$(acc "$T/plain/log.jsonl")" == "$(acc "$T/ref.jsonl")" "test accuracy"
+
+# (b) srun in an allocation: with --mpi=pmi2 one run of 2 ranks; without, refused in one line
+srun -N 2 --ntasks-per-node 1 --mpi=pmi2 "$DTRAIN" train --algo allreduce "${C[@]}" --out "$T/srun.w" >"$T/srun.out" 2>&1
+compare "srun --mpi=pmi2 runs the 2 ranks" "$?" == 0 "$(tail -c 300 "$T/srun.out")"
+identical "... to the same weights" "$T/ref.w" "$T/srun.w"
+srun -N 2 --ntasks-per-node 1 --mpi=none "$DTRAIN" train --algo allreduce "${C[@]}" --no-save >"$T/none.out" 2>"$T/none.err"
+rc=$?
+compare "srun without an MPI plugin is refused" "$rc" != 0 "status $rc"
+compare "... in one line of dtrain's" "$(grep -c '^dtrain: error: srun started 2 processes but MPI (this build.s: [^)]*) sees each alone: use srun --mpi=pmi2' "$T/none.err")" == 1 \
+    "$(head -c 300 "$T/none.err")"
+
+# (c) stopped mid-epoch, requeued, resumed: the weights of the uninterrupted run
+# requeue_case LABEL HOW ARGS...: HOW is "requeue" (scontrol requeue: preemption's path) or
+# "term" (SIGTERM to the ranks, as --signal=TERM@60 before the time limit: the script requeues)
+requeue_case() {
+    local label=$1 how=$2; shift 2
+    "$DTRAIN" run -n 2 "$@" "${C[@]}" --quiet --out "$T/$label-straight.w" >/dev/null 2>&1
+    submit "$label" "$@" "${C[@]}"
+    local id=$JOBID
+    wait_until 180 step_logged "$T/$label/log.jsonl" 100
+    if [ "$how" = requeue ]; then scontrol requeue "$id"; else scancel --signal=TERM "$id"; fi
+    state=$("$SC" wait "$id" 400)
+    compare "$label: the job stopped mid-epoch ($how) comes back and completes" "$?" == 0 \
+        "state $state; $(tail -c 600 "$T/$label.out")"
+    local starts stops
+    starts=$(grep -c '^dtrain job .* start' "$T/$label.out")
+    stops=$(grep -c '^dtrain: stopped by Terminated after step [0-9]* (epoch 1, step [0-9]* of 625): checkpoint .* committed' "$T/$label.out")
+    compare "$label: ... started twice" "$starts" == 2 "$(grep 'start' "$T/$label.out" | tr '\n' ' ')"
+    compare "$label: ... the stop said in one line" "$stops" == 1 "$(grep -i 'stop' "$T/$label.out" | head -3 | tr '\n' ' ')"
+    compare "$label: ... and the resume" "$(grep -c '^dtrain: --resume auto: continuing from checkpoint' "$T/$label.out")" == 1 ""
+    compare "$label: ... no error of dtrain's" "$(grep -c '^dtrain: error' "$T/$label.out")" == 0 "$(grep error "$T/$label.out" | head -2)"
+    identical "$label: ... ends with the uninterrupted run's weights, bit for bit" "$T/$label-straight.w" "$T/$label/model.weights"
+    compare "$label: ... no step trained twice" "$(summary_field "$T/$label/log.jsonl" redone_steps)" == 0 ""
+}
+requeue_case allreduce requeue --algo allreduce
+requeue_case eventgrad term --algo eventgrad --sync --threshold adaptive --warmup-steps 5
+
+# (d) dtrain sweep --slurm: 8 runs, each one job; one job cancelled while it runs; the next
+# start runs that run alone, and keeps the 7 others as they were
+printf '[sweep]\nname = sw\nseeds = 1 2 3 4\nout = %s\n\n[base]\nmodel = mlp\ndata = mnist\ntrain-limit = 2000\n%s\n' \
+    "$T/sw" 'test-limit = 200
+epochs = 1
+
+[variant short]
+
+[variant long]
+model = cnn1
+train-limit = 20000
+epochs = 2
+progress = 10' >"$T/sw.ini"
+( "$DTRAIN" sweep "$T/sw.ini" --slurm >"$T/sw1.out" 2>&1; echo $? >"$T/sw1.rc" ) &
+sweep_job=$!
+# the job of long-seed2, once it runs and has trained a while, is cancelled
+victim_running() { squeue -h -t R -n sw/long-seed2 -o %i 2>/dev/null | grep -q . && step_logged "$T/sw/long-seed2/log.jsonl" 50; }
+wait_until 300 victim_running
+scancel -n sw/long-seed2
+wait_until 400 test -s "$T/sw1.rc"
+wait "$sweep_job" 2>/dev/null
+compare "sweep --slurm: a sweep with a cancelled job ends with status 1" "$(cat "$T/sw1.rc")" == 1 "$(tail -c 400 "$T/sw1.out")"
+compare "... 7 of its 8 runs done" "$(grep -l '"status":"done"' "$T"/sw/*/status.json 2>/dev/null | wc -l)" == 7 \
+    "$(tail -c 300 "$T/sw1.out")"
+check "... the cancelled job's run said to run again" \
+    "$(grep -q '^sweep: long-seed2: its job [0-9]* was cancelled .*: it runs again on the next start' "$T/sw1.out"; echo $?)" \
+    "$(grep long-seed2 "$T/sw1.out" | tr '\n' ' ')"
+check "... without a status" "$([ ! -e "$T/sw/long-seed2/status.json" ]; echo $?)" "$(ls "$T/sw/long-seed2" | tr '\n' ' ')"
+kept=$(stat -c %Y "$T"/sw/*/status.json | sort | md5sum)
+"$DTRAIN" sweep "$T/sw.ini" --slurm >"$T/sw2.out" 2>&1
+compare "sweep --slurm again: ends with status 0" "$?" == 0 "$(tail -c 400 "$T/sw2.out")"
+compare "... having started one run" "$(grep -c '^sweep: start ' "$T/sw2.out")" == 1 "$(grep '^sweep: start ' "$T/sw2.out" | tr '\n' ' ')"
+check "... the cancelled one" "$(grep -q '^sweep: start long-seed2$' "$T/sw2.out"; echo $?)" "$(grep '^sweep: start ' "$T/sw2.out")"
+compare "... all 8 done" "$(grep -l '"status":"done"' "$T"/sw/*/status.json | wc -l)" == 8 ""
+others=$(ls "$T"/sw/*/status.json | grep -v long-seed2)
+# shellcheck disable=SC2086 # the 7 paths, split
+check "... the 7 others untouched" "$([ "$(stat -c %Y $others | sort | md5sum)" = "$kept" ]; echo $?)" "their status.json times"
+compare "... the redone run trained as a run of its own" "$(acc "$T/sw/long-seed2/log.jsonl")" ">" 0.9 "accuracy"
+finish
