@@ -61,10 +61,17 @@ check "... on 2 nodes" "$([ "$nodes" = "dtn[1-2]" ]; echo $?)" "NodeList=$nodes"
 identical "... to the weights of dtrain run -n 2, bit for bit" "$T/ref.w" "$T/plain/model.weights"
 compare "... and its accuracy" "$(acc "$T/plain/log.jsonl")" == "$(acc "$T/ref.jsonl")" "test accuracy"
 
-# (b) srun in an allocation: with --mpi=pmi2 one run of 2 ranks; without, refused in one line
+# (b) in an allocation: srun --mpi=pmi2 runs one run of 2 ranks (without an MPI plugin, refused
+# in one line), and so does dtrain run -n 2
 srun -N 2 --ntasks-per-node 1 --mpi=pmi2 "$DTRAIN" train --algo allreduce "${C[@]}" --out "$T/srun.w" >"$T/srun.out" 2>&1
 compare "srun --mpi=pmi2 runs the 2 ranks" "$?" == 0 "$(tail -c 300 "$T/srun.out")"
 identical "... to the same weights" "$T/ref.w" "$T/srun.w"
+# dtrain run in an allocation: its mpiexec (hydra) takes the job's nodes from Slurm
+id=$(sbatch --parsable -N 2 --ntasks-per-node 1 -o "$T/alloc.out" --wrap \
+    "$(printf '%q ' "$DTRAIN" run -n 2 --algo allreduce "${C[@]}" --quiet --out "$T/alloc.w")")
+state=$("$SC" wait "$id" 300)
+compare "dtrain run -n 2 inside a 2-node allocation completes" "$?" == 0 "state $state; $(tail -c 300 "$T/alloc.out")"
+identical "... to the same weights" "$T/ref.w" "$T/alloc.w"
 srun -N 2 --ntasks-per-node 1 --mpi=none "$DTRAIN" train --algo allreduce "${C[@]}" --no-save >"$T/none.out" 2>"$T/none.err"
 rc=$?
 compare "srun without an MPI plugin is refused" "$rc" != 0 "status $rc"

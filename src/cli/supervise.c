@@ -113,8 +113,9 @@ static int run_attempt(char **av, dt_boards *bs, FILE *noise, const dt_job *job,
             o->interrupted = (int)stop_signal;
             o->interrupted_at = time(NULL);
             /* with --checkpoint the ranks stop after a step and save it (trainer/stop.c): the
-             * signal goes to them, not to the launcher (Open MPI's mpirun kills its ranks a
-             * second after a SIGTERM of its own); ranks this host cannot see get it from it */
+             * signal goes to them, not to the launcher (Open MPI's mpirun kills its ranks soon
+             * after a SIGTERM of its own: odls_base_sigkill_timeout); ranks this host cannot
+             * see get it from the launcher */
             dt_boards_map(bs);
             const int all_here = job->checkpoint && dt_boards_started(bs) == bs->n &&
                                  dt_boards_signal_ranks(bs, (int)stop_signal) == bs->n;

@@ -224,6 +224,7 @@ static void ended(const dt_sweep *s, dt_sweep_slot *sl, const dt_sweep_run *r, i
     char job[64];
     if (slurm && sl->exit != 0 && dt_sweep_slurm_cancelled(sl->dir, job, sizeof job)) {
         sl->state = DT_SWEEP_PENDING;
+        sl->killed = 1; /* not started again by this sweep: a job cancelled by hand stays so */
         t->cancelled++;
         say("sweep: %s: its job %s was cancelled (or preempted, or lost with its node): it runs again on the next start\n",
             r->name, job);
@@ -258,7 +259,7 @@ static int run_all(const dt_sweep *s, dt_sweep_slot *sl, tally *t) {
     while (t->running > 0 || (t->pending > 0 && !stop_signal)) {
         /* start what fits: first fit in file order; a run bigger than the machine runs alone */
         for (int i = 0; i < s->nruns && !stop_signal; i++) {
-            if (sl[i].state != DT_SWEEP_PENDING) continue;
+            if (sl[i].state != DT_SWEEP_PENDING || sl[i].killed) continue;
             const dt_sweep_run *r = &s->runs[i];
             const long cost = slurm ? 1 : r->sim ? 1 : r->exclusive || r->ranks > cores ? cores : r->ranks;
             if (t->running > 0 && used + cost > cores) continue;
