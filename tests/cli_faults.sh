@@ -8,7 +8,7 @@
 require_mnist
 export DTRAIN_RUN_DIR=$T   # the supervisor's folder (boards, launcher.log) goes in $T
 . "$(dirname "$0")/fault_helpers.sh"
-C=(--model cnn1 --data mnist --train-limit 24000 --test-limit 2000 --batch 64 --lr 0.05 --seed 5)
+C=(--model cnn1 --data mnist --train-limit $(scaled 24000) --test-limit 2000 --batch 64 --lr 0.05 --seed 5)
 
 # 1. kill -9 of a rank: one line naming it, status 4, within 30 s, no launcher banner on screen
 for scheme in allreduce:2 eventgrad:0 downpour:3 downpour:0; do
@@ -71,7 +71,7 @@ compare "... and no rank is left running" $? '!=' 0
     >"$T/bare.out" 2>"$T/bare.err"; echo $? >"$T/bare.rc" ) &
 JOB=$!
 wait_until 120 epochs_logged "$T/bare.jsonl" 1
-for p in $(pgrep -f "dtrain train.*$T"); do tr '\0' '\n' <"/proc/$p/environ" | grep -qx "PMI_RANK=1" && kill -STOP "$p"; done
+for p in $(pgrep -f "dtrain train.*$T"); do tr '\0' '\n' <"/proc/$p/environ" | grep -qxE "PMI_RANK=1|OMPI_COMM_WORLD_RANK=1" && kill -STOP "$p"; done
 ended bare 60
 compare "under plain mpiexec, a stopped rank: the job ends" "$RC" '!=' 0 "status $RC in ${TOOK} s"
 grep -q "^dtrain: error: rank 0 waited [0-9]* s in MPI_\(Allreduce\|Waitall\) (allreduce" "$T/bare.err"

@@ -35,7 +35,9 @@ export SLURM_CONF=$DTRAIN_SLURM_DIR/slurm.conf
 export DTRAIN DTRAIN_DATA=${DTRAIN_DATA:-$ROOT/data} OPENBLAS_NUM_THREADS=1
 cd "$T" || exit 1
 JOB=$ROOT/examples/slurm/train.sbatch
-C=(--model cnn1 --data mnist --train-limit 20000 --test-limit 300 --batch 16 --lr 0.05 --momentum 0.5 --seed 4 --epochs 2
+# (10,000 examples a rank at batch 16, 625 steps an epoch; fewer in the sanitizer pass)
+STEPS=$(( $(scaled 20000) / 2 / 16 ))
+C=(--model cnn1 --data mnist --train-limit $((STEPS * 32)) --test-limit 300 --batch 16 --lr 0.05 --momentum 0.5 --seed 4 --epochs 2
    --progress 10)
 
 # submit NAME ARGS...: sbatch the job script with the run's flags, its folder $T/NAME; JOBID
@@ -93,7 +95,7 @@ requeue_case() {
         "state $state; $(tail -c 600 "$T/$label.out")"
     local starts stops
     starts=$(grep -c '^dtrain job .* start' "$T/$label.out")
-    stops=$(grep -c '^dtrain: stopped by Terminated after step [0-9]* (epoch 1, step [0-9]* of 625): checkpoint .* committed' "$T/$label.out")
+    stops=$(grep -c '^dtrain: stopped by Terminated after step [0-9]* (epoch 1, step [0-9]* of '"$STEPS"'): checkpoint .* committed' "$T/$label.out")
     compare "$label: ... started twice" "$starts" == 2 "$(grep 'start' "$T/$label.out" | tr '\n' ' ')"
     compare "$label: ... the stop said in one line" "$stops" == 1 "$(grep -i 'stop' "$T/$label.out" | head -3 | tr '\n' ' ')"
     compare "$label: ... and the resume" "$(grep -c '^dtrain: --resume auto: continuing from checkpoint' "$T/$label.out")" == 1 ""
@@ -107,16 +109,16 @@ requeue_case eventgrad term --algo eventgrad --sync --threshold adaptive --warmu
 # (d) dtrain sweep --slurm: 8 runs, each one job; one job cancelled while it runs; the next
 # start runs that run alone, and keeps the 7 others as they were
 printf '[sweep]\nname = sw\nseeds = 1 2 3 4\nout = %s\n\n[base]\nmodel = mlp\ndata = mnist\ntrain-limit = 2000\n%s\n' \
-    "$T/sw" 'test-limit = 200
+    "$T/sw" "test-limit = 200
 epochs = 1
 
 [variant short]
 
 [variant long]
 model = cnn1
-train-limit = 20000
+train-limit = $((STEPS * 32))
 epochs = 2
-progress = 10' >"$T/sw.ini"
+progress = 10" >"$T/sw.ini"
 ( "$DTRAIN" sweep "$T/sw.ini" --slurm >"$T/sw1.out" 2>&1; echo $? >"$T/sw1.rc" ) &
 sweep_job=$!
 # the job of long-seed2, once it runs and has trained a while, is cancelled

@@ -9,7 +9,7 @@
 . "$(dirname "$0")/fault_helpers.sh"
 require_mnist
 export DTRAIN_RUN_DIR=$T
-C=(--model cnn1 --data mnist --train-limit 12000 --test-limit 1000 --batch 64 --lr 0.05 --seed 5 --quiet)
+C=(--model cnn1 --data mnist --train-limit $(scaled 12000) --test-limit 1000 --batch 64 --lr 0.05 --seed 5 --quiet)
 TIMEOUT=5
 
 # 1. hosts: a name that does not resolve, given with --hosts and in a hostfile, ends within 30 s

@@ -115,6 +115,13 @@ expect_error() {
 
 # ------------------------------------------------------------------------------ running
 
+# scaled N: N examples, times DTRAIN_TEST_SCALE (0 < scale <= 1; 1 when unset). CI's sanitizer
+# pass sets 0.4 for the long end-to-end tests (signals, faults, Slurm): the same cases on fewer
+# examples, since the sanitizers look at code paths, which do not depend on how many steps run.
+scaled() {
+    awk -v n="$1" -v s="${DTRAIN_TEST_SCALE:-1}" 'BEGIN { if (!(s > 0 && s <= 1)) s = 1; v = int(n * s); print v < 1 ? 1 : v }'
+}
+
 # run ARGS...: `dtrain run ARGS... --quiet` (mpiexec; ARGS start with -n N).
 run() { "$DTRAIN" run "$@" --quiet; }
 

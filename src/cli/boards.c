@@ -195,17 +195,23 @@ int dt_boards_explain(const dt_boards *bs, const char *noise_path, FILE *err) {
         const int64_t gave_up = atomic_load(&bs->b[who]->tick_ns);
         for (int r = 0; r < bs->n; r++) {
             const dt_board *b = bs->b[r];
-            if (!b || atomic_load(&b->state) != DT_RANK_RUNNING) continue;
-            const int64_t tick = atomic_load(&b->tick_ns);
-            /* (gave_up > tick first: clocks read from a board may be anything, and the
+            if (!b || r == who) continue;
+            /* not ticking when the first gave up: a running rank still stopped, or any rank
+             * stopped then and continued since (by its launcher, ending the job: that one may
+             * have timed out itself since, its wait counting the stop) */
+            const int running = atomic_load(&b->state) == DT_RANK_RUNNING;
+            int64_t since = running ? atomic_load(&b->tick_ns) : 0;
+            const int64_t gap_from = atomic_load(&b->gap_from_ns), gap_to = atomic_load(&b->gap_to_ns);
+            if (gap_from > 0 && gap_from < gave_up && gap_to >= gave_up) since = gap_from;
+            /* (gave_up > since first: clocks read from a board may be anything, and the
              * difference of two must not overflow) */
-            const int frozen = tick > 0 && gave_up > tick && gave_up - tick > 2500000000LL;
-            if (!frozen && atomic_load(&b->wait_since_ns) != 0) continue;
+            const int frozen = since > 0 && gave_up > since && gave_up - since > DT_WATCH_GAP_NS;
+            if (!frozen && (!running || atomic_load(&b->wait_since_ns) != 0)) continue;
             where(b, at, sizeof at);
             if (frozen)
                 fprintf(err, "dtrain: error: rank %d on %s (pid %d) stopped responding %s (for %.0f s before the others "
                         "gave up: the process was stopped or frozen; the launcher's and MPI's messages: %s)\n", r,
-                        host_of(b, host), (int)b->pid, at, (double)(gave_up - tick) / 1e9, noise_path);
+                        host_of(b, host), (int)b->pid, at, (double)(gave_up - since) / 1e9, noise_path);
             else
                 fprintf(err, "dtrain: error: rank %d on %s (pid %d) was not waiting for anyone %s: stuck in its own "
                         "work (the launcher's and MPI's messages: %s)\n", r, host_of(b, host), (int)b->pid,

@@ -67,12 +67,20 @@ static void leave_without_finalize(void) {
 /* MPI sees this process alone, but a launcher started several: srun without its MPI plugin,
  * or another MPI's launcher (Open MPI's mpirun for a build on MPICH, or the reverse). N runs
  * would each train alone and write the same files: refused in one line (the first process). */
+static const struct { const char *env, *who, *fix; } launchers[] = {
+    {"OMPI_COMM_WORLD_SIZE", "Open MPI's mpirun", "launch it with the mpiexec of the MPI dtrain was built with"},
+    {"PMI_SIZE", "an MPICH (hydra) mpiexec", "launch it with the mpiexec of the MPI dtrain was built with"},
+    {"SLURM_STEP_NUM_TASKS", "srun", "use srun --mpi=pmi2 (MPICH) or --mpi=pmix (Open MPI)"},
+};
+
+/* A launcher started this process (it names the job in the environment; PMIx's PMIX_RANK too). */
+static int under_launcher(void) {
+    for (size_t i = 0; i < sizeof launchers / sizeof *launchers; i++)
+        if (getenv(launchers[i].env)) return 1;
+    return getenv("PMIX_RANK") != NULL;
+}
+
 static int launched_alone(void) {
-    static const struct { const char *env, *who, *fix; } launchers[] = {
-        {"OMPI_COMM_WORLD_SIZE", "Open MPI's mpirun", "launch it with the mpiexec of the MPI dtrain was built with"},
-        {"PMI_SIZE", "an MPICH (hydra) mpiexec", "launch it with the mpiexec of the MPI dtrain was built with"},
-        {"SLURM_STEP_NUM_TASKS", "srun", "use srun --mpi=pmi2 (MPICH) or --mpi=pmix (Open MPI)"},
-    };
     for (size_t i = 0; i < sizeof launchers / sizeof *launchers; i++) {
         const char *n = getenv(launchers[i].env);
         if (!n || atoi(n) <= 1) continue;
@@ -153,10 +161,9 @@ int dt_cmd_train(int argc, char **argv) {
         return 2;
     }
     /* a scheme of several ranks started alone trains as local would: said, not refused (a
-     * single-process run of a scheme is a valid check of it). mpiexec's launchers name the
-     * job in the environment: MPICH's PMI_SIZE, Open MPI's OMPI_COMM_WORLD_SIZE, PMIx's PMIX_RANK */
-    if (comm.size == 1 && strcmp(c->scheme.name, "local") != 0 && !env && !getenv("PMI_SIZE") &&
-        !getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMIX_RANK") && !getenv("DTRAIN_NO_SETUP_WARNINGS"))
+     * single-process run of a scheme is a valid check of it) */
+    if (comm.size == 1 && strcmp(c->scheme.name, "local") != 0 && !env && !under_launcher() &&
+        !getenv("DTRAIN_NO_SETUP_WARNINGS"))
         fprintf(stderr, "dtrain train: --algo %s on one process (not under mpiexec): use dtrain run -n N\n", c->scheme.name);
     if (f.no_augment) c->augment = 0;
     /* --checkpoint: SIGTERM (Slurm's preemption and time limit) and SIGINT stop every rank

@@ -15,16 +15,6 @@
 
 #include "core/alloc.h"
 
-/* one word of a shell command line, quoted for `sbatch --wrap` (sh -c) */
-static void quote(FILE *f, const char *w) {
-    fputc('\'', f);
-    for (; *w; w++) {
-        if (*w == '\'') fputs("'\\''", f);
-        else fputc(*w, f);
-    }
-    fputs("' ", f);
-}
-
 /* a formatted string the caller frees (NULL: no memory) */
 static char *text(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static char *text(const char *fmt, ...) {
@@ -46,14 +36,11 @@ char **dt_sweep_slurm_command(const dt_sweep *s, const dt_sweep_run *r, const ch
     FILE *m = open_memstream(&wrap, &wlen);
     if (!m) return NULL;
     fputs("exec ", m);
-    for (char **a = run; *a; a++) quote(m, *a);
+    dt_sweep_quoted(m, run); /* the words, shell-quoted for `sbatch --wrap` (sh -c) */
     fclose(m);
-    /* sbatch --wait --parsable -J SWEEP/RUN -o DIR/console.txt -n N [extra...] --wrap CMD */
-    char *words = extra ? strdup(extra) : NULL;
-    int nextra = 0;
-    for (char *p = words ? strtok(words, " ") : NULL; p; p = strtok(NULL, " ")) nextra++;
-    free(words);
-    char **av = calloc((size_t)nextra + 16, sizeof *av);
+    /* sbatch --wait --parsable -J SWEEP/RUN -o DIR/console.txt -n N [extra...] --wrap CMD
+     * (extra's words, split at spaces, are at most half its length plus one) */
+    char **av = calloc((extra ? strlen(extra) / 2 + 1 : 0) + 16, sizeof *av);
     if (!av) { free(wrap); return NULL; }
     int k = 0;
     av[k++] = strdup("sbatch");
@@ -63,11 +50,9 @@ char **dt_sweep_slurm_command(const dt_sweep *s, const dt_sweep_run *r, const ch
     av[k++] = text("%s/%s", s->name, r->name);
     av[k++] = text("--output=%s/console.txt", dir);
     av[k++] = text("--ntasks=%d", r->sim ? 1 : r->ranks);
-    if (extra) {
-        words = strdup(extra);
-        for (char *p = words ? strtok(words, " ") : NULL; p; p = strtok(NULL, " ")) av[k++] = strdup(p);
-        free(words);
-    }
+    char *words = extra ? strdup(extra) : NULL, *save = NULL;
+    for (char *p = words ? strtok_r(words, " ", &save) : NULL; p; p = strtok_r(NULL, " ", &save)) av[k++] = strdup(p);
+    free(words);
     av[k++] = strdup("--wrap");
     av[k++] = wrap;
     av[k] = NULL;

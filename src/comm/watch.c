@@ -114,7 +114,12 @@ static void *watchdog(void *arg) {
     for (;;) {
         struct timespec one = {1, 0};
         nanosleep(&one, NULL);
-        atomic_store_explicit(&board->tick_ns, now_ns(), memory_order_relaxed);
+        const int64_t now = now_ns(), last = atomic_load_explicit(&board->tick_ns, memory_order_relaxed);
+        if (last > 0 && now - last > DT_WATCH_GAP_NS) {
+            atomic_store_explicit(&board->gap_from_ns, last, memory_order_relaxed);
+            atomic_store_explicit(&board->gap_to_ns, now, memory_order_relaxed);
+        }
+        atomic_store_explicit(&board->tick_ns, now, memory_order_relaxed);
         const int64_t since = atomic_load_explicit(&board->wait_since_ns, memory_order_acquire);
         if (!since) continue;
         const double waited = (double)(now_ns() - since) / 1e9;

@@ -34,6 +34,8 @@ enum {
 };
 
 #define DT_BOARD_MAGIC 0x31425444u /* "DTB1" */
+/* A watchdog that ticks once a second and has not for this long was stopped or frozen. */
+#define DT_WATCH_GAP_NS 2500000000LL
 
 /* The board's layout is shared by the rank, its guard and the supervisor (same binary). */
 typedef struct dt_board {
@@ -56,6 +58,10 @@ typedef struct dt_board {
     int32_t proxy_pid;              /* the guard's parent: the launcher's proxy (hydra_pmi_proxy) */
     _Atomic int64_t left_ns;        /* CLOCK_REALTIME when the rank process left (0: not yet) */
     _Atomic int32_t work_done;      /* reached DT_RANK_FINISHING: trained, saved, evaluated */
+    /* the last time the watchdog did not tick for over 2.5 s (a stopped or frozen process),
+     * CLOCK_MONOTONIC: kept because a launcher may continue a stopped rank before ending it
+     * (Open MPI sends SIGCONT first), after which its ticks alone no longer show it */
+    _Atomic int64_t gap_from_ns, gap_to_ns;
 } dt_board;
 
 /* Attaches this process to its board file DIR/rank.R (created), before fork/MPI. 0 on
