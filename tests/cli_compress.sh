@@ -10,7 +10,7 @@
 . "$(dirname "$0")/lib.sh"
 
 C=(--model cnn1 --data mnist --epochs 2 --train-limit 6000 --test-limit 2000 --batch 32 --lr 0.05 --momentum 0.5 --seed 3)
-S=(--model cnn1 --data mnist --epochs 1 --max-steps 30 --batch 16 --seed 5) # short runs: equalities
+S=(--model cnn1 --data mnist --epochs 1 --max-steps 30 --batch 16 --seed 5 --test-limit 200) # short runs: equalities
 
 # --compress none is the scheme as it was, bit for bit
 for a in "allreduce" "ps --ps-mode grad" "ps --ps-mode weight" "fedavg --local-steps 3"; do
