@@ -207,9 +207,10 @@ int main(int argc, char **argv) {
             double t2 = now();
             if (r >= 0) { df[r] = t1 - t0; db[r] = t2 - t1; }
         }
-        double e = rel_err(y2, y, out), e2 = rel_err(gw2, gw, nw);
-        if (!first && rel_err(dx2, dx, in) > e2) e2 = rel_err(dx2, dx, in);
-        if (e2 > e) e = e2;
+        double e = rel_err(y2, y, out);
+        const double ew = rel_err(gw2, gw, nw), ex = first ? 0 : rel_err(dx2, dx, in);
+        if (ew > e) e = ew;
+        if (ex > e) e = ex;
         const double a = median(tf, reps), b = median(tb, reps), c = median(df, reps), dd = median(db, reps);
         tot_dt += a + b;
         tot_dn += c + dd;

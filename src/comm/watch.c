@@ -122,7 +122,7 @@ static void *watchdog(void *arg) {
         atomic_store_explicit(&board->tick_ns, now, memory_order_relaxed);
         const int64_t since = atomic_load_explicit(&board->wait_since_ns, memory_order_acquire);
         if (!since) continue;
-        const double waited = (double)(now_ns() - since) / 1e9;
+        const double waited = (double)(now - since) / 1e9;
         if (waited <= timeout_s) continue;
         const char *what = atomic_load_explicit(&cur_wait, memory_order_relaxed);
         const char *phase = atomic_load_explicit(&cur_phase, memory_order_relaxed);
