@@ -10,7 +10,7 @@
 . "$(dirname "$0")/lib.sh"
 require_mnist
 
-S=(--model cnn1 --data mnist --epochs 1 --max-steps 30 --batch 16 --lr 0.05 --seed 4)
+S=(--model cnn1 --data mnist --test-limit 200 --epochs 1 --max-steps 30 --batch 16 --lr 0.05 --seed 4)
 C=(--model cnn1 --data mnist --train-limit 6000 --test-limit 1000 --epochs 1 --batch 16 --lr 0.05 --momentum 0.5 --seed 5)
 
 # gamma 1, uncompressed, 2 ranks == allreduce (to rounding: (a + b) / 2 against x - lr (ga + gb) / 2)

@@ -10,7 +10,7 @@
 . "$(dirname "$0")/lib.sh"
 
 C=(--model cnn1 --data mnist --epochs 2 --train-limit 6000 --test-limit 2000 --batch 32 --lr 0.05 --momentum 0.5 --seed 3)
-S=(--model cnn1 --data mnist --epochs 1 --max-steps 30 --batch 16 --seed 5 --test-limit 200) # short runs: equalities
+S=(--model cnn1 --data mnist --train-limit 4000 --epochs 1 --max-steps 30 --batch 16 --seed 5 --test-limit 200) # short runs: equalities
 
 # --compress none is the scheme as it was, bit for bit
 for a in "allreduce" "ps --ps-mode grad" "ps --ps-mode weight" "fedavg --local-steps 3"; do
@@ -105,7 +105,7 @@ run -n 2 --algo allreduce "${S[@]}" --compress powersgd:100 --out "$T/ar_psgd100
 identical "allreduce --compress powersgd:100 (no matrix compressed) == allreduce" "$T/ar_plain.w" "$T/ar_psgd100.w"
 run -n 2 --algo allreduce "${S[@]}" --compress powersgd:2 --out "$T/ar_psgd2.w"
 differ "allreduce --compress powersgd:2 is not the plain allreduce" "$T/ar_plain.w" "$T/ar_psgd2.w" 0
-E=(--model cnn1 --data mnist --epochs 1 --batch 64 --lr 0.05 --momentum 0.9 --seed 1 --no-save)
+E=(--model cnn1 --data mnist --epochs 1 --train-limit $(scaled 60000) --batch 64 --lr 0.05 --momentum 0.9 --seed 1 --no-save)
 run -n 2 --algo allreduce "${E[@]}" --log "$T/ar_epoch.jsonl"
 run -n 2 --algo allreduce "${E[@]}" --compress powersgd:2 --log "$T/ar_epoch_psgd2.jsonl"
 within "allreduce --compress powersgd:2: test accuracy after an epoch" "$(acc "$T/ar_epoch_psgd2.jsonl")" 0.90 1

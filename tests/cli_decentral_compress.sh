@@ -9,7 +9,7 @@
 . "$(dirname "$0")/lib.sh"
 
 C=(--model cnn1 --data mnist --train-limit 6000 --test-limit 1000 --epochs 1 --batch 16 --lr 0.05 --momentum 0.5 --seed 5)
-S=(--model cnn1 --data mnist --epochs 1 --max-steps 20 --batch 16 --seed 5 --test-limit 200) # short runs: equalities
+S=(--model cnn1 --data mnist --train-limit 4000 --epochs 1 --max-steps 20 --batch 16 --seed 5 --test-limit 200) # short runs: equalities
 
 # --compress none is dpsgd as it was, bit for bit
 run -n 4 --algo dpsgd "${S[@]}" --out "$T/plain.w" --log "$T/plain.jsonl"

@@ -14,7 +14,7 @@ server_bytes() { per_rank_sum "$1" bytes_sent 0 "$2"; }
 
 C=(--algo downpour --model cnn1 --data mnist --train-limit 6000 --test-limit 2000 --batch 32 --lr 0.05
    --momentum 0.5 --epochs 2 --seed 5)
-S=(--algo downpour --model cnn1 --data mnist --epochs 1 --max-steps 30 --batch 16 --seed 5)
+S=(--algo downpour --model cnn1 --data mnist --train-limit 4000 --test-limit 200 --epochs 1 --max-steps 30 --batch 16 --seed 5)
 
 # 1. --compress none == no flag, bit for bit (one worker: pushes and pulls strictly alternate)
 timeout 60 "$DTRAIN" run -n 2 "${S[@]}" --quiet --out "$T/plain.w"

@@ -3,7 +3,7 @@
 # against each other, and errors under MPI printed once. Uses `dtrain run` (mpiexec).
 . "$(dirname "$0")/lib.sh"
 
-C=(--model cnn1 --data mnist --epochs 1 --max-steps 20 --batch 16 --seed 3 --test-limit 200)
+C=(--model cnn1 --data mnist --train-limit 4000 --epochs 1 --max-steps 20 --batch 16 --seed 3 --test-limit 200)
 
 # allreduce and a synchronous parameter server doing gradient averaging: the same model
 run -n 4 --algo allreduce "${C[@]}" --out "$T/ar.w" --log "$T/ar.jsonl"
@@ -23,7 +23,7 @@ run -n 4 --algo allreduce --bucket-kb 0 "${C[@]}" --out "$T/ar4b0.w"
 same "allreduce, buckets (default) == --bucket-kb 0 (4 ranks)" "$T/ar.w" "$T/ar4b0.w" 1e-6
 
 # allreduce with N ranks x batch B == one process at batch N*B on the same examples
-M=(--model mlp --data mnist --epochs 1 --max-steps 20 --seed 3 --split stripe --test-limit 200)
+M=(--model mlp --data mnist --train-limit 4000 --epochs 1 --max-steps 20 --seed 3 --split stripe --test-limit 200)
 run -n 2 --algo allreduce "${M[@]}" --batch 8 --out "$T/ar2.w"
 "$DTRAIN" train --algo local "${M[@]}" --batch 16 --out "$T/local16.w" --quiet
 same "allreduce 2x8 == local batch 16 (same examples)" "$T/ar2.w" "$T/local16.w" 1e-6

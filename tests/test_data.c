@@ -256,6 +256,57 @@ static void test_cifar(void) {
     dt_dataset_free(&d);
 }
 
+/* dt_dataset_load_first: the first k examples, as a whole load truncated to k would keep them,
+ * reading no further (so a file damaged past them loads, and one damaged within them does not). */
+static void test_load_first(void) {
+    char dir[512];
+    for (int gz = 0; gz < 2; gz++) {
+        snprintf(dir, sizeof dir, "%s/first%d", tmpdir, gz);
+        mkdir(dir, 0700);
+        write_mnist_split(dir, "train", "-", gz);
+        const int ks[] = {1, 3, MN, MN + 5, 0};
+        for (int i = 0; i < 5; i++) {
+            const int k = ks[i], want = k > 0 && k < MN ? k : MN;
+            dt_dataset d = {0};
+            const dt_status st = dt_dataset_load_first("mnist", dir, 1, k, &d);
+            CHECK_MSG(st == DT_OK, "gz=%d k=%d: %s", gz, k, dt_last_error());
+            CHECK_MSG(d.n == want && d.images && memcmp(d.images, mn_pix, (size_t)want * MP) == 0 &&
+                      memcmp(d.labels, mn_lab, (size_t)want) == 0 && strcmp(d.name, "mnist") == 0,
+                      "gz=%d k=%d: n=%d, not the first %d examples", gz, k, d.n, want);
+            dt_dataset_free(&d);
+        }
+    }
+    /* images cut after the second, a label out of range in the last: the first two load */
+    snprintf(dir, sizeof dir, "%s/firstcut", tmpdir);
+    mkdir(dir, 0700);
+    char ip[600], lp[600];
+    snprintf(ip, sizeof ip, "%s/train-images-idx3-ubyte", dir);
+    snprintf(lp, sizeof lp, "%s/train-labels-idx1-ubyte", dir);
+    uint8_t bad_lab[MN];
+    memcpy(bad_lab, mn_lab, MN);
+    bad_lab[MN - 1] = 12;
+    write_idx_images(ip, 0x803, MN, 28, 28, mn_pix, 2 * MP, 0);
+    write_idx_labels(lp, MN, bad_lab, MN, 0);
+    dt_dataset d = {0};
+    CHECK_MSG(dt_dataset_load_first("mnist", dir, 1, 2, &d) == DT_OK && d.n == 2 &&
+              memcmp(d.images, mn_pix, 2 * MP) == 0, "%s", dt_last_error());
+    dt_dataset_free(&d);
+    CHECK(dt_dataset_load_first("mnist", dir, 1, 3, &d) == DT_ERR_FORMAT && err_has("truncated", "5 images") && is_zeroed(&d));
+    CHECK(dt_dataset_load("mnist", dir, 1, &d) == DT_ERR_FORMAT && is_zeroed(&d));
+    write_idx_images(ip, 0x803, MN, 28, 28, mn_pix, sizeof mn_pix, 0);
+    CHECK(dt_dataset_load_first("mnist", dir, 1, MN - 1, &d) == DT_OK && d.n == MN - 1);
+    dt_dataset_free(&d);
+    CHECK(dt_dataset_load_first("mnist", dir, 1, MN, &d) == DT_ERR_FORMAT && err_has("label 12", NULL));
+
+    /* CIFAR-10: the first 3 training records span three batch files (test_cifar's layout) */
+    snprintf(dir, sizeof dir, "%s/cifar", tmpdir);
+    CHECK_MSG(dt_dataset_load_first("cifar10", dir, 1, 3, &d) == DT_OK, "%s", dt_last_error());
+    CHECK(d.n == 3 && d.labels[0] == 1 && d.labels[2] == 3 && d.images[2 * 3072 + 1024 + 5] == cifar_px(3, 1, 5));
+    dt_dataset_free(&d);
+    CHECK(dt_dataset_load_first("cifar10", dir, 1, 9, &d) == DT_OK && d.n == 5);
+    dt_dataset_free(&d);
+}
+
 static void test_normalise(void) {
     dt_dataset d = {0};
     CHECK(dt_dataset_load("mnist", tpath("mnist"), 1, &d) == DT_OK);
@@ -431,6 +482,7 @@ int main(void) {
     test_idx();
     test_dataset_load_layouts();
     test_cifar();
+    test_load_first();
     test_normalise();
     test_errors();
     rm_tree(tmpdir);

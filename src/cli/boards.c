@@ -41,13 +41,27 @@ void dt_boards_clear(dt_boards *bs) {
     }
 }
 
+/* A rank whose watchdog gave up on the very tick that ended a gap in its ticks was stopped
+ * and continued (Open MPI's launcher continues the ranks it ends): its wait counted its own
+ * stop, so it is not the one whose words tell what the job waited for. */
+static int timed_out_after_own_stop(const dt_board *b) {
+    const int64_t gap_to = atomic_load(&b->gap_to_ns);
+    return atomic_load(&b->state) == DT_RANK_TIMED_OUT && gap_to > 0 && gap_to == atomic_load(&b->tick_ns);
+}
+
 /* Did a end before b, as far as the job's cause goes? A rank that aborted itself (SIGABRT:
  * MPI and UCX abort when a peer vanishes) is a consequence of a rank killed from outside, so
- * it comes after one, whatever order their guards happened to see them end in. */
+ * it comes after one, whatever order their guards happened to see them end in; a rank that
+ * timed out once continued from a stop comes after one that timed out waiting for it. */
 static int ended_before(const dt_board *a, const dt_board *b) {
     const int a_abort = atomic_load(&a->signal) == SIGABRT, b_abort = atomic_load(&b->signal) == SIGABRT;
     if (a_abort != b_abort) return b_abort;
-    return atomic_load(&a->ended_ns) < atomic_load(&b->ended_ns);
+    const int a_stop = timed_out_after_own_stop(a), b_stop = timed_out_after_own_stop(b);
+    if (a_stop != b_stop) return b_stop;
+    /* an end no guard saw (0: its guard was killed first) is not known to come first */
+    const int64_t a_end = atomic_load(&a->ended_ns), b_end = atomic_load(&b->ended_ns);
+    if (!a_end != !b_end) return b_end == 0;
+    return a_end < b_end;
 }
 
 /* the rank the job lost first (killed by a signal it was not asked to take), or -1 */

@@ -85,7 +85,7 @@ int dt_cmd_eval(int argc, char **argv) {
         snprintf(why, sizeof why, "%s", dt_last_error());
         st = dt_fail(st, "eval: --model %s: %s (weights of another model?)", model ? model : "cnn1", why);
     }
-    if (st == DT_OK) st = dt_dataset_load(data, dir, 0, &test);
+    if (st == DT_OK) st = dt_dataset_load_first(data, dir, 0, limit, &test); /* only what is evaluated */
     if (st == DT_OK) st = dt_evaluate(m, &test, batch, limit, &acc, &loss);
     int n = limit > 0 && limit < test.n ? limit : test.n;
     dt_dataset_free(&test);

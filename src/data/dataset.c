@@ -78,9 +78,11 @@ static uint32_t be32(const uint8_t *p) {
 }
 
 /* Reads one IDX file: magic, dims (count nd), then the payload of the size the header
- * promises. The payload buffer grows as data arrives, so a corrupt header cannot make us
- * allocate more than the file really holds (plus a factor of two). */
-static dt_status idx_read(const char *path, int labels, uint32_t dims[3], uint8_t **data) {
+ * promises, or of its first max_n items only (max_n > 0: a short run reads what it uses;
+ * dims[0] stays the header's count). The payload buffer is the file's size when the file is
+ * not compressed, else it grows as data arrives, so a corrupt header cannot make us allocate
+ * more than the file really holds (plus a factor of two). */
+static dt_status idx_read(const char *path, int labels, int max_n, uint32_t dims[3], uint8_t **data) {
     const uint32_t magic_want = labels ? IDX_MAGIC_LABELS : IDX_MAGIC_IMAGES;
     const char *what = labels ? "labels" : "images";
     const int nd = labels ? 1 : 3;
@@ -90,6 +92,8 @@ static dt_status idx_read(const char *path, int labels, uint32_t dims[3], uint8_
     int fd;
     dt_status st = dt_open_regular_fd(path, &fd, NULL); /* a FIFO in a file's place is refused, not waited on */
     if (st != DT_OK) return st;
+    struct stat sb;
+    const long long file_bytes = fstat(fd, &sb) == 0 ? (long long)sb.st_size : -1;
     errno = 0;
     gzFile f = gzdopen(fd, "rb");
     if (!f) {
@@ -129,7 +133,8 @@ static dt_status idx_read(const char *path, int labels, uint32_t dims[3], uint8_
                      what, INT_MAX);
         goto fail;
     }
-    uint64_t payload = (uint64_t)dims[0] * per;
+    const uint64_t count = max_n > 0 && (uint32_t)max_n < dims[0] ? (uint32_t)max_n : dims[0];
+    uint64_t payload = count * per;
     if (payload > (uint64_t)SIZE_MAX / 2) {
         st = dt_fail(DT_ERR_FORMAT, "%s: IDX header claims %llu bytes, too large", path,
                      (unsigned long long)payload);
@@ -137,6 +142,11 @@ static dt_status idx_read(const char *path, int labels, uint32_t dims[3], uint8_
     }
 
     size_t cap = payload < ((size_t)1 << 24) ? (size_t)payload : ((size_t)1 << 24);
+    /* a raw file's own size bounds what it holds: read it in one piece (no copies growing the
+     * buffer) */
+    if (gzdirect(f) && file_bytes > (long long)header && cap < payload)
+        cap = (uint64_t)(file_bytes - (long long)header) < payload ? (size_t)(file_bytes - (long long)header)
+                                                                 : (size_t)payload;
     size_t have = 0;
     uint8_t *buf = malloc(cap ? cap : 1);
     if (!buf) { st = dt_nomem("%s (%zu bytes)", path, cap); goto fail; }
@@ -156,17 +166,16 @@ static dt_status idx_read(const char *path, int labels, uint32_t dims[3], uint8_
         cap = ncap;
     }
     if (have < payload) {
+        const unsigned long long promised = header + (unsigned long long)dims[0] * per;
         if (labels) {
             st = dt_fail(DT_ERR_FORMAT,
                          "%s: truncated: header says %u labels (%llu bytes), file has %llu bytes",
-                         path, dims[0], (unsigned long long)(header + payload),
-                         (unsigned long long)(header + have));
+                         path, dims[0], promised, (unsigned long long)(header + have));
         } else {
             st = dt_fail(DT_ERR_FORMAT,
                          "%s: truncated: header says %u images of %ux%u (%llu bytes), file has "
                          "%llu bytes",
-                         path, dims[0], dims[1], dims[2], (unsigned long long)(header + payload),
-                         (unsigned long long)(header + have));
+                         path, dims[0], dims[1], dims[2], promised, (unsigned long long)(header + have));
         }
         free(buf);
         goto fail;
@@ -179,21 +188,23 @@ fail:
     return st;
 }
 
-dt_status dt_idx_load(const char *images_path, const char *labels_path, dt_dataset *out) {
+/* The first max_n examples (0: all) of an images file and its labels file. */
+static dt_status idx_load_first(const char *images_path, const char *labels_path, int max_n, dt_dataset *out) {
     assert(images_path && labels_path && out);
     memset(out, 0, sizeof *out);
     uint32_t idim[3] = {0}, ldim[3] = {0};
     uint8_t *images = NULL, *labels = NULL;
-    dt_status st = idx_read(images_path, 0, idim, &images);
+    dt_status st = idx_read(images_path, 0, max_n, idim, &images);
     if (st != DT_OK) return st;
-    st = idx_read(labels_path, 1, ldim, &labels);
+    st = idx_read(labels_path, 1, max_n, ldim, &labels);
     if (st != DT_OK) { free(images); return st; }
     if (idim[0] != ldim[0]) {
         st = dt_fail(DT_ERR_FORMAT, "%s: image count %u does not match label count %u in %s",
                      images_path, idim[0], ldim[0], labels_path);
         goto fail;
     }
-    for (uint32_t i = 0; i < ldim[0]; i++) {
+    const int n = max_n > 0 && (uint32_t)max_n < idim[0] ? max_n : (int)idim[0];
+    for (int i = 0; i < n; i++) {
         if (labels[i] >= IDX_CLASSES) {
             st = dt_fail(DT_ERR_FORMAT, "%s: label %u at index %u out of range 0..%d",
                          labels_path, labels[i], i, IDX_CLASSES - 1);
@@ -201,7 +212,7 @@ dt_status dt_idx_load(const char *images_path, const char *labels_path, dt_datas
         }
     }
     snprintf(out->name, sizeof out->name, "idx");
-    out->n = (int)idim[0];
+    out->n = n;
     out->c = 1;
     out->h = (int)idim[1];
     out->w = (int)idim[2];
@@ -218,9 +229,14 @@ fail:
     return st;
 }
 
+dt_status dt_idx_load(const char *images_path, const char *labels_path, dt_dataset *out) {
+    return idx_load_first(images_path, labels_path, 0, out);
+}
+
 /* ---------------------------------------------------------------- CIFAR-10 */
 
-dt_status dt_cifar_load(const char *const *paths, int npaths, dt_dataset *out) {
+/* The first max_n records (0: all) of the batch files, in order. */
+static dt_status cifar_load_first(const char *const *paths, int npaths, int max_n, dt_dataset *out) {
     assert(out);
     memset(out, 0, sizeof *out);
     if (!paths || npaths <= 0) return dt_fail(DT_ERR_ARG, "cifar: no batch files given");
@@ -245,8 +261,9 @@ dt_status dt_cifar_load(const char *const *paths, int npaths, dt_dataset *out) {
             return dt_fail(DT_ERR_FORMAT, "%s: too many records (%lld in total)", paths[i], total);
     }
 
-    uint8_t *images = malloc((size_t)total * CIFAR_PIXELS);
-    uint8_t *labels = malloc((size_t)total);
+    const long long want = max_n > 0 && max_n < total ? max_n : total;
+    uint8_t *images = malloc((size_t)want * CIFAR_PIXELS);
+    uint8_t *labels = malloc((size_t)want);
     if (!images || !labels) {
         free(images);
         free(labels);
@@ -257,11 +274,11 @@ dt_status dt_cifar_load(const char *const *paths, int npaths, dt_dataset *out) {
     dt_status st = DT_OK;
     long long n = 0;
     uint8_t rec[CIFAR_RECORD];
-    for (int i = 0; i < npaths && st == DT_OK; i++) {
+    for (int i = 0; i < npaths && st == DT_OK && n < want; i++) {
         FILE *f;
         if ((st = dt_open_regular(paths[i], &f, NULL)) != DT_OK) break;
         long long r = 0;
-        while (st == DT_OK) {
+        while (st == DT_OK && n < want) {
             size_t got = fread(rec, 1, sizeof rec, f);
             if (got == 0 && !ferror(f)) break;
             if (got != sizeof rec || n >= total) {
@@ -283,9 +300,9 @@ dt_status dt_cifar_load(const char *const *paths, int npaths, dt_dataset *out) {
         }
         fclose(f);
     }
-    if (st == DT_OK && n != total)
+    if (st == DT_OK && n != want)
         st = dt_fail(DT_ERR_FORMAT, "%s: file changed while reading (%lld records, expected %lld)",
-                     paths[npaths - 1], n, total);
+                     paths[npaths - 1], n, want);
     if (st != DT_OK) {
         free(images);
         free(labels);
@@ -295,7 +312,7 @@ dt_status dt_cifar_load(const char *const *paths, int npaths, dt_dataset *out) {
     static const float mean[3] = {0.4914f, 0.4822f, 0.4465f};
     static const float sd[3] = {0.2470f, 0.2435f, 0.2616f};
     snprintf(out->name, sizeof out->name, "cifar10");
-    out->n = (int)total;
+    out->n = (int)want;
     out->c = 3;
     out->h = out->w = CIFAR_SIDE;
     out->classes = CIFAR_CLASSES;
@@ -305,6 +322,10 @@ dt_status dt_cifar_load(const char *const *paths, int npaths, dt_dataset *out) {
     memcpy(out->std, sd, sizeof sd);
     out->augment = 1;
     return DT_OK;
+}
+
+dt_status dt_cifar_load(const char *const *paths, int npaths, dt_dataset *out) {
+    return cifar_load_first(paths, npaths, 0, out);
 }
 
 /* ---------------------------------------------------------------- by name */
@@ -345,13 +366,13 @@ static dt_status idx_find_part(char *buf, size_t size, const char *dir, const ch
     return st;
 }
 
-static dt_status load_idx_named(const char *name, const char *dir, int train, dt_dataset *out) {
+static dt_status load_idx_named(const char *name, const char *dir, int train, int max_n, dt_dataset *out) {
     const char *split = train ? "train" : "t10k";
     char ipath[PATH_BUF], lpath[PATH_BUF];
     dt_status st = idx_find_part(ipath, sizeof ipath, dir, name, split, "images", 3);
     if (st == DT_OK) st = idx_find_part(lpath, sizeof lpath, dir, name, split, "labels", 1);
     if (st != DT_OK) return st;
-    st = dt_idx_load(ipath, lpath, out);
+    st = idx_load_first(ipath, lpath, max_n, out);
     if (st != DT_OK) return st;
     if (out->h != 28 || out->w != 28) {
         dt_status e = dt_fail(DT_ERR_FORMAT, "%s: images are %dx%d, expected 28x28 for %s",
@@ -367,7 +388,7 @@ static dt_status load_idx_named(const char *name, const char *dir, int train, dt
     return DT_OK;
 }
 
-static dt_status load_cifar_named(const char *dir, int train, dt_dataset *out) {
+static dt_status load_cifar_named(const char *dir, int train, int max_n, dt_dataset *out) {
     static const char *train_files[5] = {"data_batch_1.bin", "data_batch_2.bin",
                                          "data_batch_3.bin", "data_batch_4.bin",
                                          "data_batch_5.bin"};
@@ -397,20 +418,25 @@ static dt_status load_cifar_named(const char *dir, int train, dt_dataset *out) {
             return dt_fail(DT_ERR_ARG, "data directory path too long: %.200s...", base);
         pp[i] = paths[i];
     }
-    return dt_cifar_load(pp, nfiles, out);
+    return cifar_load_first(pp, nfiles, max_n, out);
 }
 
-dt_status dt_dataset_load(const char *name, const char *dir, int train, dt_dataset *out) {
+dt_status dt_dataset_load_first(const char *name, const char *dir, int train, int max_n, dt_dataset *out) {
     assert(out);
     memset(out, 0, sizeof *out);
     if (!name) name = "(null)";
+    if (max_n < 0) max_n = 0;
     const int idx = strcmp(name, "mnist") == 0 || strcmp(name, "fashion-mnist") == 0;
     if (!idx && strcmp(name, "cifar10") != 0)
         return dt_fail(DT_ERR_ARG, "unknown dataset '%s' (expected mnist, fashion-mnist or cifar10)", name);
-    if (dt_dataset_share_find(name, dir, train, out)) return DT_OK; /* simulation: loaded by a rank */
-    const dt_status st = idx ? load_idx_named(name, dir, train, out) : load_cifar_named(dir, train, out);
-    if (st == DT_OK) dt_dataset_share_add(name, dir, train, out);
+    if (dt_dataset_share_find(name, dir, train, max_n, out)) return DT_OK; /* simulation: loaded by a rank */
+    const dt_status st = idx ? load_idx_named(name, dir, train, max_n, out) : load_cifar_named(dir, train, max_n, out);
+    if (st == DT_OK) dt_dataset_share_add(name, dir, train, max_n, out);
     return st;
+}
+
+dt_status dt_dataset_load(const char *name, const char *dir, int train, dt_dataset *out) {
+    return dt_dataset_load_first(name, dir, train, 0, out);
 }
 
 void dt_dataset_truncate(dt_dataset *d, int n) {

@@ -34,14 +34,14 @@ static share_table *table(void) {
     return t;
 }
 
-static void make_key(char *key, size_t len, const char *name, const char *dir, int train) {
-    snprintf(key, len, "%s\n%s\n%d", name ? name : "", dir ? dir : "", train);
+static void make_key(char *key, size_t len, const char *name, const char *dir, int train, int max_n) {
+    snprintf(key, len, "%s\n%s\n%d\n%d", name ? name : "", dir ? dir : "", train, max_n);
 }
 
-int dt_dataset_share_find(const char *name, const char *dir, int train, dt_dataset *out) {
+int dt_dataset_share_find(const char *name, const char *dir, int train, int max_n, dt_dataset *out) {
     share_table *t = table();
     char key[1100];
-    make_key(key, sizeof key, name, dir, train);
+    make_key(key, sizeof key, name, dir, train, max_n);
     for (int i = 0; t && i < t->n; i++)
         if (!strcmp(t->e[i].key, key)) {
             *out = t->e[i].d;
@@ -50,10 +50,10 @@ int dt_dataset_share_find(const char *name, const char *dir, int train, dt_datas
     return 0;
 }
 
-void dt_dataset_share_add(const char *name, const char *dir, int train, const dt_dataset *d) {
+void dt_dataset_share_add(const char *name, const char *dir, int train, int max_n, const dt_dataset *d) {
     share_table *t = table();
     if (!t || t->n == SHARE_MAX) return; /* not shared: this rank keeps its own */
-    make_key(t->e[t->n].key, sizeof t->e[t->n].key, name, dir, train);
+    make_key(t->e[t->n].key, sizeof t->e[t->n].key, name, dir, train, max_n);
     t->e[t->n].d = *d;
     t->n++;
 }
@@ -65,12 +65,12 @@ int dt_dataset_is_shared(const dt_dataset *d) {
     return 0;
 }
 #else
-int dt_dataset_share_find(const char *name, const char *dir, int train, dt_dataset *out) {
-    (void)name, (void)dir, (void)train, (void)out;
+int dt_dataset_share_find(const char *name, const char *dir, int train, int max_n, dt_dataset *out) {
+    (void)name, (void)dir, (void)train, (void)max_n, (void)out;
     return 0;
 }
-void dt_dataset_share_add(const char *name, const char *dir, int train, const dt_dataset *d) {
-    (void)name, (void)dir, (void)train, (void)d;
+void dt_dataset_share_add(const char *name, const char *dir, int train, int max_n, const dt_dataset *d) {
+    (void)name, (void)dir, (void)train, (void)max_n, (void)d;
 }
 int dt_dataset_is_shared(const dt_dataset *d) {
     (void)d;

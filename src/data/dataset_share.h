@@ -7,10 +7,11 @@
 
 #include "dtrain.h"
 
-/* 1 and *out filled when the dataset (name, dir, train) was loaded by a rank already. */
-int dt_dataset_share_find(const char *name, const char *dir, int train, dt_dataset *out);
+/* 1 and *out filled when the dataset (name, dir, train, its first max_n examples, 0: all) was
+ * loaded by a rank already. */
+int dt_dataset_share_find(const char *name, const char *dir, int train, int max_n, dt_dataset *out);
 /* d (just loaded) is handed over: its buffers belong to the share from now on. */
-void dt_dataset_share_add(const char *name, const char *dir, int train, const dt_dataset *d);
+void dt_dataset_share_add(const char *name, const char *dir, int train, int max_n, const dt_dataset *d);
 /* 1 when d's buffers are the share's (not to be freed or resized). */
 int dt_dataset_is_shared(const dt_dataset *d);
 

@@ -220,8 +220,9 @@ static dt_status init_run(dt_trainer *t, const dt_train_config *cfg) {
     if ((st = dt_model_open(cfg->model, &t->model)) != DT_OK) return st;
     if ((st = dt_model_set_precision(t->model, (dt_precision)cfg->precision)) != DT_OK) return st;
     if ((st = check_room(t)) != DT_OK) return st;
-    if ((st = dt_dataset_load(cfg->data, dir, 1, &t->train)) != DT_OK) return st;
-    if ((st = dt_dataset_load(cfg->data, dir, 0, &t->test)) != DT_OK) return st;
+    /* (only the examples the run uses: --train-limit and --test-limit keep the first ones) */
+    if ((st = dt_dataset_load_first(cfg->data, dir, 1, cfg->train_limit, &t->train)) != DT_OK) return st;
+    if ((st = dt_dataset_load_first(cfg->data, dir, 0, cfg->test_limit, &t->test)) != DT_OK) return st;
     int c, h, w;
     dt_model_input_shape(t->model, &c, &h, &w);
     if (c != t->train.c || h != t->train.h || w != t->train.w)
