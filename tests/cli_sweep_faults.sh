@@ -97,9 +97,14 @@ faults() {
     pid=$!
     wait_until 120 started_all
     check "$how: the first sweep started its runs" $? "$(ls runs/long 2>/dev/null | tr '\n' ' ')"
-    # (not expect_error: the first sweep's runs are writing files meanwhile)
+    # (not expect_error: the first sweep's runs are writing files meanwhile.) Its runs are held
+    # (SIGSTOP) meanwhile: the first sweep runs on however fast its runs would end (since runs
+    # read only the examples they use, all six could end before a second sweep under the
+    # sanitizers had started)
+    pkill -STOP -f 'log runs/long/'
     sweep long.ini >second.out 2>second.err
     rc=$?
+    pkill -CONT -f 'log runs/long/'
     [ "$rc" -eq 2 ] && [ "$(wc -l <second.err)" -eq 1 ] &&
         grep -q "^dtrain: error: long.ini: out 'runs/long' is in use by another dtrain sweep (pid $pid): wait for it" second.err
     check "$how: a second sweep of the same folder: refused in one line" $? "exit $rc: $(head -3 second.err | tr '\n' ' ')"

@@ -73,6 +73,9 @@ static long long gz_read_all(gzFile f, const char *path, uint8_t *buf, size_t le
     return (long long)got;
 }
 
+/* How many of total examples a load of the first max_n (0: all) keeps. */
+static long long first_count(int max_n, long long total) { return max_n > 0 && max_n < total ? max_n : total; }
+
 static uint32_t be32(const uint8_t *p) {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
 }
@@ -133,8 +136,7 @@ static dt_status idx_read(const char *path, int labels, int max_n, uint32_t dims
                      what, INT_MAX);
         goto fail;
     }
-    const uint64_t count = max_n > 0 && (uint32_t)max_n < dims[0] ? (uint32_t)max_n : dims[0];
-    uint64_t payload = count * per;
+    uint64_t payload = (uint64_t)first_count(max_n, dims[0]) * per;
     if (payload > (uint64_t)SIZE_MAX / 2) {
         st = dt_fail(DT_ERR_FORMAT, "%s: IDX header claims %llu bytes, too large", path,
                      (unsigned long long)payload);
@@ -203,7 +205,7 @@ static dt_status idx_load_first(const char *images_path, const char *labels_path
                      images_path, idim[0], ldim[0], labels_path);
         goto fail;
     }
-    const int n = max_n > 0 && (uint32_t)max_n < idim[0] ? max_n : (int)idim[0];
+    const int n = (int)first_count(max_n, idim[0]);
     for (int i = 0; i < n; i++) {
         if (labels[i] >= IDX_CLASSES) {
             st = dt_fail(DT_ERR_FORMAT, "%s: label %u at index %u out of range 0..%d",
@@ -261,7 +263,7 @@ static dt_status cifar_load_first(const char *const *paths, int npaths, int max_
             return dt_fail(DT_ERR_FORMAT, "%s: too many records (%lld in total)", paths[i], total);
     }
 
-    const long long want = max_n > 0 && max_n < total ? max_n : total;
+    const long long want = first_count(max_n, total);
     uint8_t *images = malloc((size_t)want * CIFAR_PIXELS);
     uint8_t *labels = malloc((size_t)want);
     if (!images || !labels) {
