@@ -3,7 +3,7 @@
 # job ends; with --checkpoint and --max-restarts the job restarts from the last checkpoint every
 # rank has and ends with the same weights as an uninterrupted run; a stopped rank is found by
 # the watchdog (--timeout) and named; a stopped downpour worker is dropped for good and the run
-# completes without it.
+# completes without it, also when stopped in the middle of sending a message.
 . "$(dirname "$0")/lib.sh"
 require_mnist
 export DTRAIN_RUN_DIR=$T   # the supervisor's folder (boards, launcher.log) goes in $T
@@ -13,9 +13,13 @@ C=(--model cnn1 --data mnist --train-limit $(scaled 24000) --test-limit 2000 --b
 # 1. kill -9 of a rank: one line naming it, status 4, within 30 s, no launcher banner on screen
 for scheme in allreduce:2 eventgrad:0 downpour:3 downpour:0; do
     algo=${scheme%:*} victim=${scheme#*:}
-    job "kill_${algo}_$victim" -n 4 --algo "$algo" "${C[@]}" --epochs 4 --no-save --log "$T/kill_${algo}_$victim.jsonl"
-    wait_until 120 epochs_logged "$T/kill_${algo}_$victim.jsonl" 1 && wait_until 20 has_pid "$victim"
-    kill -9 "$(rank_pid "$victim")"
+    # (12 epochs: the kill comes after the first, and an epoch takes under a second, so on a
+    # loaded machine the run must not end before the test gets there; the rank is found first)
+    job "kill_${algo}_$victim" -n 4 --algo "$algo" "${C[@]}" --epochs 12 --no-save --log "$T/kill_${algo}_$victim.jsonl"
+    wait_until 120 has_pid "$victim"
+    pid=$(rank_pid "$victim")
+    wait_until 120 epochs_logged "$T/kill_${algo}_$victim.jsonl" 1
+    kill -9 "$pid"
     ended "kill_${algo}_$victim" 60
     compare "$algo, kill -9 of rank $victim: dtrain run ends with status 4" "$RC" == 4
     compare "... within 30 s" "$TOOK" '<=' 30 "${TOOK} s"
@@ -35,8 +39,10 @@ done
 check "allreduce, uninterrupted" $? ""
 job restart -n 4 --algo allreduce "${C[@]}" --epochs 3 --quiet --out "$T/restarted.w" --log "$T/restart.jsonl" \
     --checkpoint "$T/ck" --max-restarts 1
-wait_until 120 epochs_logged "$T/restart.jsonl" 1 && wait_until 30 checkpointed && wait_until 20 has_pid 0
-kill -9 "$(rank_pid 0)"
+wait_until 120 has_pid 0
+pid=$(rank_pid 0)
+wait_until 120 epochs_logged "$T/restart.jsonl" 1 && wait_until 30 checkpointed
+kill -9 "$pid"
 ended restart 180
 compare "kill -9 of rank 0 with --max-restarts 1: the run finishes" "$RC" == 0 "$(head -c 400 "$T/restart.err")"
 grep -q "^dtrain: error: rank 0 on .* was killed by signal 9" "$T/restart.err" && grep -q "^dtrain: restart 1 of 1: from checkpoint" "$T/restart.err"
@@ -53,9 +59,11 @@ compare "... and the log holds both attempts" "$(line_count "$T/restart.jsonl" c
 
 # 3. a stopped rank: the others' watchdog (--timeout) ends the job, the line says what they
 #    waited for and which rank stopped
-job stall -n 4 --algo allreduce "${C[@]}" --epochs 4 --no-save --timeout 4 --log "$T/stall.jsonl"
-wait_until 120 epochs_logged "$T/stall.jsonl" 1 && wait_until 20 has_pid 1
-kill -STOP "$(rank_pid 1)"
+job stall -n 4 --algo allreduce "${C[@]}" --epochs 12 --no-save --timeout 4 --log "$T/stall.jsonl"
+wait_until 120 has_pid 1
+pid=$(rank_pid 1)
+wait_until 120 epochs_logged "$T/stall.jsonl" 1
+kill -STOP "$pid"
 ended stall 60
 compare "a stopped rank (kill -STOP) with --timeout 4: status 4" "$RC" == 4
 compare "... within 20 s" "$TOOK" '<=' 20 "${TOOK} s"
@@ -67,7 +75,7 @@ pgrep -f "dtrain train.*$T" >/dev/null
 compare "... and no rank is left running" $? '!=' 0
 
 # ... also without dtrain run: the watchdog alone ends the wait with one line per waiting rank
-( mpiexec -n 2 "$DTRAIN" train --algo allreduce "${C[@]}" --epochs 4 --no-save --timeout 3 --log "$T/bare.jsonl" \
+( mpiexec -n 2 "$DTRAIN" train --algo allreduce "${C[@]}" --epochs 12 --no-save --timeout 3 --log "$T/bare.jsonl" \
     >"$T/bare.out" 2>"$T/bare.err"; echo $? >"$T/bare.rc" ) &
 JOB=$!
 wait_until 120 epochs_logged "$T/bare.jsonl" 1
@@ -85,8 +93,13 @@ for victims in 1 2 3 "1 2"; do
     name=dropped_${victims// /_}
     job "$name" -n 4 --algo downpour "${C[@]}" --epochs 4 --worker-timeout 2 --quiet --out "$T/$name.w" --log "$T/$name.jsonl"
     for v in $victims; do wait_until 120 has_pid "$v"; done
-    sleep 1
-    for v in $victims; do kill -STOP "$(rank_pid "$v")"; done
+    pids=$(for v in $victims; do rank_pid "$v"; done)
+    # stopped in the middle of the run, once its first epoch is logged (stopped after their
+    # end, workers are stopped ranks: section 3); found before, as finding a rank takes a
+    # while on a loaded machine
+    wait_until 120 epochs_logged "$T/$name.jsonl" 1
+    # shellcheck disable=SC2086 # the pids, split
+    kill -STOP $pids
     ended "$name" 120
     # (on failure, how each rank ended as the supervisor saw it: the file the error line names)
     noise=$(sed -n 's/.*messages: \([^)]*\)).*/\1/p' "$T/$name.err" | head -1)
@@ -98,9 +111,25 @@ for victims in 1 2 3 "1 2"; do
         --model cnn1 --data mnist --test-limit 2000 --weights "$T/$name.w"
     grep -q "worker rank ${victims%% *} .*dropped" "$T/$name.err"
     check "... and the user is told" $? "$(head -c 300 "$T/$name.err")"
-    for v in $victims; do kill -CONT "$(rank_pid "$v" 2>/dev/null)" 2>/dev/null; done
+    # shellcheck disable=SC2086
+    kill -CONT $pids 2>/dev/null
     wait_until 10 no_rank_left
     check "... and no rank is left running" $? ""
 done
+
+# 5. a worker stopped in the middle of sending its push, over TCP (as between hosts: the bytes
+#    move only while the sender runs; through shared memory the server reads them itself): the
+#    server gives the message up with the worker (it waited for it for ever)
+name=stopped_in_push
+UCX_TLS=tcp,self OMPI_MCA_btl=tcp,self DTRAIN_TEST_STOP_IN_PUSH=40 \
+    job "$name" -n 4 --algo downpour "${C[@]}" --epochs 2 --worker-timeout 2 --quiet --out "$T/$name.w" --log "$T/$name.jsonl"
+ended "$name" 120
+compare "downpour, a worker stopped in the middle of its push (TCP): the run completes" "$RC" == 0 "$(head -c 400 "$T/$name.err")"
+compare "... the summary names it dropped" "$(log_query "$T/$name.jsonl" 'int(one("summary")["dropped"] == [3])')" == 1
+grep -q "worker rank 3 silent for .*dropped" "$T/$name.err"
+check "... and the user is told" $? "$(head -c 300 "$T/$name.err")"
+kill -CONT "$(rank_pid 3 2>/dev/null)" 2>/dev/null
+wait_until 10 no_rank_left
+check "... and no rank is left running" $? ""
 
 finish

@@ -108,6 +108,10 @@ typedef struct dt_probed {
 dt_status dt_probe_any(dt_comm *c, int *flag, dt_probed *m, MPI_Status *status);
 /* The probed message into buf (count bytes, its size from the status). */
 dt_status dt_recv_probed(dt_comm *c, void *buf, int count, dt_probed *m);
+/* The same, started (MPI_Imrecv): a large message moves in pieces that each need its sender,
+ * so a sender stopped in the middle would hold a blocking receive for ever; the caller polls
+ * *req and may give up on it. (The simulation build receives at once: *req is done.) */
+dt_status dt_irecv_probed(dt_comm *c, void *buf, int count, dt_probed *m, MPI_Request *req);
 
 /* ---------------------------------------------------------------- counted calls */
 /* Collectives on floats (in place), counted and timed. */

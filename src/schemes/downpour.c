@@ -225,16 +225,18 @@ static dt_status dp_start(dt_scheme *s, dt_step_ctx *c) {
         p->inbuf = malloc(p->incap);
         p->obuf = alloc_bufs(W, HDR + pay);
         p->oreq = malloc((size_t)W * sizeof *p->oreq);
+        p->stuck = malloc((size_t)W * sizeof *p->stuck);
+        p->stuck_buf = calloc((size_t)W, sizeof *p->stuck_buf);
         p->last_heard = calloc((size_t)W, sizeof(double));
         p->silent = calloc((size_t)W, sizeof(double));
         p->done = calloc((size_t)W, sizeof(int));
         p->wdropped = calloc((size_t)W, sizeof(int));
         p->wep = calloc((size_t)W, sizeof(int));
         p->pushes = calloc((size_t)W, sizeof(int64_t));
-        if (!p->inbuf || !bufs_ok(p->obuf, W) || !p->oreq || !p->last_heard || !p->silent || !p->done ||
+        if (!p->inbuf || !bufs_ok(p->obuf, W) || !p->oreq || !p->stuck || !p->stuck_buf || !p->last_heard || !p->silent || !p->done ||
             !p->wdropped || !p->wep || !p->pushes)
             return dt_nomem("the server's buffers for %d workers", W);
-        for (int w = 0; w < W; w++) p->oreq[w] = MPI_REQUEST_NULL;
+        for (int w = 0; w < W; w++) p->oreq[w] = p->stuck[w] = MPI_REQUEST_NULL;
         if (p->codec) {
             p->scopy = malloc(((size_t)W * mine > 0 ? (size_t)W * mine : 1) * sizeof(float));
             p->grad = malloc((mine ? mine : 1) * sizeof(float));
@@ -304,6 +306,8 @@ static void dp_destroy(dt_scheme *s) {
     free(p->req); free(p->sts); free(p->accum); free(p->version); free(p->ebuf);
     free(p->inbuf);
     free_bufs(p->obuf, p->W);
+    if (p->stuck_buf) free_bufs(p->stuck_buf, p->W);
+    free(p->stuck);
     free(p->oreq); free(p->last_heard); free(p->silent); free(p->done); free(p->wdropped); free(p->wep);
     free(p->gone);
     if (p->has_live) MPI_Comm_free(&p->live);
@@ -361,6 +365,8 @@ static dt_status dp_create(dt_scheme *s) {
     p->timeout = o->worker_timeout;
     p->stall_seconds = o->stall_seconds;
     p->stall_at_step = o->stall_at_step;
+    const char *stop = getenv("DTRAIN_TEST_STOP_IN_PUSH");
+    p->stop_in_push = stop ? atol(stop) : 0;
     return DT_OK;
 }
 

@@ -82,18 +82,78 @@ static dt_status evaluations(dt_step_ctx *c, dp_impl *p) {
     return st != DT_OK ? st : maybe_eval_step(c, p);
 }
 
+/* Worker w's receive given up on (receive): done yet? (wait: until the deadline, at the end;
+ * a gone worker's is let go: dtrain run ends that rank, and with it the receive) */
+static dt_status settle_stuck(dp_impl *p, int w, int wait) {
+    if (p->stuck[w] == MPI_REQUEST_NULL) return DT_OK;
+    if (wait && p->gone[w]) return dt_mpi_check(MPI_Request_free(&p->stuck[w]), "MPI_Request_free (downpour receive)");
+    const double end = dt_now() + (wait ? p->deadline : 0);
+    for (;;) {
+        int flag = 0, err = MPI_Test(&p->stuck[w], &flag, MPI_STATUS_IGNORE);
+        if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Test (downpour receive given up on)");
+        if (flag || dt_now() >= end) break;
+        dp_nap(50000);
+    }
+    if (p->stuck[w] == MPI_REQUEST_NULL) return DT_OK;
+    return wait ? dt_fail(DT_ERR_MPI, "downpour: worker rank %d's message never arrived whole", p->S + w) : DT_OK;
+}
+
+static void drop(dt_step_ctx *c, dp_impl *p, int w, double now) {
+    p->wdropped[w] = 1;
+    p->silent[w] = now - p->last_heard[w];
+    fprintf(stderr, "dtrain: warning: downpour: worker rank %d silent for %.1f s (--worker-timeout %g): dropped by server rank %d, the other workers carry on\n",
+            p->S + w, p->silent[w], p->timeout, c->comm->rank);
+    fflush(stderr);
+}
+
 static void check_timeouts(dt_step_ctx *c, dp_impl *p) {
     const double now = dt_now();
     p->last_check = now;
     if (p->timeout <= 0) return;
-    for (int w = 0; w < p->W; w++) {
-        if (p->done[w] || p->wdropped[w] || now - p->last_heard[w] <= p->timeout) continue;
-        p->wdropped[w] = 1;
-        p->silent[w] = now - p->last_heard[w];
-        fprintf(stderr, "dtrain: warning: downpour: worker rank %d silent for %.1f s (--worker-timeout %g): dropped by server rank %d, the other workers carry on\n",
-                p->S + w, p->silent[w], p->timeout, c->comm->rank);
-        fflush(stderr);
+    for (int w = 0; w < p->W; w++)
+        if (!p->done[w] && !p->wdropped[w] && now - p->last_heard[w] > p->timeout) drop(c, p, w, now);
+}
+
+/* Receives the matched message from worker w into p->inbuf (*got set), polling: a worker
+ * stopped in the middle of sending a large one would otherwise hold the server for ever, the
+ * other workers waiting on it (over TCP, as between hosts, the bytes move only while the
+ * sender runs; through shared memory MPI reads them itself). Given up once w has been silent
+ * past --worker-timeout (a dropped worker: past the 3 x that leaves it out of the end): w is
+ * dropped, the receive is left to finish into a buffer of its own (p->stuck) and the server
+ * takes a new one. */
+static dt_status receive(dt_step_ctx *c, dp_impl *p, int w, int cnt, dt_probed *msg, int *got) {
+    MPI_Request req;
+    *got = 0;
+    dt_status st = dt_irecv_probed(c->comm, p->inbuf, cnt, msg, &req);
+    if (st != DT_OK) return st;
+    if (req == MPI_REQUEST_NULL) { *got = 1; return DT_OK; } /* received at once (the simulation) */
+    const double t0 = dt_now();
+    for (;;) {
+        int flag = 0, err = MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+        if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Test (downpour receive)");
+        if (flag) { *got = 1; break; }
+        const double now = dt_now(), limit = p->wdropped[w] ? 3 * p->timeout : p->timeout;
+        if (p->timeout > 0 && now - p->last_heard[w] > limit) {
+            if ((st = settle_stuck(p, w, 0)) != DT_OK) return st;
+            char *fresh = p->stuck[w] == MPI_REQUEST_NULL ? malloc(p->incap) : NULL;
+            if (fresh) {
+                if (!p->wdropped[w]) drop(c, p, w, now);
+                free(p->stuck_buf[w]);
+                p->stuck[w] = req;
+                p->stuck_buf[w] = p->inbuf;
+                p->inbuf = fresh;
+                break;
+            }
+            /* (out of memory, or a second message of w stuck: the server waits, as MPI would) */
+        }
+        if (now - t0 > 1e-3) dp_nap(20000); /* a message that is moving takes microseconds */
     }
+    /* the server was not listening to the others meanwhile: that is none of their silence */
+    const double waited = dt_now() - t0;
+    for (int v = 0; v < p->W; v++)
+        if (v != w) p->last_heard[v] += waited;
+    c->comm->c.t_comm += waited;
+    return DT_OK;
 }
 
 static dt_status server_reply(dt_step_ctx *c, dp_impl *p, int w) {
@@ -158,8 +218,9 @@ static dt_status server_handle(dt_step_ctx *c, dp_impl *p, dt_probed *msg, MPI_S
         return dt_fail(DT_ERR_MPI, "downpour: server rank %d got an unexpected message from rank %d (tag %d, %d bytes)",
                        c->comm->rank, src, tag, cnt);
     }
-    const dt_status rs = dt_recv_probed(c->comm, p->inbuf, cnt, msg);
-    if (rs != DT_OK) return rs;
+    int got = 0;
+    const dt_status rs = receive(c, p, w, cnt, msg, &got);
+    if (rs != DT_OK || !got) return rs;
     /* EPOCH is measurement and DONE control (docs/accounting.md): not training traffic */
     if (tag == TAG_PULL || tag == TAG_PUSH) dt_count_recv(c->comm, 1, (uint64_t)cnt);
     p->last_heard[w] = dt_now();
@@ -245,6 +306,7 @@ dt_status dp_serve(dt_scheme *s, dt_step_ctx *c, const dt_server_reports *report
 dt_status dp_server_finish(dt_step_ctx *c, dp_impl *p) {
     /* dropped workers still send what they had in flight, then DONE */
     dt_status st = server_loop(c, p, 1);
+    for (int w = 0; st == DT_OK && w < p->W; w++) st = settle_stuck(p, w, 1);
     for (int w = 0; st == DT_OK && w < p->W; w++) {
         if (p->oreq[w] == MPI_REQUEST_NULL) continue;
         if (p->gone[w]) { /* nobody will take it: let MPI forget it */

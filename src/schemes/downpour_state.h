@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <time.h>
 
@@ -38,6 +39,8 @@ typedef struct {
     long fetch_every, push_every;
     float stall_seconds;
     long stall_at_step; /* 0: halfway through the first epoch */
+    long stop_in_push;  /* a fault for the tests (DTRAIN_TEST_STOP_IN_PUSH=N): the last worker
+                         * stops itself (SIGSTOP) in the middle of its push at step N */
     double timeout, deadline; /* --worker-timeout; a worker's wait for a server */
     /* worker */
     char **rbuf, **sbuf;    /* per server: reply and push buffers (header + slice) */
@@ -56,6 +59,8 @@ typedef struct {
     size_t incap;
     char **obuf;            /* per worker: reply buffer */
     MPI_Request *oreq;      /* per worker: the reply in flight */
+    MPI_Request *stuck;     /* per worker: a receive given up on (its sender stopped midway) */
+    char **stuck_buf;       /* per worker: its buffer (NULL: none) */
     double *last_heard, *silent;
     int *done, *wdropped, *wep;
     int *gone;              /* per worker (every rank after finish): dropped and silent since for

@@ -108,6 +108,7 @@ static dt_status worker_push(dt_step_ctx *c, dp_impl *p, const float *g, long co
         dt_count_send(c->comm, 1, HDR + bytes);
     }
     c->comm->c.t_comm += dt_now() - t0;
+    if (p->stop_in_push > 0 && p->trained == p->stop_in_push && c->comm->rank == c->comm->size - 1) raise(SIGSTOP);
     return wait_all(c, p, p->S, p->req, NULL, "push");
 }
 
