@@ -10,6 +10,7 @@
  * (Seen in CI under Open MPI before the fix: the stopped rank's own timeout was quoted, and
  * nobody was named as stopped.) */
 #include "cli/boards.h"
+#include "comm/watch.h"
 #include "check.h"
 
 #include <stdlib.h>
@@ -100,5 +101,12 @@ int main(void) {
     atomic_store(&boards[1].tick_ns, 101 * S);
     snprintf(boards[1].note, sizeof boards[1].note, "rank 1 waited 5 s in MPI_Recv");
     CHECK(dt_boards_first(&bs, DT_RANK_TIMED_OUT) == 1);
+
+    /* the watchdog's clock starts when it does, not at its first look a second later: a rank
+     * stopped in its first second (an epoch of cnn1 takes half of one) showed no tick at all,
+     * and Open MPI's CI saw it named "stuck in its own work" instead of stopped */
+    dt_board *own = dt_watch_board();
+    CHECK(own != NULL && dt_watch_start(60, "test") == 0);
+    CHECK_MSG(own && atomic_load(&own->tick_ns) > 0, "no tick on the board as the watchdog starts");
     return test_summary("test_boards");
 }

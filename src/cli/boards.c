@@ -150,9 +150,13 @@ void dt_boards_record(const dt_boards *bs, FILE *noise) {
         const dt_board *b = bs->b[r];
         if (!b) { fprintf(noise, "dtrain run: rank %d: no board\n", r); continue; }
         const int st = atomic_load(&b->state);
-        fprintf(noise, "dtrain run: rank %d (pid %d): %s, signal %d, exit code %d, ended at %.3f s\n", r, (int)b->pid,
+        /* (the watchdog's clock readings, CLOCK_MONOTONIC: what says "stopped" or "busy") */
+        fprintf(noise, "dtrain run: rank %d (pid %d): %s, signal %d, exit code %d, ended at %.3f s; watch: tick %.3f, "
+                "waiting since %.3f, gap %.3f..%.3f\n", r, (int)b->pid,
                 st >= 0 && st < DT_RANK_STATES ? names[st] : "?", (int)atomic_load(&b->signal), (int)atomic_load(&b->exit_code),
-                (double)(atomic_load(&b->ended_ns) % 1000000000000LL) / 1e9);
+                (double)(atomic_load(&b->ended_ns) % 1000000000000LL) / 1e9, (double)atomic_load(&b->tick_ns) / 1e9,
+                (double)atomic_load(&b->wait_since_ns) / 1e9, (double)atomic_load(&b->gap_from_ns) / 1e9,
+                (double)atomic_load(&b->gap_to_ns) / 1e9);
     }
     fflush(noise);
 }

@@ -144,6 +144,9 @@ int dt_watch_start(double timeout, const char *scheme) {
     if (timeout <= 0) return 0;
     timeout_s = timeout;
     scheme_name = scheme ? scheme : "";
+    /* the first tick is now: a rank stopped before the thread's first look (a second in; an
+     * epoch of a small model takes less) must still show when it stopped ticking */
+    atomic_store_explicit(&board->tick_ns, now_ns(), memory_order_relaxed);
     pthread_t th;
     pthread_attr_t a;
     pthread_attr_init(&a);
