@@ -278,7 +278,11 @@ float dt_schedule_lr(const dt_schedule *s, double epoch_pos, int epochs);
  * wrappers (libdtrain comes before the MPI library in the link, as `pkg-config --libs dtrain`
  * and the CMake package give it). They cost a few stores per call and change nothing else: a
  * program using the library has no watchdog (only the dtrain command starts one), and its own
- * calls appear on a timeline only while dt_train is tracing. An MPI tool that wraps the same
+ * calls appear on a timeline only while dt_train is tracing. One exception, for ranks that
+ * share cores: once dt_train has started on a host with more ranks than cores (or with
+ * DTRAIN_WAIT=yield), MPI_Send, MPI_Recv, MPI_Wait and MPI_Waitall are their non-blocking
+ * twins polled to completion, yielding the core between polls (docs/cluster.md); the results
+ * are the same. An MPI tool that wraps the same
  * functions (e.g. a profiler preloaded with LD_PRELOAD) comes first; dtrain's waits are then
  * not timed. */
 

@@ -10,6 +10,24 @@ run -n 4 --algo allreduce "${C[@]}" --out "$T/ar.w" --log "$T/ar.jsonl"
 run -n 4 --algo ps --ps-mode grad "${C[@]}" --out "$T/psg.w" --log "$T/psg.jsonl"
 same "allreduce == ps --ps-mode grad (4 ranks, 20 steps)" "$T/ar.w" "$T/psg.w" 1e-6
 
+# ranks that share cores poll and yield while they wait (docs/cluster.md), on their own when
+# a host has more ranks than cores, or as DTRAIN_WAIT says: the same weights either way, bit
+# for bit (ps: MPI_Send, MPI_Recv and waits; allreduce: waits), and the log says which
+cores=$(nproc)
+auto=spin; [ 4 -gt "$cores" ] && auto=yield
+said=$(log_query "$T/psg.jsonl" 'of("config")[0]["waits"]')
+[ "$said" = "$auto" ]
+check "... its log: \"waits\": \"$auto\" (4 ranks, $cores cores)" $? "$said"
+for how in spin yield; do
+    DTRAIN_WAIT=$how run -n 4 --algo ps --ps-mode grad "${C[@]}" --out "$T/psg_$how.w" --log "$T/psg_$how.jsonl"
+    identical "ps --ps-mode grad, DTRAIN_WAIT=$how == chosen by the cores" "$T/psg.w" "$T/psg_$how.w"
+    said=$(log_query "$T/psg_$how.jsonl" 'of("config")[0]["waits"]')
+    [ "$said" = "$how" ]
+    check "... its log says \"waits\": \"$how\"" $? "$said"
+    DTRAIN_WAIT=$how run -n 4 --algo allreduce "${C[@]}" --out "$T/ar_$how.w"
+    identical "allreduce, DTRAIN_WAIT=$how == chosen by the cores" "$T/ar.w" "$T/ar_$how.w"
+done
+
 # allreduce in buckets during backward (the default) == one allreduce after it: bit for bit on
 # 2 ranks (a sum of two is the same in any order), within rounding on 4; same bytes, and the
 # buckets show as more messages (2(N-1) per bucket: cnn1 has 87 kB of gradients)

@@ -1,7 +1,14 @@
 /* MPI_COMM_WORLD for dtrain (world.h): started and ended once a process, errors of MPI as
  * dt_status, an error of some ranks agreed by all. The counted calls are counted.c's. */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "comm/world.h"
 
+#include "comm/pmpi.h"
+
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static int we_initialised = 0;
@@ -12,6 +19,32 @@ dt_status dt_mpi_check(int err, const char *what) {
     int len = 0;
     MPI_Error_string(err, msg, &len);
     return dt_fail(DT_ERR_MPI, "%s failed: %.*s", what, len, msg);
+}
+
+/* Ranks that share cores wait by yielding them (comm/pmpi.h): this host's ranks against the
+ * cores this process may run on. DTRAIN_WAIT=spin or =yield chooses. (Not in the simulation:
+ * its hosts are simulated, and its time is SimGrid's.) */
+static int choose_waits(MPI_Comm comm) {
+#ifdef DT_SIM
+    (void)comm;
+    return MPI_SUCCESS;
+#else
+    const char *want = getenv("DTRAIN_WAIT");
+    if (want && (strcmp(want, "spin") == 0 || strcmp(want, "yield") == 0)) {
+        dt_pmpi_yield_waits(want[0] == 'y');
+        return MPI_SUCCESS;
+    }
+    if (want && *want) fprintf(stderr, "dtrain: warning: DTRAIN_WAIT=%s: expected spin or yield; chosen by the cores\n", want);
+    MPI_Comm node;
+    int err = MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), local = 1;
+    if (err != MPI_SUCCESS) return err;
+    err = MPI_Comm_size(node, &local);
+    MPI_Comm_free(&node);
+    cpu_set_t cpus;
+    const int cores = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 0;
+    dt_pmpi_yield_waits(cores > 0 && local > cores);
+    return err;
+#endif
 }
 
 dt_status dt_comm_init(int *argc, char ***argv, dt_comm *c) {
@@ -32,6 +65,7 @@ dt_status dt_comm_init(int *argc, char ***argv, dt_comm *c) {
     if (err == MPI_SUCCESS) err = MPI_Comm_size(c->comm, &c->size);
     c->world_ranks = NULL;
     c->world_size = c->size;
+    if (err == MPI_SUCCESS && c->size > 1) err = choose_waits(c->comm);
     return dt_mpi_check(err, "MPI_Comm_rank/MPI_Comm_size");
 }
 

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "comm/pmpi.h"
 #include "core/sim.h"
 #include "trainer/trainer.h"
 #include "core/alloc.h"
@@ -91,6 +92,8 @@ dt_status dt_trainer_log_config(dt_trainer *t) {
     if (st != DT_OK || t->comm.rank != 0) { dt_json_free(&j); return st; }
     /* simulated time and hosts (dtrain sim): the log says so, and on what */
     if (dt_sim_active()) dt_json_str(&j, "simulated", *dt_sim_describe() ? dt_sim_describe() : "SimGrid SMPI");
+    /* how rank 0's host waited (comm/pmpi.h): times of ranks sharing cores depend on it */
+    dt_json_str(&j, "waits", dt_pmpi_yielding() ? "yield" : "spin");
     dt_json_str(&j, "split", c->split ? c->split : "random");
     dt_json_int(&j, "seed", (long long)c->seed);
     dt_json_int(&j, "epochs", c->epochs);
