@@ -91,7 +91,9 @@ pkill -9 -f "dtrain train.*$T"
 #    numbers differ from the world's: a middle worker's loss once cost the final weights)
 for victims in 1 2 3 "1 2"; do
     name=dropped_${victims// /_}
-    job "$name" -n 4 --algo downpour "${C[@]}" --epochs 4 --worker-timeout 2 --quiet --out "$T/$name.w" --log "$T/$name.jsonl"
+    # (12 epochs: an epoch takes a fifth of a second, and on a loaded machine the stop must come
+    # before the workers are done)
+    job "$name" -n 4 --algo downpour "${C[@]}" --epochs 12 --worker-timeout 2 --quiet --out "$T/$name.w" --log "$T/$name.jsonl"
     for v in $victims; do wait_until 120 has_pid "$v"; done
     pids=$(for v in $victims; do rank_pid "$v"; done)
     # stopped in the middle of the run, once its first epoch is logged (stopped after their

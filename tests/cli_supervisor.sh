@@ -38,14 +38,16 @@ check "... saying nothing was trained" $? "$(head -c 300 "$T/t.err")"
 # 2. the guards and the launcher's process: killed (-9) or stopped (-STOP) once training runs.
 #    Each ends the job within --timeout + 10 s of the fault (a stopped one once training ended)
 #    in one line naming the rank; with a checkpoint and --max-restarts 1 the job finishes
-#    with the uninterrupted run's weights (allreduce is deterministic).
-"$DTRAIN" run -n 4 --algo allreduce "${C[@]}" --epochs 3 --out "$T/straight.w" 2>"$T/straight.err"
+#    with the uninterrupted run's weights (allreduce is deterministic). (6 epochs: the fault
+#    comes after the first and its checkpoint, and an epoch takes a third of a second: on a
+#    loaded machine 3 could be over before it.)
+"$DTRAIN" run -n 4 --algo allreduce "${C[@]}" --epochs 6 --out "$T/straight.w" 2>"$T/straight.err"
 check "allreduce, uninterrupted" $? "$(head -c 300 "$T/straight.err")"
 for fault in "9 guard 2" "STOP guard 1" "9 proxy 3" "STOP proxy 0"; do
     read -r sig what victim <<<"$fault"
     name="${what}_$sig"
     rm -f "$T/ck"*
-    job "$name" -n 4 --algo allreduce "${C[@]}" --epochs 3 --timeout $TIMEOUT --out "$T/$name.w" --log "$T/$name.jsonl" \
+    job "$name" -n 4 --algo allreduce "${C[@]}" --epochs 6 --timeout $TIMEOUT --out "$T/$name.w" --log "$T/$name.jsonl" \
         --checkpoint "$T/ck" --max-restarts 1
     wait_until 120 epochs_logged "$T/$name.jsonl" 1 && wait_until 30 checkpointed && wait_until 20 guard_pid "$victim" >/dev/null
     [ "$what" = guard ] && pid=$(guard_pid "$victim") || pid=$(proxy_pid "$victim")
