@@ -24,9 +24,9 @@ dt_status dt_mpi_check(int err, const char *what) {
 /* Ranks that share cores wait by yielding them (comm/pmpi.h): this host's ranks against the
  * cores this process may run on. DTRAIN_WAIT=spin or =yield chooses. (Not in the simulation:
  * its hosts are simulated, and its time is SimGrid's.) */
-static int choose_waits(MPI_Comm comm) {
+static int choose_waits(MPI_Comm comm, int rank) {
 #ifdef DT_SIM
-    (void)comm;
+    (void)comm, (void)rank;
     return MPI_SUCCESS;
 #else
     const char *want = getenv("DTRAIN_WAIT");
@@ -34,7 +34,8 @@ static int choose_waits(MPI_Comm comm) {
         dt_pmpi_yield_waits(want[0] == 'y');
         return MPI_SUCCESS;
     }
-    if (want && *want) fprintf(stderr, "dtrain: warning: DTRAIN_WAIT=%s: expected spin or yield; chosen by the cores\n", want);
+    if (want && *want && rank == 0) /* (said once for the job) */
+        fprintf(stderr, "dtrain: warning: DTRAIN_WAIT=%s: expected spin or yield; chosen by the cores\n", want);
     MPI_Comm node;
     int err = MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), local = 1;
     if (err != MPI_SUCCESS) return err;
@@ -65,8 +66,9 @@ dt_status dt_comm_init(int *argc, char ***argv, dt_comm *c) {
     if (err == MPI_SUCCESS) err = MPI_Comm_size(c->comm, &c->size);
     c->world_ranks = NULL;
     c->world_size = c->size;
-    if (err == MPI_SUCCESS && c->size > 1) err = choose_waits(c->comm);
-    return dt_mpi_check(err, "MPI_Comm_rank/MPI_Comm_size");
+    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Comm_rank/MPI_Comm_size");
+    if (c->size > 1) err = choose_waits(c->comm, c->rank);
+    return dt_mpi_check(err, "MPI_Comm_split_type (this host's ranks)");
 }
 
 /* A barrier, then a pause with no MPI call, then MPI_Finalize (docs/transport.md, "Finalize
