@@ -367,6 +367,11 @@ static dt_status dp_create(dt_scheme *s) {
     p->stall_at_step = o->stall_at_step;
     const char *stop = getenv("DTRAIN_TEST_STOP_IN_PUSH");
     p->stop_in_push = stop ? atol(stop) : 0;
+    const char *at = getenv("DTRAIN_TEST_STOP_AT"), *colon = at ? strchr(at, ':') : NULL;
+    if (colon) {
+        p->stop_at = atol(at);
+        snprintf(p->stop_ranks, sizeof p->stop_ranks, ",%s,", colon + 1);
+    }
     return DT_OK;
 }
 

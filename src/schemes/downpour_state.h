@@ -41,6 +41,10 @@ typedef struct {
     long stall_at_step; /* 0: halfway through the first epoch */
     long stop_in_push;  /* a fault for the tests (DTRAIN_TEST_STOP_IN_PUSH=N): the last worker
                          * stops itself (SIGSTOP) in the middle of its push at step N */
+    long stop_at;       /* another (DTRAIN_TEST_STOP_AT=N:R,R...): the workers of those world
+                         * ranks stop themselves before their step N, at a step the test chose
+                         * rather than at a time a loaded machine may have passed */
+    char stop_ranks[64];
     double timeout, deadline; /* --worker-timeout; a worker's wait for a server */
     /* worker */
     char **rbuf, **sbuf;    /* per server: reply and push buffers (header + slice) */

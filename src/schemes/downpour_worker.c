@@ -115,6 +115,11 @@ static dt_status worker_push(dt_step_ctx *c, dp_impl *p, const float *g, long co
 dt_status dp_begin_step(dt_scheme *s, dt_step_ctx *c) {
     dp_impl *p = s->impl;
     if (p->dropped) return DT_OK;
+    if (p->stop_at > 0 && p->trained == p->stop_at) {
+        char me[16];
+        snprintf(me, sizeof me, ",%d,", c->comm->rank);
+        if (strstr(p->stop_ranks, me)) raise(SIGSTOP);
+    }
     if (!p->stalled && p->stall_seconds > 0 && c->comm->rank == c->comm->size - 1 && p->epochs_run == 0 &&
         p->epoch_steps == (p->stall_at_step > 0 ? p->stall_at_step : c->run.steps_per_epoch / 2)) {
         p->stalled = 1;
