@@ -3,7 +3,7 @@
 
 Input file, one line per run (written by bench/run):
     rep=<r> dtrain model=<m> batch=<b> precision=<p> images_per_s=<f> fwd_flops=<f> maxrss_kb=<i>
-        activation_kb=<i> blas=<core> kernels=<tier>
+        activation_kb=<i> blas=<core> kernels=<tier> engines=<kind:engine:count,...>
     rep=<r> pytorch model=<m> batch=<b> precision=<p> images_per_s=<f> maxrss_kb=<i> blas=<core>
     rep=<r> dtrain FAILED model=<m> rc=<rc>          (failed or unparsable run)
 
@@ -123,6 +123,8 @@ def main():
         pcores = sorted({r["kv"].get("blas", "?") for r in p.values()})
         print(f"   {'OpenBLAS core':22s} dtrain {','.join(cores) or '-'}   "
               f"pytorch nn.Linear {','.join(pcores) or '-'} (convolutions: oneDNN)")
+        engines = sorted({r["kv"].get("engines", "?") for r in d.values()})
+        print(f"   {'dtrain engines':22s} {' | '.join(engines)}   (own: dtrain's kernels; oneDNN: its primitives)")
         print()
         summary.append((m, batch, dips, pips, ratios, dgf, peak, drss, prss,
                         f"{','.join(cores) or '-'}/{','.join(pcores) or '-'}"))

@@ -27,6 +27,10 @@ install(FILES include/dtrain/scheme.h include/dtrain/comm.h include/dtrain/flag.
 set(DTRAIN_PC_REQUIRES_PRIVATE "mpich openblas zlib jansson" CACHE STRING
     "pkg-config modules libdtrain.a needs (Requires.private of dtrain.pc, with libxxhash and inih)")
 set(DTRAIN_PC_REQUIRES "${DTRAIN_PC_REQUIRES_PRIVATE} libxxhash inih")
+# oneDNN has no .pc file in Debian: its library and OpenMP's by name
+if(DTRAIN_USE_DNNL)
+  set(DTRAIN_PC_LIBS_PRIVATE "-ldnnl -lgomp")
+endif()
 # relocatable: the prefix is found from the .pc file's own place (${pcfiledir}), so that
 # `cmake --install build --prefix P` gives a dtrain.pc for P, whatever was configured
 file(RELATIVE_PATH DTRAIN_PC_TO_PREFIX /p/${CMAKE_INSTALL_LIBDIR}/pkgconfig /p)

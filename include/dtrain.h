@@ -191,6 +191,11 @@ dt_status dt_model_set_precision(dt_model *m, dt_precision p);
 dt_precision dt_model_precision(const dt_model *m);
 /* Bytes dt_model_reserve set aside: activations, their gradients, saved data, scratch. */
 size_t dt_model_activation_bytes(const dt_model *m);
+/* Which engine runs which layers at the model's precision, as "kind:engine:count" joined by
+ * commas, e.g. "conv:oneDNN:17,conv:own:3" (empty: every layer runs dtrain's own kernels;
+ * conv layers may run on oneDNN in a build with it: DTRAIN_CONV_ENGINE, docs/results.md).
+ * Writes at most cap bytes (NUL included); returns the length it needed, as snprintf. */
+size_t dt_model_engines(const dt_model *m, char *buf, size_t cap);
 
 /* Forward pass; returns the logits (batch x classes), valid until the next call. */
 const float *dt_model_forward(dt_model *m, const float *x, int batch, int train);
@@ -211,6 +216,10 @@ float dt_model_loss(const dt_model *m, const uint8_t *labels, int *correct);
 
 /* Prints layers, output shapes, parameter count, FLOPs to a FILE*. */
 void dt_model_print(const dt_model *m, void *file);
+/* NULL when --precision bf16 multiplies in bf16 here (a build with oneDNN on a CPU with
+ * AVX512_BF16 or AMX: its conv layers); else why it computes in fp32 on bf16-stored values
+ * (saving activation memory, not time). */
+const char *dt_bf16_fallback_reason(void);
 /* Prints what --precision bf16 does with each kind of layer of the model, on this CPU. */
 void dt_model_print_precision(const dt_model *m, void *file);
 

@@ -4,6 +4,7 @@
  * family unless dt_sgemm splits K (run with OPENBLAS_CORETYPE=SkylakeX to exercise it) -- and
  * (b) the result matches a triple loop in double. Allocations are counted as in test_noalloc
  * (alloc_count.h; not under the sanitizers). */
+#define _GNU_SOURCE /* alloc_count.h: dl_iterate_phdr */
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>

@@ -74,10 +74,13 @@ int dt_cmd_bench(int argc, char **argv) {
     double secs = dt_now() - t0;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
+    char engines[256];
+    dt_model_engines(m, engines, sizeof engines);
     printf("dtrain model=%s batch=%d precision=%s images_per_s=%.1f fwd_flops=%.0f maxrss_kb=%ld activation_kb=%zu "
-           "blas=%s kernels=%s\n",
+           "blas=%s kernels=%s engines=%s\n",
            model, batch, dt_precision_name(dt_model_precision(m)), (double)steps * batch / secs, dt_model_flops(m),
-           ru.ru_maxrss, dt_model_activation_bytes(m) / 1024, openblas_get_corename(), dt_layer_kernels());
+           ru.ru_maxrss, dt_model_activation_bytes(m) / 1024, openblas_get_corename(), dt_layer_kernels(),
+           *engines ? engines : "own");
     dt_sgd_free(&opt);
     free(x); free(y);
     dt_model_free(m);

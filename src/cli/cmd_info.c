@@ -49,6 +49,9 @@ int dt_cmd_info(int argc, char **argv) {
     if (dt_model_open(model, &m) != DT_OK) return dt_cli_fail();
     printf("model %s\n", model);
     dt_model_print(m, stdout);
+    char engines[256];
+    dt_model_engines(m, engines, sizeof engines);
+    printf("engines: %s\n", *engines ? engines : "dtrain's own kernels for every layer (a build without oneDNN)");
     dt_model_print_precision(m, stdout);
     dt_model_free(m);
     return 0;

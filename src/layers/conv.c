@@ -6,12 +6,16 @@
  * each group into the cache-resident workspace: cheaper than keeping them for the whole batch
  * (measured: keeping them was 5-10% slower on cnn1 and downpour-cnn, memory traffic). */
 #include "layers/layer.h"
+#ifdef DT_WITH_DNNL
+#include "layers/conv_dnnl.h"
+#endif
 #include "layers/conv_avx2.h"
 #include "layers/conv_winograd.h"
 #include "layers/gemm.h"
 #include "layers/kernels.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 /* Target GEMM width (columns) per group of images. */
@@ -312,7 +316,30 @@ static void winograd_pass(const dt_node *n, const float *in, int c_in, int h, in
                          out + b0 * out_sz, work);
 }
 
+static void own_forward(dt_node *n, const dt_pass *p);
+
+#ifdef DT_WITH_DNNL
+static void failed(const dt_node *n) {
+    static int said;
+    if (!said++) fprintf(stderr, "dtrain: warning: %s: %s\n", n->name, dt_last_error());
+}
+#endif
+
 static void conv_forward(dt_node *n, const dt_pass *p) {
+#ifdef DT_WITH_DNNL
+    if (p->x16[0]) { /* only where conv_bf16_io said yes */
+        dt_conv_dnnl *plan = dt_conv_dnnl_get(n, p->batch, DT_CONV_BF16_IO);
+        if (!plan || dt_conv_dnnl_forward16(plan, p->x16[0], n->w[0], n->bias ? n->w[1] : NULL, n->y16) != DT_OK)
+            failed(n);
+        return;
+    }
+    dt_conv_dnnl *plan = dt_conv_dnnl_get(n, p->batch, p->bf16 ? DT_CONV_BF16 : DT_CONV_FP32);
+    if (plan && dt_conv_dnnl_forward(plan, p->x[0], n->w[0], n->bias ? n->w[1] : NULL, n->y) == DT_OK) return;
+#endif
+    own_forward(n, p);
+}
+
+static void own_forward(dt_node *n, const dt_pass *p) {
     if (winograd(n)) {
         winograd_pass(n, p->x[0], n->ic, n->ih, n->iw, n->pad, n->oc, n->oh, n->ow, n->bias ? n->w[1] : NULL,
                       n->relu_out, 0, n->y, p->batch, 0, p->work);
@@ -344,6 +371,19 @@ static void conv_forward(dt_node *n, const dt_pass *p) {
 }
 
 static void conv_backward(dt_node *n, const dt_pass *p) {
+#ifdef DT_WITH_DNNL
+    if (p->x16[0]) {
+        dt_conv_dnnl *plan = dt_conv_dnnl_get(n, p->batch, DT_CONV_BF16_IO);
+        if (!plan || dt_conv_dnnl_backward16(plan, p->x16[0], n->w[0], n->dy16, p->dx16[0], p->dx_acc[0], n->g[0],
+                                             n->bias ? n->g[1] : NULL) != DT_OK)
+            failed(n);
+        return;
+    }
+    dt_conv_dnnl *plan = dt_conv_dnnl_get(n, p->batch, p->bf16 ? DT_CONV_BF16 : DT_CONV_FP32);
+    if (plan && dt_conv_dnnl_backward(plan, p->x[0], n->w[0], n->dy, p->dx[0], p->dx_acc[0], n->g[0],
+                                      n->bias ? n->g[1] : NULL) == DT_OK)
+        return;
+#endif
     const int ckk = n->ic * n->k * n->k, ohw = n->oh * n->ow, B = p->batch, oc = n->oc;
     const int G = group_images(n, B);
     const size_t in_sz = dt_node_in_size(n), out_sz = dt_node_out_size(n);
@@ -383,8 +423,30 @@ static void conv_backward(dt_node *n, const dt_pass *p) {
                       B, 1, p->work);
 }
 
+#ifdef DT_WITH_DNNL
+/* under bf16, a conv whose input is another layer's output takes it as stored (bf16) where
+ * oneDNN has bf16 kernels; the model input is fp32 */
+static int conv_bf16_io(dt_node *n, int batch) {
+    return n->in[0] >= 0 && dt_conv_dnnl_get(n, batch, DT_CONV_BF16_IO) != NULL;
+}
+
+static dt_status conv_prepare(dt_node *n, int batch, int bf16) {
+    /* NULL: the own path (said once), not an error */
+    if (!bf16 || !conv_bf16_io(n, batch)) dt_conv_dnnl_get(n, batch, bf16 ? DT_CONV_BF16 : DT_CONV_FP32);
+    return DT_OK;
+}
+
+static const char *conv_engine(const dt_node *n, int bf16) {
+    const int hw = bf16 && dt_dnnl_bf16_hw();
+    return !dt_conv_dnnl_wanted(n, hw) ? "own" : hw ? "oneDNN-bf16" : "oneDNN";
+}
+#endif
+
 const dt_layer_ops dt_layer_conv = {
     .kind = "conv", .auto_prefix = "conv", .ninputs = 1,
     .setup = conv_setup, .init = conv_init, .forward = conv_forward, .backward = conv_backward,
     .workspace = conv_workspace, .can_fuse_relu = 1, .gemm_params = 1, .bwd_skips = DT_SKIPS_Y,
+#ifdef DT_WITH_DNNL
+    .prepare = conv_prepare, .engine = conv_engine, .release = dt_conv_dnnl_release, .bf16_io = conv_bf16_io,
+#endif
 };

@@ -22,6 +22,12 @@ typedef struct dt_pass {
     int dx_acc[2];      /* 1: add into dx (another consumer wrote it first), 0: overwrite */
     float *work;        /* shared scratch of at least ops->workspace() floats */
     dt_rng *rng;        /* dropout randomness */
+    int bf16;           /* --precision bf16: x, the GEMM parameters and dy hold bf16 values (in
+                         * fp32); a layer may compute in bf16 with fp32 sums (oneDNN's kernels) */
+    /* bf16 activations themselves, for a layer whose ops->bf16_io says it takes them: x16
+     * instead of x, n->y16 and n->dy16 instead of n->y and n->dy, dx16 instead of dx */
+    const uint16_t *x16[2];
+    uint16_t *dx16[2];
 } dt_pass;
 
 /* A parameter or state tensor a layer declares in setup. */
@@ -56,6 +62,16 @@ typedef struct dt_layer_ops {
     /* What backward does not read (DT_SKIPS_*), so --precision bf16 need not convert it into
      * fp32 for it (models/precision.c passes NULL instead, so a wrong claim fails loudly). */
     int bwd_skips;
+    /* A layer that may run on another engine (conv: oneDNN): prepares it for a batch size and
+     * precision (at dt_model_reserve, so the steps allocate nothing), names the engine that
+     * runs node n ("own", "oneDNN", "oneDNN-bf16"; NULL: nothing to say at this precision) and
+     * frees what it made. May be NULL. */
+    dt_status (*prepare)(dt_node *n, int batch, int bf16);
+    const char *(*engine)(const dt_node *n, int bf16);
+    void (*release)(dt_node *n);
+    /* 1: at this batch, forward and backward take the bf16 activations as they are stored
+     * (dt_pass.x16 ...), without fp32 copies (conv on oneDNN's bf16 kernels). May be NULL. */
+    int (*bf16_io)(dt_node *n, int batch);
 } dt_layer_ops;
 
 #define DT_SKIPS_X 1 /* backward reads no input activation (p->x) */
@@ -86,6 +102,7 @@ struct dt_node {
     float *y, *dy;
     uint16_t *y16, *dy16;
     void *aux;
+    void *engine; /* the layer's other engine's state (ops->prepare), freed by ops->release */
 };
 
 /* The most values one image's activation or one parameter tensor may have: 2^28 floats

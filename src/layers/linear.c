@@ -2,6 +2,10 @@
  * read as flat features. */
 #include "layers/layer.h"
 #include "layers/gemm.h"
+#ifdef DT_WITH_DNNL
+#include "layers/dnnl_op.h"
+#include "layers/linear_dnnl.h"
+#endif
 
 #include <math.h>
 #include <string.h>
@@ -24,6 +28,10 @@ static void linear_init(dt_node *n, dt_rng *rng) {
 }
 
 static void linear_forward(dt_node *n, const dt_pass *p) {
+#ifdef DT_WITH_DNNL
+    dt_linear_dnnl *plan = p->bf16 ? dt_linear_dnnl_get(n, p->batch) : NULL;
+    if (plan && dt_linear_dnnl_forward(plan, p->x[0], n->w[0], n->bias ? n->w[1] : NULL, n->y) == DT_OK) return;
+#endif
     const int in = (int)dt_node_in_size(n), out = n->out, N = p->batch;
     if (n->bias)
         for (int b = 0; b < N; b++) memcpy(n->y + (size_t)b * out, n->w[1], out * sizeof(float));
@@ -34,7 +42,12 @@ static void linear_forward(dt_node *n, const dt_pass *p) {
 
 static void linear_backward(dt_node *n, const dt_pass *p) {
     const int in = (int)dt_node_in_size(n), out = n->out, N = p->batch;
-    dt_sgemm(1, 0, out, in, N, 1.0f, n->dy, out, p->x[0], in, 0.0f, n->g[0], in);
+    int done = 0;
+#ifdef DT_WITH_DNNL
+    dt_linear_dnnl *plan = p->bf16 && !(p->dx[0] && p->dx_acc[0]) ? dt_linear_dnnl_get(n, p->batch) : NULL;
+    done = plan && dt_linear_dnnl_backward(plan, p->x[0], n->w[0], n->dy, p->dx[0], 0, n->g[0]) == DT_OK;
+#endif
+    if (!done) dt_sgemm(1, 0, out, in, N, 1.0f, n->dy, out, p->x[0], in, 0.0f, n->g[0], in);
     if (n->bias) {
         memset(n->g[1], 0, out * sizeof(float));
         for (int b = 0; b < N; b++) {
@@ -42,13 +55,28 @@ static void linear_backward(dt_node *n, const dt_pass *p) {
             for (int o = 0; o < out; o++) n->g[1][o] += d[o];
         }
     }
-    if (p->dx[0])
+    if (p->dx[0] && !done)
         dt_sgemm(0, 0, N, in, out, 1.0f, n->dy, out, n->w[0], in, p->dx_acc[0] ? 1.0f : 0.0f,
                  p->dx[0], in);
 }
+
+#ifdef DT_WITH_DNNL
+static dt_status linear_prepare(dt_node *n, int batch, int bf16) {
+    if (bf16) dt_linear_dnnl_get(n, batch); /* NULL: the fp32 GEMM (said once), not an error */
+    return DT_OK;
+}
+
+/* (fp32 linear layers are always OpenBLAS's: not named) */
+static const char *linear_engine(const dt_node *n, int bf16) {
+    return !bf16 ? NULL : dt_linear_dnnl_wanted(n) ? "oneDNN-bf16" : "own";
+}
+#endif
 
 const dt_layer_ops dt_layer_linear = {
     .kind = "linear", .auto_prefix = "fc", .ninputs = 1,
     .setup = linear_setup, .init = linear_init, .forward = linear_forward,
     .backward = linear_backward, .can_fuse_relu = 1, .gemm_params = 1, .bwd_skips = DT_SKIPS_Y,
+#ifdef DT_WITH_DNNL
+    .prepare = linear_prepare, .engine = linear_engine, .release = dt_linear_dnnl_release,
+#endif
 };

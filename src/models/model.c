@@ -46,6 +46,8 @@ static void set_view(dt_tensor_view *v, const char *node, const dt_ptensor *t, s
 void dt_model_free(dt_model *m) {
     if (!m) return;
     if (m->t_fwd) { print_layer_times(m); free(m->t_fwd); }
+    for (int i = 0; i < m->nn; i++)
+        if (m->nodes[i].ops->release) m->nodes[i].ops->release(&m->nodes[i]);
     free(m->nodes); free(m->params); free(m->grads); free(m->state);
     free(m->views); free(m->sviews); free(m->dx_acc);
     free(m->work); free(m->act_block); free(m->stage);
@@ -251,7 +253,40 @@ dt_status dt_model_reserve(dt_model *m, int max_batch) {
     }
     if (bf16) dt_bf16_stage_carve(m, max_batch);
     m->max_batch = max_batch;
+    /* the layers' other engines made ready for this batch now, not in the first step */
+    for (int i = 0; i < m->nn; i++) {
+        dt_node *n = &m->nodes[i];
+        dt_status st = n->ops->prepare ? n->ops->prepare(n, max_batch, bf16) : DT_OK;
+        if (st != DT_OK) return st;
+    }
     return DT_OK;
+}
+
+size_t dt_model_engines(const dt_model *m, char *buf, size_t cap) {
+    return dt_model_engines_at(m, m->precision == DT_PRECISION_BF16, buf, cap);
+}
+
+size_t dt_model_engines_at(const dt_model *m, int bf16, char *buf, size_t cap) {
+    size_t len = 0;
+    if (cap) *buf = 0;
+    for (int i = 0; i < m->nn; i++) {
+        const dt_node *n = &m->nodes[i];
+        if (!n->ops->engine) continue;
+        const char *e = n->ops->engine(n, bf16);
+        if (!e) continue;
+        int seen = 0, count = 0;
+        for (int j = 0; j < m->nn; j++) {
+            const dt_node *o = &m->nodes[j];
+            if (o->ops != n->ops || !o->ops->engine(o, bf16) || strcmp(o->ops->engine(o, bf16), e) != 0) continue;
+            if (j < i) seen = 1;
+            count++;
+        }
+        if (seen) continue;
+        const int k = snprintf(buf + (len < cap ? len : cap), len < cap ? cap - len : 0, "%s%s:%s:%d", len ? "," : "",
+                               n->ops->kind, e, count);
+        len += k > 0 ? (size_t)k : 0;
+    }
+    return len;
 }
 
 const char *const dt_precision_names[] = {"fp32", "bf16", NULL};

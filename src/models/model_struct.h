@@ -40,4 +40,7 @@ struct dt_model {
     void *grads_ready_arg;
 };
 
+/* dt_model_engines as at that precision (bf16 or not), whatever the model's */
+size_t dt_model_engines_at(const dt_model *m, int bf16, char *buf, size_t cap);
+
 #endif

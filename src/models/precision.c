@@ -20,6 +20,9 @@
 #include <string.h>
 
 #include "layers/bf16_array.h"
+#ifdef DT_WITH_DNNL
+#include "layers/conv_dnnl.h"
+#endif
 #include "layers/kernels.h"
 #include "models/loss.h"
 #include "models/model_struct.h"
@@ -73,14 +76,17 @@ void dt_bf16_stage_carve(dt_model *m, int batch) {
     m->slogits = m->sw + wts;
 }
 
-/* Points a GEMM node's parameters at bf16-rounded copies (undone by unround_params). */
-static void round_params(dt_model *m, dt_node *n, float *saved[DT_MAX_PTENSORS]) {
+/* Points a GEMM node's parameters at bf16-rounded copies (undone by unround_params); but
+ * for a node that takes bf16 activations (its weights go into its bf16 kernels, which round
+ * them on the way in, to nearest even as here) the first tensor, the weight, stays. */
+static void round_params(dt_model *m, dt_node *n, const dt_pass *p, float *saved[DT_MAX_PTENSORS]) {
     if (!n->ops->gemm_params) return;
     float *w = m->sw;
     for (int t = 0; t < n->nparam; t++) {
+        saved[t] = n->w[t];
+        if (t == 0 && p->x16[0]) continue;
         const size_t k = dt_ptensor_numel(&n->ptens[t]);
         dt_bf16_round(w, n->w[t], k);
-        saved[t] = n->w[t];
         n->w[t] = w;
         w += k;
     }
@@ -95,7 +101,7 @@ static void unround_params(dt_node *n, float *const saved[DT_MAX_PTENSORS]) {
 static void run_node(dt_model *m, int i, const dt_pass *p, int backward) {
     dt_node *n = &m->nodes[i];
     float *saved[DT_MAX_PTENSORS];
-    round_params(m, n, saved);
+    round_params(m, n, p, saved);
     double *t = backward ? m->t_bwd : m->t_fwd;
     const double t0 = t ? dt_now() : 0;
     if (backward) n->ops->backward(n, p);
@@ -117,11 +123,26 @@ static const float *stage_input(dt_model *m, const dt_node *n, int j, int batch,
     return buf;
 }
 
+/* Does node n take its bf16 activations as they are stored (ops->bf16_io: conv on oneDNN's
+ * bf16 kernels), its inputs being other nodes' outputs? Then no fp32 copies are made for it. */
+static int takes_bf16(dt_node *n, int batch) {
+    if (!n->ops->bf16_io) return 0;
+    for (int j = 0; j < n->ops->ninputs; j++)
+        if (n->in[j] < 0) return 0;
+    return n->ops->bf16_io(n, batch);
+}
+
 void dt_bf16_forward(dt_model *m, int batch, int train) {
     for (int i = 0; i < m->nn; i++) {
         dt_node *n = &m->nodes[i];
         if (n->relu_fused) continue; /* its producer stored ReLU(output) in the shared y16 */
-        dt_pass p = {.batch = batch, .train = train, .work = m->work, .rng = &m->rng};
+        dt_pass p = {.batch = batch, .train = train, .work = m->work, .rng = &m->rng, .bf16 = 1};
+        if (takes_bf16(n, batch)) {
+            for (int j = 0; j < n->ops->ninputs; j++) p.x16[j] = m->nodes[n->in[j]].y16;
+            n->y = NULL;
+            run_node(m, i, &p, 0);
+            continue;
+        }
         int k = 0;
         for (int j = 0; j < n->ops->ninputs; j++) p.x[j] = stage_input(m, n, j, batch, m->slot[k++]);
         n->y = m->slot[k++];
@@ -146,7 +167,19 @@ float dt_bf16_backward(dt_model *m, const uint8_t *labels, int *correct, float *
         dt_node *n = &m->nodes[i];
         const int skips = n->ops->bwd_skips;
         const size_t out = (size_t)batch * dt_node_out_size(n);
-        dt_pass p = {.batch = batch, .train = m->last_train, .work = m->work, .rng = &m->rng};
+        dt_pass p = {.batch = batch, .train = m->last_train, .work = m->work, .rng = &m->rng, .bf16 = 1};
+        if (takes_bf16(n, batch)) {
+            for (int j = 0; j < n->ops->ninputs; j++) {
+                p.x16[j] = m->nodes[n->in[j]].y16;
+                p.dx16[j] = m->nodes[n->in[j]].dy16;
+                p.dx_acc[j] = m->dx_acc[i][j];
+            }
+            n->y = n->dy = NULL;
+            run_node(m, i, &p, 1);
+            if (n->nparam > 0) ready = (size_t)(n->g[0] - m->grads);
+            if (m->grads_ready) m->grads_ready(m->grads_ready_arg, ready);
+            continue;
+        }
         int k = 0;
         for (int j = 0; j < n->ops->ninputs; j++)
             p.x[j] = skips & DT_SKIPS_X ? NULL : stage_input(m, n, j, batch, m->slot[k++]);
@@ -193,15 +226,27 @@ void dt_model_print_precision(const dt_model *m, void *file) {
         for (int j = 0; j < i && !seen; j++) seen = m->nodes[j].ops == ops;
         if (!seen) snprintf(list + strlen(list), cap - strlen(list), "%s%s", *list ? ", " : "", ops->kind);
     }
-#ifdef DT_KERNELS_AVX512
-    const int hw = __builtin_cpu_supports("avx512bf16");
-#else
-    const int hw = 0;
-#endif
+    const char *why = dt_bf16_fallback_reason();
+    char engines[256];
+    dt_model_engines_at(m, 1, engines, sizeof engines);
     fprintf(f, "precision: fp32 (default); --precision bf16 stores every activation and its gradient as bf16, and\n");
+    if (!why && strstr(engines, "bf16"))
+        fprintf(f, "  conv: where oneDNN runs it (%s), multiplies in bf16 with oneDNN's bf16 kernels, sums in fp32\n",
+                engines);
     if (*gemm)
-        fprintf(f, "  %s: multiplies bf16-rounded weights and inputs, sums in fp32, with the fp32 GEMM (this build has no\n"
-                   "    bf16 GEMM kernel; this CPU %s avx512_bf16)\n", gemm, hw ? "has" : "has no");
+        fprintf(f, "  %s%s: multiplies bf16-rounded weights and inputs, sums in fp32, with the fp32 GEMM (%s)\n",
+                !why && strstr(engines, "bf16") ? "otherwise " : "", gemm, why ? why : "no bf16 GEMM for these");
     if (*other) fprintf(f, "  %s: computes in fp32 on the bf16-stored values (no bf16 form)\n", other);
     fprintf(f, "  parameters, their gradients, optimiser, loss, checkpoints: fp32\n");
+}
+
+const char *dt_bf16_fallback_reason(void) {
+#ifdef DT_WITH_DNNL
+    return dt_dnnl_bf16_hw() ? NULL : "this CPU has no bf16 arithmetic (AVX512_BF16 or AMX) for oneDNN";
+#elif defined DT_KERNELS_AVX512
+    return __builtin_cpu_supports("avx512bf16") ? "this build has no bf16 kernels: built without oneDNN"
+                                                : "this CPU has no bf16 arithmetic (AVX512_BF16), nor this build oneDNN";
+#else
+    return "this build has no bf16 kernels: built without oneDNN";
+#endif
 }

@@ -103,6 +103,9 @@ dt_status dt_trainer_log_config(dt_trainer *t) {
     num6(&j, "momentum", c->momentum);
     dt_json_bool(&j, "nesterov", c->nesterov);
     dt_json_str(&j, "precision", dt_precision_name((dt_precision)c->precision));
+    char engines[256]; /* which layers another engine runs (oneDNN): their sums differ in order */
+    dt_model_engines(t->model, engines, sizeof engines);
+    dt_json_str(&j, "engines", engines);
     num6(&j, "weight_decay", c->weight_decay);
     dt_json_int(&j, "max_steps", c->max_steps);
     dt_json_int(&j, "eval_every", c->eval_every);

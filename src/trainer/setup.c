@@ -1,6 +1,7 @@
 /* The trainer's set-up: configuration defaults, data and model, the training set divided
  * among the ranks, the buffers, and the context the scheme's hooks see. */
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -219,6 +220,9 @@ static dt_status init_run(dt_trainer *t, const dt_train_config *cfg) {
     dt_data_dir(cfg->data, cfg->data_dir, dir, sizeof dir);
     if ((st = dt_model_open(cfg->model, &t->model)) != DT_OK) return st;
     if ((st = dt_model_set_precision(t->model, (dt_precision)cfg->precision)) != DT_OK) return st;
+    if (cfg->precision == DT_PRECISION_BF16 && dt_bf16_fallback_reason() && t->comm.rank == 0)
+        fprintf(stderr, "dtrain: note: --precision bf16 computes in fp32 here (%s): it saves memory, not time\n",
+                dt_bf16_fallback_reason());
     if ((st = check_room(t)) != DT_OK) return st;
     /* (only the examples the run uses: --train-limit and --test-limit keep the first ones) */
     if ((st = dt_dataset_load_first(cfg->data, dir, 1, cfg->train_limit, &t->train)) != DT_OK) return st;

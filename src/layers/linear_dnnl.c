@@ -1,0 +1,166 @@
+/* Linear layers' bf16 GEMMs through oneDNN's matmul (linear_dnnl.h); checked against the fp32
+ * GEMM on the same bf16 values in tests/test_conv_dnnl.c. */
+#include "layers/linear_dnnl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "layers/dnnl_op.h"
+
+#define TRY DT_DNNL_TRY
+
+struct dt_linear_dnnl {
+    dt_dnnl_op fwd, bwd_data, bwd_weights;
+    dnnl_memory_t x, y, w, wt, b, dy, dyt, dx, dw; /* the user's (wt, dyt: W and dY transposed) */
+    int bias;
+    char impl[256];
+};
+
+/* A plain fp32 matrix rows x cols whose rows are row_stride apart and columns col_stride. */
+static dnnl_status_t plain(dnnl_memory_desc_t *md, dnnl_dim_t rows, dnnl_dim_t cols, dnnl_dim_t row_stride,
+                           dnnl_dim_t col_stride) {
+    const dnnl_dims_t d = {rows, cols}, s = {row_stride, col_stride};
+    return dnnl_memory_desc_init_by_strides(md, 2, d, dnnl_f32, s);
+}
+
+static dnnl_status_t any16(dnnl_memory_desc_t *md, dnnl_dim_t rows, dnnl_dim_t cols) {
+    const dnnl_dims_t d = {rows, cols};
+    return dnnl_memory_desc_init_by_tag(md, 2, d, dnnl_bf16, dnnl_format_tag_any);
+}
+
+/* a matmul src (bf16) x weights (bf16) -> dst (fp32, the user's layout), with bias and post-ops
+ * from attr; its arguments bound to the user's memories */
+static dnnl_status_t matmul(dt_dnnl_op *o, dnnl_engine_t engine, const dnnl_primitive_attr_t attr,
+                            const dnnl_memory_desc_t *src, dnnl_memory_t usrc, const dnnl_memory_desc_t *wei,
+                            dnnl_memory_t uwei, dnnl_memory_t ubias, dnnl_memory_t udst, char *impl, size_t cap) {
+    const dnnl_memory_desc_t *bias = NULL, *dst;
+    dnnl_status_t s = dnnl_memory_get_memory_desc(udst, &dst);
+    if (s == dnnl_success && ubias) s = dnnl_memory_get_memory_desc(ubias, &bias);
+    dnnl_matmul_desc_t md;
+    dnnl_primitive_desc_t pd = NULL;
+    if (s == dnnl_success) s = dnnl_matmul_desc_init(&md, src, wei, bias, dst);
+    if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &md, attr, engine, NULL);
+    if (s == dnnl_success) s = dt_dnnl_op_make(o, pd);
+    if (s == dnnl_success) s = dt_dnnl_op_arg(o, pd, dnnl_query_src_md, 0, DNNL_ARG_SRC, usrc, 0, 0);
+    if (s == dnnl_success) s = dt_dnnl_op_arg(o, pd, dnnl_query_weights_md, 0, DNNL_ARG_WEIGHTS, uwei, 0, 0);
+    if (s == dnnl_success && ubias) s = dt_dnnl_op_arg(o, pd, dnnl_query_weights_md, 1, DNNL_ARG_BIAS, ubias, 0, 0);
+    if (s == dnnl_success) s = dt_dnnl_op_arg(o, pd, dnnl_query_dst_md, 0, DNNL_ARG_DST, udst, 1, 0);
+    if (s == dnnl_success && !dt_dnnl_op_fit(o)) s = dnnl_out_of_memory;
+    if (s == dnnl_success) snprintf(impl + strlen(impl), cap - strlen(impl), "%s%s", *impl ? " / " : "", dt_dnnl_impl(pd));
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    return s;
+}
+
+dt_linear_dnnl *dt_linear_dnnl_plan(const dt_node *n, int batch) {
+    const dnnl_engine_t engine = dt_dnnl_engine();
+    if (!engine) return NULL;
+    dt_linear_dnnl *p = calloc(1, sizeof *p);
+    if (!p) { dt_fail(DT_ERR_NOMEM, "oneDNN linear plan"); return NULL; }
+    const dnnl_dim_t N = batch, in = (dnnl_dim_t)dt_node_in_size(n), out = n->out;
+    p->bias = n->bias;
+    dnnl_primitive_attr_t attr = NULL, fattr = NULL;
+    dnnl_post_ops_t relu = NULL;
+    dnnl_memory_desc_t x, y, w, wt, b, dy, dyt, dx, dw, x16, wt16, dy16, w16, dyt16;
+    TRY(plain(&x, N, in, in, 1));
+    TRY(plain(&y, N, out, out, 1));
+    TRY(plain(&w, out, in, in, 1));
+    TRY(plain(&wt, in, out, 1, in));
+    TRY(plain(&b, 1, out, out, 1));
+    TRY(plain(&dy, N, out, out, 1));
+    TRY(plain(&dyt, out, N, 1, out));
+    TRY(plain(&dx, N, in, in, 1));
+    TRY(plain(&dw, out, in, in, 1));
+    TRY(any16(&x16, N, in));
+    TRY(any16(&wt16, in, out));
+    TRY(any16(&dy16, N, out));
+    TRY(any16(&w16, out, in));
+    TRY(any16(&dyt16, out, N));
+    dnnl_memory_t *mems[9] = {&p->x, &p->y, &p->w, &p->wt, &p->b, &p->dy, &p->dyt, &p->dx, &p->dw};
+    const dnnl_memory_desc_t *mds[9] = {&x, &y, &w, &wt, &b, &dy, &dyt, &dx, &dw};
+    for (int i = 0; i < 9; i++) TRY(dnnl_memory_create(mems[i], mds[i], engine, DNNL_MEMORY_NONE));
+    TRY(dnnl_primitive_attr_create(&attr));
+    TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
+    TRY(dnnl_primitive_attr_create(&fattr));
+    TRY(dnnl_primitive_attr_set_scratchpad_mode(fattr, dnnl_scratchpad_mode_user));
+    if (n->relu_out) {
+        TRY(dnnl_post_ops_create(&relu));
+        TRY(dnnl_post_ops_append_eltwise(relu, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f));
+        TRY(dnnl_primitive_attr_set_post_ops(fattr, relu));
+    }
+    /* y = x W^T + b; dX = dY W; dW = dY^T x */
+    TRY(matmul(&p->fwd, engine, fattr, &x16, p->x, &wt16, p->wt, p->bias ? p->b : NULL, p->y, p->impl, sizeof p->impl));
+    TRY(matmul(&p->bwd_data, engine, attr, &dy16, p->dy, &w16, p->w, NULL, p->dx, p->impl, sizeof p->impl));
+    TRY(matmul(&p->bwd_weights, engine, attr, &dyt16, p->dyt, &x16, p->x, NULL, p->dw, p->impl, sizeof p->impl));
+    dnnl_primitive_attr_destroy(attr);
+    dnnl_primitive_attr_destroy(fattr);
+    if (relu) dnnl_post_ops_destroy(relu);
+    return p;
+fail:
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    if (fattr) dnnl_primitive_attr_destroy(fattr);
+    if (relu) dnnl_post_ops_destroy(relu);
+    dt_linear_dnnl_free(p);
+    return NULL;
+}
+
+void dt_linear_dnnl_free(dt_linear_dnnl *p) {
+    if (!p) return;
+    dt_dnnl_op_free(&p->fwd);
+    dt_dnnl_op_free(&p->bwd_data);
+    dt_dnnl_op_free(&p->bwd_weights);
+    dnnl_memory_t mems[9] = {p->x, p->y, p->w, p->wt, p->b, p->dy, p->dyt, p->dx, p->dw};
+    for (int i = 0; i < 9; i++)
+        if (mems[i]) dnnl_memory_destroy(mems[i]);
+    free(p);
+}
+
+const char *dt_linear_dnnl_impl(const dt_linear_dnnl *p) { return p ? p->impl : ""; }
+
+/* (oneDNN takes its handles as void *: the inputs are only read) */
+static dnnl_status_t set(dnnl_memory_t m, const float *v) { return dnnl_memory_set_data_handle(m, (void *)v); }
+
+dt_status dt_linear_dnnl_forward(dt_linear_dnnl *p, const float *x, const float *w, const float *b, float *y) {
+    dnnl_status_t s = set(p->x, x);
+    if (s == dnnl_success) s = set(p->wt, w);
+    if (s == dnnl_success && p->bias) s = set(p->b, b);
+    if (s == dnnl_success) s = set(p->y, y);
+    if (s == dnnl_success) s = dt_dnnl_op_run(&p->fwd, 0);
+    return s == dnnl_success ? DT_OK : dt_fail(DT_ERR_STATE, "oneDNN linear forward failed (status %d)", (int)s);
+}
+
+dt_status dt_linear_dnnl_backward(dt_linear_dnnl *p, const float *x, const float *w, const float *dy, float *dx,
+                                  int dx_acc, float *dw) {
+    /* dX added to (another consumer wrote it first: not in the zoo, where a linear layer's input
+     * is one layer's): the plan only writes, that case stays the layer's own */
+    if (dx && dx_acc) return dt_fail(DT_ERR_ARG, "oneDNN linear: dX to add to");
+    dnnl_status_t s = set(p->x, x);
+    if (s == dnnl_success) s = set(p->dyt, dy);
+    if (s == dnnl_success) s = set(p->dw, dw);
+    if (s == dnnl_success) s = dt_dnnl_op_run(&p->bwd_weights, 0);
+    if (s == dnnl_success && dx) {
+        s = set(p->dy, dy);
+        if (s == dnnl_success) s = set(p->w, w);
+        if (s == dnnl_success) s = set(p->dx, dx);
+        if (s == dnnl_success) s = dt_dnnl_op_run(&p->bwd_data, 0);
+    }
+    return s == dnnl_success ? DT_OK : dt_fail(DT_ERR_STATE, "oneDNN linear backward failed (status %d)", (int)s);
+}
+
+int dt_linear_dnnl_wanted(const dt_node *n) {
+    (void)n;
+    const char *e = getenv("DTRAIN_ENGINE");
+    return dt_dnnl_bf16_hw() && e && strcmp(e, "onednn") == 0;
+}
+
+static void *make_plan(const dt_node *n, int batch, int mode) {
+    (void)mode;
+    return dt_linear_dnnl_plan(n, batch);
+}
+static void free_plan(void *p) { dt_linear_dnnl_free(p); }
+
+dt_linear_dnnl *dt_linear_dnnl_get(dt_node *n, int batch) {
+    return dt_linear_dnnl_wanted(n) ? dt_dnnl_node_plan(n, batch, 1, make_plan) : NULL;
+}
+
+void dt_linear_dnnl_release(dt_node *n) { dt_dnnl_node_release(n, free_plan); }

@@ -1,0 +1,33 @@
+/* A linear layer's bf16 GEMMs through oneDNN's matmul (built with DTRAIN_WITH_DNNL), for
+ * --precision bf16 on a CPU with bf16 arithmetic: y = x W^T + b, dX = dY W, dW = dY^T x with
+ * bf16 operands and fp32 sums, the caller's fp32 memories (bf16 values: models/precision.c's
+ * staging) around; the bias gradient stays the layer's. */
+#ifndef DT_LAYERS_LINEAR_DNNL_H
+#define DT_LAYERS_LINEAR_DNNL_H
+
+#include "layers/layer.h"
+
+typedef struct dt_linear_dnnl dt_linear_dnnl;
+
+/* The plan of linear node n at this batch; NULL, with dt_last_error set, when oneDNN cannot. */
+dt_linear_dnnl *dt_linear_dnnl_plan(const dt_node *n, int batch);
+void dt_linear_dnnl_free(dt_linear_dnnl *p);
+/* y = x W^T + b (b NULL without bias), ReLU'd when n->relu_out */
+dt_status dt_linear_dnnl_forward(dt_linear_dnnl *p, const float *x, const float *w, const float *b, float *y);
+/* dW (overwritten) and, if dx is not NULL, dX (overwritten; dx_acc, adding to it, is refused
+ * before anything is written: the layer's own path does that) */
+dt_status dt_linear_dnnl_backward(dt_linear_dnnl *p, const float *x, const float *w, const float *dy, float *dx,
+                                  int dx_acc, float *dw);
+const char *dt_linear_dnnl_impl(const dt_linear_dnnl *p);
+
+/* Does linear node n's bf16 work go to oneDNN? Only with DTRAIN_ENGINE=onednn, on a CPU with
+ * bf16 arithmetic: on downpour-cnn's fc1 (64 x 9216 x 128) oneDNN 2.6's bf16 matmul took 7.6 ms
+ * a step on Zen 5, against 4.3 for OpenBLAS's fp32 GEMM on the same bf16 values (its backward
+ * GEMMs, K = 64 and 128, ran at ~63 GFLOP/s, and the transposed weights' reorder took 1.5 ms):
+ * kept for CPUs where it wins (AMX), tested, not chosen by default. */
+int dt_linear_dnnl_wanted(const dt_node *n);
+/* Node n's plan at this batch, kept in n->engine; NULL: OpenBLAS's fp32 GEMM on bf16 values. */
+dt_linear_dnnl *dt_linear_dnnl_get(dt_node *n, int batch);
+void dt_linear_dnnl_release(dt_node *n);
+
+#endif
