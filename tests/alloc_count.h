@@ -30,12 +30,14 @@ static volatile long allocations, cxx_allocations; /* volatile: GCC assumes mall
 static uintptr_t cxx_lo[8], cxx_hi[8];
 static int cxx_ranges;
 
+#if COUNTING
 static int from_cxx(const void *ret) {
     const uintptr_t a = (uintptr_t)ret;
     for (int i = 0; i < cxx_ranges; i++)
         if (a >= cxx_lo[i] && a < cxx_hi[i]) return 1;
     return 0;
 }
+#endif
 
 /* libstdc++'s loaded segments, if it is loaded (dl_iterate_phdr does not allocate) */
 static int find_cxx(struct dl_phdr_info *info, size_t size, void *arg) {
