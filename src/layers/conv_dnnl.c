@@ -107,6 +107,14 @@ dt_conv_dnnl *dt_conv_dnnl_plan(const dt_node *n, int batch, int mode) {
         dt_fail(DT_ERR_NOMEM, "oneDNN convolution: its memories");
         goto fail;
     }
+    /* bf16 activations: dX is added to (a second consumer's gradient) by the reorder out of
+     * oneDNN's layout; where oneDNN writes the caller's layout itself there is none, and the
+     * sum would be lost: no such plan (the staged path runs) */
+    if (io16 && !p->bwd_data.add_to_user[2]) {
+        dt_fail(DT_ERR_STATE, "oneDNN convolution %s: its input gradient in the caller's layout (cannot add to it)",
+                n->name);
+        goto fail;
+    }
     p->dy_once = dt_dnnl_op_shares_first(&p->bwd_data, &p->bwd_weights);
     snprintf(p->impl, sizeof p->impl, "%s / %s / %s", dt_dnnl_impl(fpd), dt_dnnl_impl(bdpd), dt_dnnl_impl(bwpd));
     if (!io16 && dt_malloc(p->dx_sum, p->x_len, "oneDNN convolution: dX to add") != DT_OK) goto fail;
