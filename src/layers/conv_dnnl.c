@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/alloc.h"
 #include "layers/dnnl_op.h"
 
 #define op dt_dnnl_op
@@ -19,8 +18,6 @@ struct dt_conv_dnnl {
     int mode; /* DT_CONV_FP32, DT_CONV_BF16 (fp32 user memories), DT_CONV_BF16_IO (bf16 ones) */
     int dy_once; /* the backward ops share dY's reorder (dt_dnnl_op_shares_first) */
     dnnl_memory_t x, y, w, b, dy, dx, dw, db; /* the user's, handles set at each call */
-    float *dx_sum;                            /* dX written here first when it is added to */
-    size_t x_len;
     int bias;
     char impl[256];
 };
@@ -36,7 +33,6 @@ dt_conv_dnnl *dt_conv_dnnl_plan(const dt_node *n, int batch, int mode) {
     dnnl_post_ops_t relu = NULL;
     p->bias = n->bias;
     p->mode = mode;
-    p->x_len = (size_t)batch * dt_node_in_size(n);
     const dnnl_dims_t xs = {batch, n->ic, n->ih, n->iw}, ys = {batch, n->oc, n->oh, n->ow},
                       ws = {n->oc, n->ic, n->k, n->k}, bs = {n->oc}, st = {n->stride, n->stride},
                       pl = {n->pad, n->pad},
@@ -97,7 +93,9 @@ dt_conv_dnnl *dt_conv_dnnl_plan(const dt_node *n, int batch, int mode) {
     TRY(dt_dnnl_op_arg(&p->fwd, fpd, dnnl_query_dst_md, 0, DNNL_ARG_DST, p->y, 1, 0));
     TRY(dt_dnnl_op_arg(&p->bwd_data, bdpd, dnnl_query_diff_dst_md, 0, DNNL_ARG_DIFF_DST, p->dy, 0, 0));
     TRY(dt_dnnl_op_arg(&p->bwd_data, bdpd, dnnl_query_weights_md, 0, DNNL_ARG_WEIGHTS, p->w, 0, 0));
-    TRY(dt_dnnl_op_arg(&p->bwd_data, bdpd, dnnl_query_diff_src_md, 0, DNNL_ARG_DIFF_SRC, p->dx, 1, io16));
+    /* dX may be added to (a second consumer's gradient): on its way out of oneDNN's layout, or
+     * from oneDNN's own memory where that is the caller's layout */
+    TRY(dt_dnnl_op_arg(&p->bwd_data, bdpd, dnnl_query_diff_src_md, 0, DNNL_ARG_DIFF_SRC, p->dx, 1, 1));
     /* dY first in both backward ops: reordered once for both where they want one layout */
     TRY(dt_dnnl_op_arg(&p->bwd_weights, bwpd, dnnl_query_diff_dst_md, 0, DNNL_ARG_DIFF_DST, p->dy, 0, 0));
     TRY(dt_dnnl_op_arg(&p->bwd_weights, bwpd, dnnl_query_src_md, 0, DNNL_ARG_SRC, p->x, 0, 0));
@@ -107,17 +105,8 @@ dt_conv_dnnl *dt_conv_dnnl_plan(const dt_node *n, int batch, int mode) {
         dt_fail(DT_ERR_NOMEM, "oneDNN convolution: its memories");
         goto fail;
     }
-    /* bf16 activations: dX is added to (a second consumer's gradient) by the reorder out of
-     * oneDNN's layout; where oneDNN writes the caller's layout itself there is none, and the
-     * sum would be lost: no such plan (the staged path runs) */
-    if (io16 && !p->bwd_data.add_to_user[2]) {
-        dt_fail(DT_ERR_STATE, "oneDNN convolution %s: its input gradient in the caller's layout (cannot add to it)",
-                n->name);
-        goto fail;
-    }
     p->dy_once = dt_dnnl_op_shares_first(&p->bwd_data, &p->bwd_weights);
     snprintf(p->impl, sizeof p->impl, "%s / %s / %s", dt_dnnl_impl(fpd), dt_dnnl_impl(bdpd), dt_dnnl_impl(bwpd));
-    if (!io16 && dt_malloc(p->dx_sum, p->x_len, "oneDNN convolution: dX to add") != DT_OK) goto fail;
     dnnl_primitive_desc_destroy(fpd);
     dnnl_primitive_desc_destroy(bdpd);
     dnnl_primitive_desc_destroy(bwpd);
@@ -144,65 +133,33 @@ void dt_conv_dnnl_free(dt_conv_dnnl *p) {
     dnnl_memory_t mems[8] = {p->x, p->y, p->w, p->b, p->dy, p->dx, p->dw, p->db};
     for (int i = 0; i < 8; i++)
         if (mems[i]) dnnl_memory_destroy(mems[i]);
-    free(p->dx_sum);
     free(p);
 }
 
 const char *dt_conv_dnnl_impl(const dt_conv_dnnl *p) { return p ? p->impl : ""; }
 
-/* (oneDNN takes its handles as void *: the inputs are only read) */
-static dnnl_status_t set(dnnl_memory_t m, const float *v) { return dnnl_memory_set_data_handle(m, (void *)v); }
-
-dt_status dt_conv_dnnl_forward(dt_conv_dnnl *p, const float *x, const float *w, const float *b, float *y) {
-    if (p->mode == DT_CONV_BF16_IO) return dt_fail(DT_ERR_ARG, "oneDNN convolution: a plan with bf16 activations");
-    dnnl_status_t s = set(p->x, x);
-    if (s == dnnl_success) s = set(p->w, w);
-    if (s == dnnl_success && p->bias) s = set(p->b, b);
-    if (s == dnnl_success) s = set(p->y, y);
-    if (s == dnnl_success) s = dt_dnnl_op_run(&p->fwd, 0);
-    return s == dnnl_success ? DT_OK : dt_fail(DT_ERR_STATE, "oneDNN convolution forward failed (status %d)", (int)s);
-}
-
-dt_status dt_conv_dnnl_backward(dt_conv_dnnl *p, const float *x, const float *w, const float *dy, float *dx,
-                                int dx_acc, float *dw, float *db) {
-    if (p->mode == DT_CONV_BF16_IO) return dt_fail(DT_ERR_ARG, "oneDNN convolution: a plan with bf16 activations");
-    dnnl_status_t s = set(p->x, x);
-    if (s == dnnl_success) s = set(p->w, w);
-    if (s == dnnl_success) s = set(p->dy, dy);
-    if (s == dnnl_success) s = set(p->dw, dw);
-    if (s == dnnl_success && p->bias) s = set(p->db, db);
-    if (s == dnnl_success && dx) s = set(p->dx, dx_acc ? p->dx_sum : dx);
-    if (s == dnnl_success && dx && p->dy_once) {
-        s = dt_dnnl_op_run_pair(&p->bwd_data, 0, &p->bwd_weights);
-    } else {
-        if (s == dnnl_success) s = dt_dnnl_op_run(&p->bwd_weights, 0);
-        if (s == dnnl_success && dx) s = dt_dnnl_op_run(&p->bwd_data, 0);
-    }
-    if (s == dnnl_success && dx) {
-        if (s == dnnl_success && dx_acc)
-            for (size_t i = 0; i < p->x_len; i++) dx[i] += p->dx_sum[i];
-    }
-    return s == dnnl_success ? DT_OK : dt_fail(DT_ERR_STATE, "oneDNN convolution backward failed (status %d)", (int)s);
-}
-
-dt_status dt_conv_dnnl_forward16(dt_conv_dnnl *p, const uint16_t *x, const float *w, const float *b, uint16_t *y) {
-    if (p->mode != DT_CONV_BF16_IO) return dt_fail(DT_ERR_ARG, "oneDNN convolution: not a plan with bf16 activations");
+/* The forward and backward passes on the user's memories, fp32 or bf16 by the plan's mode
+ * (oneDNN takes every handle as void *: the inputs are only read). */
+static dt_status forward(dt_conv_dnnl *p, int io16, const void *x, const float *w, const float *b, void *y) {
+    if (io16 != (p->mode == DT_CONV_BF16_IO))
+        return dt_fail(DT_ERR_ARG, "oneDNN convolution: a plan %s bf16 activations", io16 ? "without" : "with");
     dnnl_status_t s = dnnl_memory_set_data_handle(p->x, (void *)x);
-    if (s == dnnl_success) s = set(p->w, w);
-    if (s == dnnl_success && p->bias) s = set(p->b, b);
+    if (s == dnnl_success) s = dnnl_memory_set_data_handle(p->w, (void *)w);
+    if (s == dnnl_success && p->bias) s = dnnl_memory_set_data_handle(p->b, (void *)b);
     if (s == dnnl_success) s = dnnl_memory_set_data_handle(p->y, y);
     if (s == dnnl_success) s = dt_dnnl_op_run(&p->fwd, 0);
     return s == dnnl_success ? DT_OK : dt_fail(DT_ERR_STATE, "oneDNN convolution forward failed (status %d)", (int)s);
 }
 
-dt_status dt_conv_dnnl_backward16(dt_conv_dnnl *p, const uint16_t *x, const float *w, const uint16_t *dy, uint16_t *dx,
-                                  int dx_acc, float *dw, float *db) {
-    if (p->mode != DT_CONV_BF16_IO) return dt_fail(DT_ERR_ARG, "oneDNN convolution: not a plan with bf16 activations");
+static dt_status backward(dt_conv_dnnl *p, int io16, const void *x, const float *w, const void *dy, void *dx,
+                          int dx_acc, float *dw, float *db) {
+    if (io16 != (p->mode == DT_CONV_BF16_IO))
+        return dt_fail(DT_ERR_ARG, "oneDNN convolution: a plan %s bf16 activations", io16 ? "without" : "with");
     dnnl_status_t s = dnnl_memory_set_data_handle(p->x, (void *)x);
-    if (s == dnnl_success) s = set(p->w, w);
+    if (s == dnnl_success) s = dnnl_memory_set_data_handle(p->w, (void *)w);
     if (s == dnnl_success) s = dnnl_memory_set_data_handle(p->dy, (void *)dy);
-    if (s == dnnl_success) s = set(p->dw, dw);
-    if (s == dnnl_success && p->bias) s = set(p->db, db);
+    if (s == dnnl_success) s = dnnl_memory_set_data_handle(p->dw, dw);
+    if (s == dnnl_success && p->bias) s = dnnl_memory_set_data_handle(p->db, db);
     if (s == dnnl_success && dx) s = dnnl_memory_set_data_handle(p->dx, dx);
     if (s == dnnl_success && dx && p->dy_once) {
         s = dt_dnnl_op_run_pair(&p->bwd_data, dx_acc, &p->bwd_weights);
@@ -211,6 +168,24 @@ dt_status dt_conv_dnnl_backward16(dt_conv_dnnl *p, const uint16_t *x, const floa
         if (s == dnnl_success && dx) s = dt_dnnl_op_run(&p->bwd_data, dx_acc);
     }
     return s == dnnl_success ? DT_OK : dt_fail(DT_ERR_STATE, "oneDNN convolution backward failed (status %d)", (int)s);
+}
+
+dt_status dt_conv_dnnl_forward(dt_conv_dnnl *p, const float *x, const float *w, const float *b, float *y) {
+    return forward(p, 0, x, w, b, y);
+}
+
+dt_status dt_conv_dnnl_backward(dt_conv_dnnl *p, const float *x, const float *w, const float *dy, float *dx,
+                                int dx_acc, float *dw, float *db) {
+    return backward(p, 0, x, w, dy, dx, dx_acc, dw, db);
+}
+
+dt_status dt_conv_dnnl_forward16(dt_conv_dnnl *p, const uint16_t *x, const float *w, const float *b, uint16_t *y) {
+    return forward(p, 1, x, w, b, y);
+}
+
+dt_status dt_conv_dnnl_backward16(dt_conv_dnnl *p, const uint16_t *x, const float *w, const uint16_t *dy, uint16_t *dx,
+                                  int dx_acc, float *dw, float *db) {
+    return backward(p, 1, x, w, dy, dx, dx_acc, dw, db);
 }
 
 /* DTRAIN_ENGINE: "own", "onednn" or "auto" (the rule; also when unset). Read at each

@@ -101,8 +101,8 @@ static int is_nchw16c(const dnnl_memory_desc_t *md, const dnnl_memory_desc_t *us
 
 /* NCHW <-> nChw16c, values of size bytes (2: bf16, 4: fp32); a channel block's values stay in
  * cache while its 16 planes are read or written. The padding channels of a block are zero (as
- * oneDNN's reorder leaves them: they meet zero weights, and garbage could be NaN). add (bf16
- * out only): plain = bf16(plain + blocked), summed in fp32. */
+ * oneDNN's reorder leaves them: they meet zero weights, and garbage could be NaN). add (out
+ * only): plain += blocked (bf16: summed in fp32, rounded once, as dt_bf16_store_add). */
 static void activation_16c(const char *src, char *dst, const dnnl_dims_t d, int size, int to_blocked, int add) {
     const size_t C = (size_t)d[1], hw = (size_t)(d[2] * d[3]), CB = (C + 15) / 16;
     for (size_t n = 0; n < (size_t)d[0]; n++)
@@ -120,8 +120,10 @@ static void activation_16c(const char *src, char *dst, const dnnl_dims_t d, int 
                 } else if (!pad) {
                     const char *from = src + (blk + c) * size;
                     char *to = dst + (plane0 + c * hw) * size;
-                    if (size == 4)
+                    if (size == 4 && !add)
                         for (size_t i = 0; i < hw; i++) ((float *)to)[i] = ((const float *)from)[16 * i];
+                    else if (size == 4)
+                        for (size_t i = 0; i < hw; i++) ((float *)to)[i] += ((const float *)from)[16 * i];
                     else if (!add)
                         for (size_t i = 0; i < hw; i++) ((uint16_t *)to)[i] = ((const uint16_t *)from)[16 * i];
                     else
@@ -133,6 +135,16 @@ static void activation_16c(const char *src, char *dst, const dnnl_dims_t d, int 
         }
 }
 
+/* to += from, n values (bf16: summed in fp32, rounded once) */
+static void add_values(char *to, const char *from, size_t n, int size) {
+    if (size == 4)
+        for (size_t i = 0; i < n; i++) ((float *)to)[i] += ((const float *)from)[i];
+    else
+        for (size_t i = 0; i < n; i++)
+            ((uint16_t *)to)[i] =
+                dt_f32_to_bf16(dt_bf16_to_f32(((uint16_t *)to)[i]) + dt_bf16_to_f32(((const uint16_t *)from)[i]));
+}
+
 dnnl_status_t dt_dnnl_op_arg(op *o, const_dnnl_primitive_desc_t pd, dnnl_query_t q, int idx, int arg,
                              dnnl_memory_t user, int is_out, int can_add) {
     const dnnl_memory_desc_t *want = dnnl_primitive_desc_query_md(pd, q, idx), *have;
@@ -142,7 +154,8 @@ dnnl_status_t dt_dnnl_op_arg(op *o, const_dnnl_primitive_desc_t pd, dnnl_query_t
     o->arg[k] = arg;
     o->user[k] = user;
     o->is_out[k] = is_out;
-    if (dnnl_memory_desc_equal(want, have)) return dnnl_success;
+    const int same = dnnl_memory_desc_equal(want, have);
+    if (same && !(is_out && can_add)) return dnnl_success;
     if (is_out && !can_add && is_oi16i16o(want) && have->data_type == dnnl_f32 && have->format_kind == dnnl_blocked &&
         have->format_desc.blocking.inner_nblks == 0)
         memcpy(o->unblock[k], want->dims, sizeof o->unblock[k]);
@@ -153,6 +166,11 @@ dnnl_status_t dt_dnnl_op_arg(op *o, const_dnnl_primitive_desc_t pd, dnnl_query_t
     o->at[k] = o->bytes;
     o->bytes += ALIGN(dnnl_memory_desc_get_size(want));
     s = dnnl_memory_create(&o->inner[k], want, engine, DNNL_MEMORY_NONE);
+    if (same) { /* written straight to the user's unless added to it: add_values then */
+        o->add_same[k] = (size_t)dnnl_memory_desc_get_size(want) / (want->data_type == dnnl_bf16 ? 2 : 4);
+        o->esize[k] = want->data_type == dnnl_bf16 ? 2 : 4;
+        return s;
+    }
     dnnl_primitive_desc_t rpd = NULL;
     if (s == dnnl_success)
         s = is_out ? dnnl_reorder_primitive_desc_create(&rpd, want, engine, have, engine, NULL)
@@ -237,7 +255,8 @@ static dnnl_status_t run_locked(op *o, int add, int reuse_first) {
             dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, o->user[k]}, {DNNL_ARG_TO, o->inner[k]}};
             s = dnnl_primitive_execute(o->to_inner[k], stream, 2, r);
         }
-        a[k] = (dnnl_exec_arg_t){o->arg[k], o->inner[k] ? o->inner[k] : o->user[k]};
+        const int inner = o->inner[k] && !(o->add_same[k] && !add);
+        a[k] = (dnnl_exec_arg_t){o->arg[k], inner ? o->inner[k] : o->user[k]};
     }
     int na = o->n;
     if (o->scratch) a[na++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, o->scratch};
@@ -247,7 +266,11 @@ static dnnl_status_t run_locked(op *o, int add, int reuse_first) {
             void *user = NULL;
             s = dnnl_memory_get_data_handle(o->user[k], &user);
             if (s == dnnl_success) unblock_16x16((const float *)(arena + o->at[k]), user, o->unblock[k]);
-        } else if (o->act16[k][0] && o->to_user[k] && (!add || !o->add_to_user[k] || o->esize[k] == 2)) {
+        } else if (o->add_same[k]) {
+            void *user = NULL;
+            if (add) s = dnnl_memory_get_data_handle(o->user[k], &user);
+            if (add && s == dnnl_success) add_values(user, arena + o->at[k], o->add_same[k], o->esize[k]);
+        } else if (o->act16[k][0] && o->to_user[k]) {
             void *user = NULL;
             s = dnnl_memory_get_data_handle(o->user[k], &user);
             if (s == dnnl_success)

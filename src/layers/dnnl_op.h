@@ -17,7 +17,9 @@ typedef struct {
     int n, arg[DT_DNNL_MAX_ARGS], is_out[DT_DNNL_MAX_ARGS];
     dnnl_memory_t user[DT_DNNL_MAX_ARGS], inner[DT_DNNL_MAX_ARGS]; /* inner NULL: the user's is used */
     dnnl_primitive_t to_inner[DT_DNNL_MAX_ARGS], to_user[DT_DNNL_MAX_ARGS];
-    dnnl_primitive_t add_to_user[DT_DNNL_MAX_ARGS]; /* to_user that adds (a bf16 dX another consumer wrote) */
+    dnnl_primitive_t add_to_user[DT_DNNL_MAX_ARGS]; /* to_user that adds (a dX another consumer wrote) */
+    size_t add_same[DT_DNNL_MAX_ARGS]; /* values, when oneDNN's layout is the user's and an output that
+                                          can be added to goes to the inner memory only to be added */
     dnnl_dims_t unblock[DT_DNNL_MAX_ARGS]; /* dims when to_user is unblock_16x16's, not oneDNN's reorder */
     dnnl_dims_t act16[DT_DNNL_MAX_ARGS];   /* dims when the reorder is activation_16c's */
     int esize[DT_DNNL_MAX_ARGS];           /* its bytes per value */
@@ -44,7 +46,8 @@ const char *dt_dnnl_impl(const_dnnl_primitive_desc_t pd);
 
 /* Makes o's primitive (and its scratchpad) from pd, then, per argument, the user's memory
  * and, where pd wants another layout or type, an inner memory and the reorder to it (inputs)
- * or from it (is_out; can_add: also one that adds to the user's). Then dt_dnnl_op_fit. */
+ * or from it (is_out; can_add: also one that adds to the user's, and, where the layouts are
+ * the same, an inner memory used only when adding). Then dt_dnnl_op_fit. */
 dnnl_status_t dt_dnnl_op_make(dt_dnnl_op *o, const_dnnl_primitive_desc_t pd);
 dnnl_status_t dt_dnnl_op_arg(dt_dnnl_op *o, const_dnnl_primitive_desc_t pd, dnnl_query_t q, int idx, int arg,
                              dnnl_memory_t user, int is_out, int can_add);
