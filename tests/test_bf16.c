@@ -102,6 +102,36 @@ static void test_arrays(void) {
                 bad += acc[i] != want;
             }
             CHECK_MSG(bad == 0, "%s: dt_bf16_store_add: %d of %zu wrong", name, bad, n);
+            /* the layers' bf16 forms: what the fp32 layer computes on the values, rounded once */
+            uint16_t *o = malloc(N * sizeof *o), *y = ref, *dy = h; /* h: x rounded (above) */
+            for (size_t i = 0; i < n; i++) h[i] = dt_f32_to_bf16(x[(i * 7 + 3) % N]);
+            int bad_add = 0, bad_relu = 0, bad_grad = 0, bad_pass = 0;
+            dt_bf16_add(o, y, dy, n);
+            for (size_t i = 0; i < n; i++)
+                bad_add += o[i] != dt_f32_to_bf16(dt_bf16_to_f32(y[i]) + dt_bf16_to_f32(dy[i]));
+            dt_bf16_relu(o, y, n);
+            for (size_t i = 0; i < n; i++) {
+                const float v = dt_bf16_to_f32(y[i]);
+                bad_relu += o[i] != dt_f32_to_bf16(v > 0.0f ? v : 0.0f);
+            }
+            for (int with_acc = 0; with_acc < 2; with_acc++) {
+                memcpy(o, acc, n * sizeof *o);
+                dt_bf16_relu_grad(o, y, dy, n, with_acc);
+                for (size_t i = 0; i < n; i++) {
+                    const float g = dt_bf16_to_f32(y[i]) > 0.0f ? dt_bf16_to_f32(dy[i]) : 0.0f;
+                    bad_grad += o[i] != dt_f32_to_bf16(with_acc ? dt_bf16_to_f32(acc[i]) + g : g);
+                }
+                memcpy(o, acc, n * sizeof *o);
+                dt_bf16_pass_grad(o, dy, n, with_acc);
+                for (size_t i = 0; i < n; i++) {
+                    const float g = dt_bf16_to_f32(dy[i]);
+                    bad_pass += o[i] != dt_f32_to_bf16(with_acc ? dt_bf16_to_f32(acc[i]) + g : g);
+                }
+            }
+            CHECK_MSG(bad_add + bad_relu + bad_grad + bad_pass == 0,
+                      "%s: %zu values: dt_bf16_add %d wrong, relu %d, relu_grad %d, pass_grad %d", name, n, bad_add,
+                      bad_relu, bad_grad, bad_pass);
+            free(o);
         }
     }
 #ifdef DT_KERNELS_AVX512
@@ -117,10 +147,27 @@ typedef struct {
     int batch;
 } fixture;
 
+/* Every bf16 form adding a gradient to one another consumer wrote first (a node's consumers
+ * run backward from the last: the earlier ones add): bn2 and r2 to r1's, s1 to bn2's. */
+static const char spec_forms_add[] = "input c=3 h=8 w=8\n"
+                                     "conv out=8 k=3 pad=1 name=c1\n"
+                                     "batchnorm name=bn1\n"
+                                     "relu name=r1\n"
+                                     "batchnorm name=bn2 in=r1\n"
+                                     "relu name=r2 in=r1\n"
+                                     "add name=s1 in=bn2,r2\n"
+                                     "relu name=r3 in=bn2\n"
+                                     "add name=s2 in=s1,r3\n"
+                                     "add name=s3 in=s2,r1\n"
+                                     "flatten name=f\n"
+                                     "linear out=10 name=fc\n";
+
 static int open_model(fixture *t, const char *name, int batch, dt_precision p) {
     memset(t, 0, sizeof *t);
     t->batch = batch;
-    if (dt_model_from_name(name, &t->m) != DT_OK) return 0;
+    if (strchr(name, '\n') ? dt_model_from_spec(name, "forms-add", &t->m) != DT_OK
+                           : dt_model_from_name(name, &t->m) != DT_OK)
+        return 0;
     dt_model_init(t->m, 5);
     CHECK(dt_model_set_precision(t->m, p) == DT_OK);
     CHECK(dt_model_reserve(t->m, batch) == DT_OK);
@@ -199,6 +246,45 @@ static void test_training(const char *name, int batch) {
     close_model(&b);
 }
 
+/* The layers' bf16 forms (batch-norm, ReLU, add, flatten on the stored bf16 values) against
+ * the same layers on fp32 copies (DTRAIN_BF16_FORMS=0): every loss, gradient and weight the
+ * same bit for bit over steps of training (a second consumer's gradient added, in resblock-tiny,
+ * evaluation mode too). */
+static void test_forms(const char *name, int batch) {
+    const char *label = strchr(name, '\n') ? "the forms-add spec" : name;
+    fixture t[2];
+    for (int k = 0; k < 2; k++) {
+        setenv("DTRAIN_BF16_FORMS", k ? "0" : "1", 1);
+        if (!open_model(&t[k], name, batch, DT_PRECISION_BF16)) {
+            CHECK_MSG(0, "%s: %s", label, dt_last_error());
+            return;
+        }
+    }
+    unsetenv("DTRAIN_BF16_FORMS");
+    const size_t np = dt_model_num_params(t[0].m);
+    int same = 1;
+    for (int s = 0; s < 4 && same; s++) {
+        float loss[2];
+        for (int k = 0; k < 2; k++) {
+            dt_model_forward(t[k].m, t[k].x, batch, 1);
+            loss[k] = dt_model_backward(t[k].m, t[k].y, NULL);
+        }
+        same = same_bits(&loss[0], &loss[1], sizeof loss[0]) &&
+               same_bits(dt_model_grads(t[0].m), dt_model_grads(t[1].m), np * sizeof(float));
+        CHECK_MSG(same, "%s step %d: bf16 forms: loss %.9g, on fp32 copies %.9g; gradients %s", label, s, loss[0],
+                  loss[1], same_bits(dt_model_grads(t[0].m), dt_model_grads(t[1].m), np * sizeof(float)) ? "same" : "differ");
+        for (int k = 0; k < 2; k++) {
+            float *w = dt_model_params(t[k].m);
+            const float *g = dt_model_grads(t[k].m);
+            for (size_t i = 0; i < np; i++) w[i] -= 0.1f * g[i];
+        }
+    }
+    const float le = eval_loss(&t[0]), lc = eval_loss(&t[1]);
+    CHECK_MSG(same_bits(&le, &lc, sizeof le), "%s: evaluation loss %.9g with the forms, %.9g without", label, le, lc);
+    close_model(&t[0]);
+    close_model(&t[1]);
+}
+
 /* bf16 halves the stored activations: resnet18-cifar at batch 32 (issue 20's memory case). */
 static void test_memory(void) {
     dt_model *m = NULL;
@@ -224,6 +310,9 @@ int main(void) {
     test_training("cnn1", 8);
     test_training("resblock-tiny", 8);
     test_training("mlp", 8);
+    test_forms("resblock-tiny", 8);
+    test_forms("cnn1", 8);
+    test_forms(spec_forms_add, 8);
     test_memory();
     return test_summary("test_bf16");
 }

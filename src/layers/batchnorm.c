@@ -6,6 +6,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "layers/bf16_array.h"
+
 static dt_status bn_setup(dt_node *n) {
     if (n->eps <= 0.0f) n->eps = 1e-5f;
     if (n->momentum <= 0.0f) n->momentum = 0.1f;
@@ -70,16 +72,40 @@ static void row_grad_sums(const float *x, const float *dy, size_t n, float mu, d
     *sdyx += s2;
 }
 
+/* Under --precision bf16 the layer takes its activations as stored (bf16_io: p->x16, n->y16,
+ * n->dy16, p->dx16): each row (one image's channel) is converted into the workspace, computed
+ * on as in fp32, and rounded on the way out: the bits of the fp32 code on fp32 copies of the
+ * whole tensors (models/precision.c), without writing those copies to memory and back. */
+static int bn_bf16_io(dt_node *n, int batch) {
+    (void)n; (void)batch;
+    return 1;
+}
+
+static size_t bn_workspace(const dt_node *n, int batch) {
+    (void)batch;
+    return 3 * (size_t)n->ih * n->iw;
+}
+
+/* Row (b, c) of an activation in fp32: v's own, or v16's converted into buf */
+static const float *row(const float *v, const uint16_t *v16, size_t at, size_t hw, float *buf) {
+    if (!v16) return v + at;
+    dt_bf16_load(buf, v16 + at, hw);
+    return buf;
+}
+
 static void bn_forward(dt_node *n, const dt_pass *p) {
     const int C = n->ic, N = p->batch;
     const size_t hw = (size_t)n->ih * n->iw, m = (size_t)N * hw;
     float *mean = n->aux, *invstd = mean + C;
+    const uint16_t *x16 = p->x16[0];
+    float *xbuf = p->work, *ybuf = p->work + hw;
     for (int c = 0; c < C; c++) {
         if (p->train) {
             double s = 0, ss = 0;
-            for (int b = 0; b < N; b++) s += row_sum(p->x[0] + ((size_t)b * C + c) * hw, hw);
+            for (int b = 0; b < N; b++) s += row_sum(row(p->x[0], x16, ((size_t)b * C + c) * hw, hw, xbuf), hw);
             double mu = s / (double)m;
-            for (int b = 0; b < N; b++) ss += row_sqdev(p->x[0] + ((size_t)b * C + c) * hw, hw, (float)mu);
+            for (int b = 0; b < N; b++)
+                ss += row_sqdev(row(p->x[0], x16, ((size_t)b * C + c) * hw, hw, xbuf), hw, (float)mu);
             double var = ss / (double)m;
             mean[c] = (float)mu;
             invstd[c] = (float)(1.0 / sqrt(var + n->eps));
@@ -92,9 +118,11 @@ static void bn_forward(dt_node *n, const dt_pass *p) {
         }
         const float a = n->w[0][c] * invstd[c], bshift = n->w[1][c] - mean[c] * a;
         for (int b = 0; b < N; b++) {
-            const float *x = p->x[0] + ((size_t)b * C + c) * hw;
-            float *y = n->y + ((size_t)b * C + c) * hw;
+            const size_t at = ((size_t)b * C + c) * hw;
+            const float *x = row(p->x[0], x16, at, hw, xbuf);
+            float *y = x16 ? ybuf : n->y + at;
             for (size_t j = 0; j < hw; j++) y[j] = x[j] * a + bshift;
+            if (x16) dt_bf16_store(n->y16 + at, y, hw);
         }
     }
 }
@@ -103,29 +131,37 @@ static void bn_backward(dt_node *n, const dt_pass *p) {
     const int C = n->ic, N = p->batch;
     const size_t hw = (size_t)n->ih * n->iw, m = (size_t)N * hw;
     const float *mean = n->aux, *invstd = mean + C;
+    const uint16_t *x16 = p->x16[0];
+    float *xbuf = p->work, *dybuf = p->work + hw, *dxbuf = p->work + 2 * hw;
     for (int c = 0; c < C; c++) {
         double dgamma = 0, dbeta = 0;
-        for (int b = 0; b < N; b++)
-            row_grad_sums(p->x[0] + ((size_t)b * C + c) * hw, n->dy + ((size_t)b * C + c) * hw, hw, mean[c],
-                          &dbeta, &dgamma);
+        for (int b = 0; b < N; b++) {
+            const size_t at = ((size_t)b * C + c) * hw;
+            row_grad_sums(row(p->x[0], x16, at, hw, xbuf), row(n->dy, x16 ? n->dy16 : NULL, at, hw, dybuf), hw,
+                          mean[c], &dbeta, &dgamma);
+        }
         dgamma *= invstd[c];
         n->g[0][c] = (float)dgamma;
         n->g[1][c] = (float)dbeta;
-        if (!p->dx[0]) continue;
+        if (x16 ? !p->dx16[0] : !p->dx[0]) continue;
         const float gi = n->w[0][c] * invstd[c];
         /* Training: dx = gamma*invstd*(dy - mean(dy) - xhat*mean(dy*xhat)); evaluation: the
          * statistics are constants, so dx = gamma*invstd*dy. */
         const float mdy = p->train ? (float)(dbeta / (double)m) : 0.0f;
         const float mdx = p->train ? (float)(dgamma / (double)m) : 0.0f;
         for (int b = 0; b < N; b++) {
-            const float *x = p->x[0] + ((size_t)b * C + c) * hw;
-            const float *dy = n->dy + ((size_t)b * C + c) * hw;
-            float *dx = p->dx[0] + ((size_t)b * C + c) * hw;
+            const size_t at = ((size_t)b * C + c) * hw;
+            const float *x = row(p->x[0], x16, at, hw, xbuf);
+            const float *dy = row(n->dy, x16 ? n->dy16 : NULL, at, hw, dybuf);
+            float *dx = x16 ? dxbuf : p->dx[0] + at;
             const float mu = mean[c], is = invstd[c];
-            if (p->dx_acc[0])
+            if (p->dx_acc[0] && !x16)
                 for (size_t j = 0; j < hw; j++) dx[j] += gi * (dy[j] - mdy - (x[j] - mu) * is * mdx);
             else
                 for (size_t j = 0; j < hw; j++) dx[j] = gi * (dy[j] - mdy - (x[j] - mu) * is * mdx);
+            /* added where the staged path adds: on the way into bf16 */
+            if (x16 && p->dx_acc[0]) dt_bf16_store_add(p->dx16[0] + at, dx, hw);
+            else if (x16) dt_bf16_store(p->dx16[0] + at, dx, hw);
         }
     }
 }
@@ -133,4 +169,5 @@ static void bn_backward(dt_node *n, const dt_pass *p) {
 const dt_layer_ops dt_layer_batchnorm = {
     .kind = "batchnorm", .auto_prefix = "bn", .ninputs = 1, .setup = bn_setup, .init = bn_init,
     .forward = bn_forward, .backward = bn_backward, .aux_bytes = bn_aux, .bwd_skips = DT_SKIPS_Y,
+    .workspace = bn_workspace, .bf16_io = bn_bf16_io,
 };

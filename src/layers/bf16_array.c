@@ -50,6 +50,41 @@ DT_AVX2 static size_t round_avx2(float *dst, const float *src, size_t n) {
     }
     return i;
 }
+DT_AVX2 static size_t add_avx2(uint16_t *dst, const uint16_t *a, const uint16_t *b, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm_storeu_si128((__m128i *)(dst + i), pack8(_mm256_add_ps(unpack8(a + i), unpack8(b + i))));
+    return i;
+}
+
+/* max(x, 0) as the fp32 layer's x > 0 ? x : 0 (NaN: 0) */
+DT_AVX2 static inline __m256 relu8(__m256 x) {
+    return _mm256_and_ps(x, _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GT_OQ));
+}
+
+DT_AVX2 static size_t relu_avx2(uint16_t *dst, const uint16_t *x, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm_storeu_si128((__m128i *)(dst + i), pack8(relu8(unpack8(x + i))));
+    return i;
+}
+
+DT_AVX2 static size_t relu_grad_avx2(uint16_t *dx, const uint16_t *y, const uint16_t *dy, size_t n, int acc) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 pos = _mm256_cmp_ps(unpack8(y + i), _mm256_setzero_ps(), _CMP_GT_OQ);
+        const __m256 g = _mm256_and_ps(unpack8(dy + i), pos);
+        _mm_storeu_si128((__m128i *)(dx + i), pack8(acc ? _mm256_add_ps(unpack8(dx + i), g) : g));
+    }
+    return i;
+}
+
+DT_AVX2 static size_t pass_grad_avx2(uint16_t *dx, const uint16_t *dy, size_t n, int acc) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 g = unpack8(dy + i);
+        _mm_storeu_si128((__m128i *)(dx + i), pack8(acc ? _mm256_add_ps(unpack8(dx + i), g) : g));
+    }
+    return i;
+}
 #define FAST(f, ...) (dt_cpu_avx2() ? f(__VA_ARGS__) : 0)
 #else
 #define FAST(f, ...) 0
@@ -70,4 +105,29 @@ void dt_bf16_load(float *dst, const uint16_t *src, size_t n) {
 
 void dt_bf16_round(float *dst, const float *src, size_t n) {
     for (size_t i = FAST(round_avx2, dst, src, n); i < n; i++) dst[i] = dt_bf16_to_f32(dt_f32_to_bf16(src[i]));
+}
+
+void dt_bf16_add(uint16_t *dst, const uint16_t *a, const uint16_t *b, size_t n) {
+    for (size_t i = FAST(add_avx2, dst, a, b, n); i < n; i++) dst[i] = dt_f32_to_bf16(dt_bf16_to_f32(a[i]) + dt_bf16_to_f32(b[i]));
+}
+
+void dt_bf16_relu(uint16_t *dst, const uint16_t *x, size_t n) {
+    for (size_t i = FAST(relu_avx2, dst, x, n); i < n; i++) {
+        const float v = dt_bf16_to_f32(x[i]);
+        dst[i] = dt_f32_to_bf16(v > 0.0f ? v : 0.0f);
+    }
+}
+
+void dt_bf16_relu_grad(uint16_t *dx, const uint16_t *y, const uint16_t *dy, size_t n, int acc) {
+    for (size_t i = FAST(relu_grad_avx2, dx, y, dy, n, acc); i < n; i++) {
+        const float g = dt_bf16_to_f32(y[i]) > 0.0f ? dt_bf16_to_f32(dy[i]) : 0.0f;
+        dx[i] = dt_f32_to_bf16(acc ? dt_bf16_to_f32(dx[i]) + g : g);
+    }
+}
+
+void dt_bf16_pass_grad(uint16_t *dx, const uint16_t *dy, size_t n, int acc) {
+    for (size_t i = FAST(pass_grad_avx2, dx, dy, n, acc); i < n; i++) {
+        const float g = dt_bf16_to_f32(dy[i]);
+        dx[i] = dt_f32_to_bf16(acc ? dt_bf16_to_f32(dx[i]) + g : g);
+    }
 }

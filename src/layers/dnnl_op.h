@@ -22,6 +22,7 @@ typedef struct {
                                           can be added to goes to the inner memory only to be added */
     dnnl_dims_t unblock[DT_DNNL_MAX_ARGS]; /* dims when to_user is unblock_16x16's, not oneDNN's reorder */
     dnnl_dims_t act16[DT_DNNL_MAX_ARGS];   /* dims when the reorder is activation_16c's */
+    dnnl_dims_t nhwc[DT_DNNL_MAX_ARGS];    /* dims when it is transpose_nhwc's */
     int esize[DT_DNNL_MAX_ARGS];           /* its bytes per value */
     size_t at[DT_DNNL_MAX_ARGS + 1], bytes; /* where its own memories and scratchpad lie in the arena */
 } dt_dnnl_op;

@@ -34,6 +34,9 @@ struct dt_model {
     float *stage;
     float *slot[DT_STAGE_SLOTS]; /* activation-sized, handed to a node's roles in turn */
     float *sw, *slogits;         /* a GEMM node's rounded parameters; the logits */
+    /* 0: the layers without GEMM parameters compute on fp32 copies too, not in their bf16
+     * forms (DTRAIN_BF16_FORMS=0, read at reserve: the same bits, slower; for comparisons) */
+    int bf16_forms;
     dt_rng rng;
     double *t_fwd, *t_bwd;  /* per-node seconds when DTRAIN_LAYER_TIMES is set, else NULL */
     dt_grads_ready_fn grads_ready; /* dt_model_set_grads_ready */

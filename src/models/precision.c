@@ -13,10 +13,14 @@
  *
  * Why here and not a bf16 form of each layer: one place holds the precision rules, every
  * layer (and a user's own spec) gets them, and fp32 stays the code it was. The cost is two
- * conversion passes per node; on a CPU without avx512_bf16 (where a bf16 GEMM would itself be
- * emulated) that is what bf16 costs, and the memory is what it saves. */
+ * conversion passes per node through memory. So the layers where those passes cost most
+ * against their work take the stored bf16 values themselves (ops->bf16_io, takes_bf16):
+ * convolutions on oneDNN's bf16 kernels, and batch-norm, ReLU, add and flatten, whose bf16
+ * forms convert in cache, one row at a time, and compute exactly what they compute here, bit
+ * for bit (test_bf16 holds them to it; DTRAIN_BF16_FORMS=0 turns the forms off). */
 #include <assert.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "layers/bf16_array.h"
@@ -71,6 +75,8 @@ void dt_bf16_stage_carve(dt_model *m, int batch) {
     size_t act, wts, logits;
     sizes(m, batch, &slots, &act, &wts, &logits);
     assert(slots <= DT_STAGE_SLOTS);
+    const char *forms = getenv("DTRAIN_BF16_FORMS");
+    m->bf16_forms = !(forms && strcmp(forms, "0") == 0);
     for (int k = 0; k < slots; k++) m->slot[k] = m->stage + (size_t)k * act;
     m->sw = m->stage + (size_t)slots * act;
     m->slogits = m->sw + wts;
@@ -124,9 +130,10 @@ static const float *stage_input(dt_model *m, const dt_node *n, int j, int batch,
 }
 
 /* Does node n take its bf16 activations as they are stored (ops->bf16_io: conv on oneDNN's
- * bf16 kernels), its inputs being other nodes' outputs? Then no fp32 copies are made for it. */
-static int takes_bf16(dt_node *n, int batch) {
-    if (!n->ops->bf16_io) return 0;
+ * bf16 kernels; the bf16 forms of batch-norm, ReLU, add, flatten), its inputs being other
+ * nodes' outputs? Then no fp32 copies are made for it. */
+static int takes_bf16(const dt_model *m, dt_node *n, int batch) {
+    if (!n->ops->bf16_io || (!m->bf16_forms && !n->ops->gemm_params)) return 0;
     for (int j = 0; j < n->ops->ninputs; j++)
         if (n->in[j] < 0) return 0;
     return n->ops->bf16_io(n, batch);
@@ -137,7 +144,7 @@ void dt_bf16_forward(dt_model *m, int batch, int train) {
         dt_node *n = &m->nodes[i];
         if (n->relu_fused) continue; /* its producer stored ReLU(output) in the shared y16 */
         dt_pass p = {.batch = batch, .train = train, .work = m->work, .rng = &m->rng, .bf16 = 1};
-        if (takes_bf16(n, batch)) {
+        if (takes_bf16(m, n, batch)) {
             for (int j = 0; j < n->ops->ninputs; j++) p.x16[j] = m->nodes[n->in[j]].y16;
             n->y = NULL;
             run_node(m, i, &p, 0);
@@ -168,7 +175,7 @@ float dt_bf16_backward(dt_model *m, const uint8_t *labels, int *correct, float *
         const int skips = n->ops->bwd_skips;
         const size_t out = (size_t)batch * dt_node_out_size(n);
         dt_pass p = {.batch = batch, .train = m->last_train, .work = m->work, .rng = &m->rng, .bf16 = 1};
-        if (takes_bf16(n, batch)) {
+        if (takes_bf16(m, n, batch)) {
             for (int j = 0; j < n->ops->ninputs; j++) {
                 p.x16[j] = m->nodes[n->in[j]].y16;
                 p.dx16[j] = m->nodes[n->in[j]].dy16;
