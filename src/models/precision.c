@@ -224,11 +224,11 @@ float dt_bf16_backward(dt_model *m, const uint8_t *labels, int *correct, float *
 /* What --precision bf16 does with each kind of layer of this model, here (dtrain info). */
 void dt_model_print_precision(const dt_model *m, void *file) {
     FILE *f = file;
-    char gemm[200] = "", other[300] = "";
+    char gemm[200] = "", forms[300] = "", other[300] = "";
     for (int i = 0; i < m->nn; i++) {
         const dt_layer_ops *ops = m->nodes[i].ops;
-        char *list = ops->gemm_params ? gemm : other;
-        const size_t cap = ops->gemm_params ? sizeof gemm : sizeof other;
+        char *list = ops->gemm_params ? gemm : ops->bf16_io ? forms : other;
+        const size_t cap = ops->gemm_params ? sizeof gemm : ops->bf16_io ? sizeof forms : sizeof other;
         int seen = 0;
         for (int j = 0; j < i && !seen; j++) seen = m->nodes[j].ops == ops;
         if (!seen) snprintf(list + strlen(list), cap - strlen(list), "%s%s", *list ? ", " : "", ops->kind);
@@ -243,7 +243,9 @@ void dt_model_print_precision(const dt_model *m, void *file) {
     if (*gemm)
         fprintf(f, "  %s%s: multiplies bf16-rounded weights and inputs, sums in fp32, with the fp32 GEMM (%s)\n",
                 !why && strstr(engines, "bf16") ? "otherwise " : "", gemm, why ? why : "no bf16 GEMM for these");
-    if (*other) fprintf(f, "  %s: computes in fp32 on the bf16-stored values (no bf16 form)\n", other);
+    if (*forms)
+        fprintf(f, "  %s: read and write the stored bf16 values, computing in fp32 (their bf16 forms)\n", forms);
+    if (*other) fprintf(f, "  %s: computes in fp32 on fp32 copies of the bf16-stored values\n", other);
     fprintf(f, "  parameters, their gradients, optimiser, loss, checkpoints: fp32\n");
 }
 
