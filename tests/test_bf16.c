@@ -1,5 +1,5 @@
 /* --precision bf16 outside the PyTorch oracle (test_oracle.c holds its numbers to PyTorch):
- * the bf16 conversions, the AVX2 and portable forms bit for bit, on every class of float;
+ * the bf16 conversions, the AVX-512, AVX2 and portable forms bit for bit, on every class of float;
  * switching a model's precision (and back to fp32 bit for bit); what reserve sets aside; a few
  * steps of training in bf16 that learn and stay close to fp32 without being fp32. */
 #include <math.h>
@@ -72,10 +72,11 @@ static void test_arrays(void) {
     fill(x, N);
     for (int i = 0; i < N; i++) ref[i] = dt_f32_to_bf16(x[i]);
 #ifdef DT_KERNELS_AVX512
-    const int had_avx2 = dt_cpu_avx2();
-    for (int tier = 0; tier < 2; tier++) {
-        atomic_store(&dt_avx2_state, tier == 0 ? had_avx2 : 0);
-        const char *name = dt_cpu_avx2() ? "avx2" : "portable";
+    const int had_avx2 = dt_cpu_avx2(), had_avx512 = dt_cpu_avx512();
+    for (int tier = 0; tier < 3; tier++) { /* as the CPU has them; AVX2 alone; neither */
+        atomic_store(&dt_avx512_state, tier == 0 ? had_avx512 : 0);
+        atomic_store(&dt_avx2_state, tier < 2 ? had_avx2 : 0);
+        const char *name = dt_cpu_avx512() ? "avx512" : dt_cpu_avx2() ? "avx2" : "portable";
 #else
     { /* no x86 kernels: the portable forms only */
         const char *name = "portable";
@@ -135,7 +136,8 @@ static void test_arrays(void) {
         }
     }
 #ifdef DT_KERNELS_AVX512
-    atomic_store(&dt_avx2_state, -1); /* asked again (DTRAIN_NO_AVX2) on the next use */
+    atomic_store(&dt_avx2_state, -1); /* asked again (DTRAIN_NO_AVX2, _AVX512) on the next use */
+    atomic_store(&dt_avx512_state, -1);
 #endif
     free(x); free(f); free(ref_f); free(h); free(ref); free(acc);
 }
@@ -148,7 +150,7 @@ typedef struct {
 } fixture;
 
 /* Every bf16 form adding a gradient to one another consumer wrote first (a node's consumers
- * run backward from the last: the earlier ones add): bn2 and r2 to r1's, s1 to bn2's. */
+ * run backward from the last: the earlier ones add): bn2, r2, mp1 and d1 to r1's, s1 to bn2's. */
 static const char spec_forms_add[] = "input c=3 h=8 w=8\n"
                                      "conv out=8 k=3 pad=1 name=c1\n"
                                      "batchnorm name=bn1\n"
@@ -158,7 +160,12 @@ static const char spec_forms_add[] = "input c=3 h=8 w=8\n"
                                      "add name=s1 in=bn2,r2\n"
                                      "relu name=r3 in=bn2\n"
                                      "add name=s2 in=s1,r3\n"
+                                     "dropout name=d1 p=0.25 in=r1\n"
+                                     "maxpool name=mp1 k=2 stride=2 in=r1\n"
                                      "add name=s3 in=s2,r1\n"
+                                     "add name=s3b in=s3,d1\n"
+                                     "maxpool name=mp2 k=2 stride=2 in=s3b\n"
+                                     "add name=s4 in=mp1,mp2\n"
                                      "flatten name=f\n"
                                      "linear out=10 name=fc\n";
 

@@ -182,6 +182,17 @@ static void rule(void) {
     CHECK_MSG(dt_conv_dnnl_wanted(&wide, 0) && !dt_conv_dnnl_wanted(&small, 0),
               "auto, fp32: oneDNN from 64 input channels, not for 3");
     CHECK_MSG(!dt_conv_dnnl_wanted(&small, 1), "auto, bf16: not for 3 input channels");
+    /* 3x3 stride 1 with 32 input channels: oneDNN where it has its Winograd (AVX-512), unless
+     * DTRAIN_WINOGRAD=0; 5x5 with 32: not */
+    dt_node wino = small;
+    wino.ic = 32; wino.k = 3; wino.stride = 1;
+    CHECK_MSG(dt_conv_dnnl_wanted(&wino, 0) == dt_dnnl_winograd_hw(), "auto, fp32: 32 channels 3x3 s1 %s",
+              dt_dnnl_winograd_hw() ? "with Winograd: oneDNN" : "without Winograd: own");
+    setenv("DTRAIN_WINOGRAD", "0", 1);
+    CHECK_MSG(!dt_conv_dnnl_wanted(&wino, 0), "auto, fp32, DTRAIN_WINOGRAD=0: 32 channels stay own");
+    unsetenv("DTRAIN_WINOGRAD");
+    wino.k = 5;
+    CHECK_MSG(!dt_conv_dnnl_wanted(&wino, 0), "auto, fp32: 32 channels 5x5 stay own");
     setenv("DTRAIN_ENGINE", "onednn", 1);
     CHECK(dt_conv_dnnl_wanted(&small, 0) && dt_conv_dnnl_wanted(&small, 1));
     setenv("DTRAIN_ENGINE", "own", 1);

@@ -85,13 +85,60 @@ DT_AVX2 static size_t pass_grad_avx2(uint16_t *dx, const uint16_t *dy, size_t n,
     }
     return i;
 }
+/* The same sixteen lanes at a time on AVX-512 */
+DT_AVX512 static inline __m256i pack16(__m512 v) {
+    const __m512i u = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    const __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    return _mm512_cvtepi32_epi16(_mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40)));
+}
+
+DT_AVX512 static inline __m512 unpack16(const uint16_t *p) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
+}
+
+DT_AVX512 static size_t store_avx512(uint16_t *dst, const float *src, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm256_storeu_si256((__m256i *)(dst + i), pack16(_mm512_loadu_ps(src + i)));
+    return i;
+}
+
+DT_AVX512 static size_t load_avx512(float *dst, const uint16_t *src, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, unpack16(src + i));
+    return i;
+}
+
+DT_AVX512 static size_t round_avx512(float *dst, const float *src, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m256i h = pack16(_mm512_loadu_ps(src + i));
+        _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
+    }
+    return i;
+}
+
+DT_AVX512 static size_t relu_grad_avx512(uint16_t *dx, const uint16_t *y, const uint16_t *dy, size_t n, int acc) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __mmask16 pos = _mm512_cmp_ps_mask(unpack16(y + i), _mm512_setzero_ps(), _CMP_GT_OQ);
+        const __m512 g = _mm512_maskz_mov_ps(pos, unpack16(dy + i));
+        _mm256_storeu_si256((__m256i *)(dx + i), pack16(acc ? _mm512_add_ps(unpack16(dx + i), g) : g));
+    }
+    return i;
+}
+
+/* AVX-512 where the CPU has it, else AVX2, else none: the lanes it did (the rest: scalar) */
 #define FAST(f, ...) (dt_cpu_avx2() ? f(__VA_ARGS__) : 0)
+#define FASTER(f, ...) (dt_cpu_avx512() ? f##512(__VA_ARGS__) : FAST(f##2, __VA_ARGS__))
 #else
 #define FAST(f, ...) 0
+#define FASTER(f, ...) 0
 #endif
 
 void dt_bf16_store(uint16_t *dst, const float *src, size_t n) {
-    for (size_t i = FAST(store_avx2, dst, src, n); i < n; i++) dst[i] = dt_f32_to_bf16(src[i]);
+    for (size_t i = FASTER(store_avx, dst, src, n); i < n; i++) dst[i] = dt_f32_to_bf16(src[i]);
 }
 
 void dt_bf16_store_add(uint16_t *dst, const float *src, size_t n) {
@@ -100,11 +147,11 @@ void dt_bf16_store_add(uint16_t *dst, const float *src, size_t n) {
 }
 
 void dt_bf16_load(float *dst, const uint16_t *src, size_t n) {
-    for (size_t i = FAST(load_avx2, dst, src, n); i < n; i++) dst[i] = dt_bf16_to_f32(src[i]);
+    for (size_t i = FASTER(load_avx, dst, src, n); i < n; i++) dst[i] = dt_bf16_to_f32(src[i]);
 }
 
 void dt_bf16_round(float *dst, const float *src, size_t n) {
-    for (size_t i = FAST(round_avx2, dst, src, n); i < n; i++) dst[i] = dt_bf16_to_f32(dt_f32_to_bf16(src[i]));
+    for (size_t i = FASTER(round_avx, dst, src, n); i < n; i++) dst[i] = dt_bf16_to_f32(dt_f32_to_bf16(src[i]));
 }
 
 void dt_bf16_add(uint16_t *dst, const uint16_t *a, const uint16_t *b, size_t n) {
@@ -119,7 +166,7 @@ void dt_bf16_relu(uint16_t *dst, const uint16_t *x, size_t n) {
 }
 
 void dt_bf16_relu_grad(uint16_t *dx, const uint16_t *y, const uint16_t *dy, size_t n, int acc) {
-    for (size_t i = FAST(relu_grad_avx2, dx, y, dy, n, acc); i < n; i++) {
+    for (size_t i = FASTER(relu_grad_avx, dx, y, dy, n, acc); i < n; i++) {
         const float g = dt_bf16_to_f32(y[i]) > 0.0f ? dt_bf16_to_f32(dy[i]) : 0.0f;
         dx[i] = dt_f32_to_bf16(acc ? dt_bf16_to_f32(dx[i]) + g : g);
     }

@@ -22,6 +22,12 @@ struct dt_conv_dnnl {
     char impl[256];
 };
 
+/* A 3x3 stride-1 layer, for which fp32 plans ask for oneDNN's Winograd (unless DTRAIN_WINOGRAD=0) */
+static int winograd_shape(const dt_node *n) {
+    const char *we = getenv("DTRAIN_WINOGRAD");
+    return n->k == 3 && n->stride == 1 && !(we && strcmp(we, "0") == 0);
+}
+
 dt_conv_dnnl *dt_conv_dnnl_plan(const dt_node *n, int batch, int mode) {
     const int bf16 = mode != DT_CONV_FP32, io16 = mode == DT_CONV_BF16_IO;
     const dnnl_engine_t engine = dt_dnnl_engine();
@@ -64,8 +70,7 @@ dt_conv_dnnl *dt_conv_dnnl_plan(const dt_node *n, int batch, int mode) {
     /* oneDNN's Winograd F(4x4, 3x3) for fp32 3x3 stride-1 layers, where it has one (AVX-512; each
      * pass falls back to direct where it has none): 1.4x resnet18-cifar's and 1.8x alexnet-cifar's
      * training steps here (docs/results.md, issue 32); DTRAIN_WINOGRAD=0 turns it off. */
-    const char *we = getenv("DTRAIN_WINOGRAD");
-    const int wino = !bf16 && n->k == 3 && n->stride == 1 && !(we && strcmp(we, "0") == 0);
+    const int wino = !bf16 && winograd_shape(n);
     dnnl_convolution_desc_t fd, bdd, bwd;
     for (int alg = wino; alg >= 0; alg--) {
         const dnnl_alg_kind_t a = alg ? dnnl_convolution_winograd : dnnl_convolution_direct;
@@ -212,9 +217,13 @@ int dt_conv_dnnl_wanted(const dt_node *n, int bf16) {
          * first); below, its reorders and blocking cost more than they save and dtrain's own
          * (im2col + GEMM, Winograd) wins (cnn1, downpour-cnn, the first layers). Under bf16 on
          * a CPU with bf16 arithmetic oneDNN's bf16 kernels do half the work per value: every
-         * layer with 16 input channels or more. A rule of the shape, not a timing: every rank,
-         * every restart and every run choose alike, so the results are the same bit for bit. */
-        return bf16 && dt_dnnl_bf16_hw() ? n->ic >= 16 : n->ic >= 64;
+         * layer with 16 input channels or more. Where oneDNN has its Winograd (AVX-512) for a
+         * 3x3 stride-1 layer, from 32 input channels: downpour-cnn's conv2 (32 -> 64) 1.66x
+         * dtrain's own there, on the Intel Xeon of issue 32's second part (its first layers,
+         * 1 and 3 channels, 0.2-0.4x). A rule of the shape, not a timing: every rank, every
+         * restart and every run choose alike, so the results are the same bit for bit. */
+        if (bf16 && dt_dnnl_bf16_hw()) return n->ic >= 16;
+        return n->ic >= (winograd_shape(n) && dt_dnnl_winograd_hw() ? 32 : 64);
     }
 }
 

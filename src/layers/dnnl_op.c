@@ -50,6 +50,11 @@ int dt_dnnl_bf16_hw(void) {
     return (isa & bf16) == bf16;
 }
 
+int dt_dnnl_winograd_hw(void) {
+    const unsigned isa = (unsigned)dnnl_get_effective_cpu_isa(), avx512 = (unsigned)dnnl_cpu_isa_avx512_core;
+    return (isa & avx512) == avx512;
+}
+
 const char *dt_dnnl_impl(const_dnnl_primitive_desc_t pd) {
     const char *s = "?";
     dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &s);

@@ -42,6 +42,8 @@ dnnl_engine_t dt_dnnl_engine(void);
 /* 1 when this CPU gives oneDNN bf16 arithmetic (AVX512_BF16 or AMX; ONEDNN_MAX_CPU_ISA may
  * lower what it uses), not its emulation on plain AVX-512 or none at all. */
 int dt_dnnl_bf16_hw(void);
+/* 1 when oneDNN has its fp32 Winograd F(4x4, 3x3) here (2.6: AVX-512, avx512_core) */
+int dt_dnnl_winograd_hw(void);
 /* "jit:avx512_core" ...: the implementation oneDNN chose */
 const char *dt_dnnl_impl(const_dnnl_primitive_desc_t pd);
 

@@ -1,6 +1,7 @@
 /* Max pooling, average pooling and global average pooling (k x k windows, stride, padding;
  * floor mode as in PyTorch). Max pooling saves the argmax of every output for backward. */
 #include "layers/layer.h"
+#include "layers/bf16_array.h"
 #include "layers/kernels.h"
 
 #include <float.h>
@@ -107,7 +108,10 @@ static void maxpool2_forward(dt_node *n, const dt_pass *p) {
     }
 }
 
+static void maxpool_forward16(dt_node *n, const dt_pass *p);
+
 static void maxpool_forward(dt_node *n, const dt_pass *p) {
+    if (p->x16[0]) { maxpool_forward16(n, p); return; }
     int32_t *arg = n->aux;
     const int planes = p->batch * n->ic, ih = n->ih, iw = n->iw, k = n->k, s = n->stride,
               pd = n->pad, oh = n->oh, ow = n->ow;
@@ -136,7 +140,55 @@ static void maxpool_forward(dt_node *n, const dt_pass *p) {
     }
 }
 
+/* Under --precision bf16 max-pooling takes the stored bf16 values (bf16_io): plane by plane,
+ * the input (or the output gradient) is converted into the workspace, the fp32 code runs on
+ * that one plane, and its result is rounded on the way out: the bits of the fp32 code on fp32
+ * copies of the whole tensors (models/precision.c), without those copies. */
+static int maxpool_bf16_io(dt_node *n, int batch) {
+    (void)n; (void)batch;
+    return 1;
+}
+
+static size_t maxpool_workspace(const dt_node *n, int batch) {
+    (void)batch;
+    return (size_t)n->ih * n->iw + (size_t)n->oh * n->ow;
+}
+
+static void maxpool_forward16(dt_node *n, const dt_pass *p) {
+    const size_t in_plane = (size_t)n->ih * n->iw, out_plane = (size_t)n->oh * n->ow;
+    float *xbuf = p->work, *ybuf = p->work + in_plane;
+    dt_node one = *n; /* a node of one plane, whose output is ybuf */
+    one.ic = 1;
+    one.y = ybuf;
+    dt_pass q = *p;
+    q.batch = 1;
+    q.x[0] = xbuf;
+    q.x16[0] = NULL;
+    for (int pl = 0; pl < p->batch * n->ic; pl++) {
+        dt_bf16_load(xbuf, p->x16[0] + pl * in_plane, in_plane);
+        one.aux = (int32_t *)n->aux + pl * out_plane;
+        maxpool_forward(&one, &q);
+        dt_bf16_store(n->y16 + pl * out_plane, ybuf, out_plane);
+    }
+}
+
+static void maxpool_backward16(dt_node *n, const dt_pass *p) {
+    if (!p->dx16[0]) return;
+    const size_t in_plane = (size_t)n->ih * n->iw, out_plane = (size_t)n->oh * n->ow;
+    float *dxbuf = p->work, *dybuf = p->work + in_plane;
+    const int32_t *arg = n->aux;
+    for (int pl = 0; pl < p->batch * n->ic; pl++) {
+        const int32_t *a = arg + pl * out_plane;
+        dt_bf16_load(dybuf, n->dy16 + pl * out_plane, out_plane);
+        memset(dxbuf, 0, in_plane * sizeof(float));
+        for (size_t j = 0; j < out_plane; j++) dxbuf[a[j]] += dybuf[j];
+        if (p->dx_acc[0]) dt_bf16_store_add(p->dx16[0] + pl * in_plane, dxbuf, in_plane);
+        else dt_bf16_store(p->dx16[0] + pl * in_plane, dxbuf, in_plane);
+    }
+}
+
 static void maxpool_backward(dt_node *n, const dt_pass *p) {
+    if (p->x16[0]) { maxpool_backward16(n, p); return; }
     if (!p->dx[0]) return;
     const int32_t *arg = n->aux;
     const size_t in_plane = (size_t)n->ih * n->iw, out_plane = (size_t)n->oh * n->ow;
@@ -227,7 +279,7 @@ static void gavgpool_backward(dt_node *n, const dt_pass *p) {
 const dt_layer_ops dt_layer_maxpool = {
     .kind = "maxpool", .auto_prefix = "maxpool", .ninputs = 1, .setup = maxpool_setup,
     .forward = maxpool_forward, .backward = maxpool_backward, .aux_bytes = maxpool_aux,
-    .bwd_skips = DT_SKIPS_X | DT_SKIPS_Y,
+    .bwd_skips = DT_SKIPS_X | DT_SKIPS_Y, .workspace = maxpool_workspace, .bf16_io = maxpool_bf16_io,
 };
 const dt_layer_ops dt_layer_avgpool = {
     .kind = "avgpool", .auto_prefix = "avgpool", .ninputs = 1, .setup = avgpool_setup,
