@@ -15,9 +15,10 @@
  * layer (and a user's own spec) gets them, and fp32 stays the code it was. The cost is two
  * conversion passes per node through memory. So the layers where those passes cost most
  * against their work take the stored bf16 values themselves (ops->bf16_io, takes_bf16):
- * convolutions on oneDNN's bf16 kernels, and batch-norm, ReLU, add and flatten, whose bf16
- * forms convert in cache, one row at a time, and compute exactly what they compute here, bit
- * for bit (test_bf16 holds them to it; DTRAIN_BF16_FORMS=0 turns the forms off). */
+ * convolutions on oneDNN's bf16 kernels, and batch-norm, ReLU, add, flatten, max-pooling and
+ * dropout, whose bf16 forms convert in cache (a row or a plane at a time, or in registers) and
+ * compute exactly what they compute here, bit for bit (test_bf16 holds them to it;
+ * DTRAIN_BF16_FORMS=0 turns the forms off). */
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,7 +131,7 @@ static const float *stage_input(dt_model *m, const dt_node *n, int j, int batch,
 }
 
 /* Does node n take its bf16 activations as they are stored (ops->bf16_io: conv on oneDNN's
- * bf16 kernels; the bf16 forms of batch-norm, ReLU, add, flatten), its inputs being other
+ * bf16 kernels; the bf16 forms of the other layers that have one), its inputs being other
  * nodes' outputs? Then no fp32 copies are made for it. */
 static int takes_bf16(const dt_model *m, dt_node *n, int batch) {
     if (!n->ops->bf16_io || (!m->bf16_forms && !n->ops->gemm_params)) return 0;
