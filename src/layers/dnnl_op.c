@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/bf16.h"
+#include "layers/bf16_array.h"
 #include "layers/transpose.h"
 
 /* oneDNN in Debian runs on OpenMP: one thread per rank, as OpenBLAS (libgomp is oneDNN's own
@@ -147,14 +148,12 @@ static void activation_16c(const char *src, char *dst, const dnnl_dims_t d, int 
         }
 }
 
-/* to += from, n values (bf16: summed in fp32, rounded once) */
+/* to += from, n values (bf16: summed in fp32, rounded once: the layers' gradient add) */
 static void add_values(char *to, const char *from, size_t n, int size) {
     if (size == 4)
         for (size_t i = 0; i < n; i++) ((float *)to)[i] += ((const float *)from)[i];
     else
-        for (size_t i = 0; i < n; i++)
-            ((uint16_t *)to)[i] =
-                dt_f32_to_bf16(dt_bf16_to_f32(((uint16_t *)to)[i]) + dt_bf16_to_f32(((const uint16_t *)from)[i]));
+        dt_bf16_pass_grad((uint16_t *)to, (const uint16_t *)from, n, 1);
 }
 
 dnnl_status_t dt_dnnl_op_arg(op *o, const_dnnl_primitive_desc_t pd, dnnl_query_t q, int idx, int arg,
