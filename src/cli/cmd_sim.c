@@ -5,20 +5,21 @@
  * on this CPU (measured) or charged as its FLOPs at the host's speed (modelled: the same log
  * on any machine). Time in the log is simulated time. */
 #include <errno.h>
-#include <signal.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/rundir.h"
+#include "cli/sim_launch.h"
 #include "cli/sim_platform.h"
 #include "cli/tee.h"
 #include "cli/train_flags.h"
+#include "core/alloc.h"
 #include "core/paths.h"
 #include "dtrain.h"
 #include "trainer/trainer.h"
@@ -38,10 +39,23 @@ static const char *const compute_words[] = {"measured", "modelled", NULL};
 
 static const char *parse_rate(const char *text, void *v) { return dt_sim_parse_rate(text, v); }
 static const char *parse_time(const char *text, void *v) { return dt_sim_parse_time(text, v); }
-static const char *parse_speed(const char *text, void *v) { return dt_sim_parse_speed(text, v); }
+/* --speed cpu: measured here by dtrain bench (SPEED_OF_CPU until then) */
+#define SPEED_OF_CPU (-1.0)
+static const char *parse_speed(const char *text, void *v) {
+    if (!strcmp(text, "cpu")) {
+        *(double *)v = SPEED_OF_CPU;
+        return NULL;
+    }
+    const char *why = dt_sim_parse_speed(text, v);
+    return why ? "cpu (this CPU's, as dtrain bench measures it), or a speed from 1Mf in flop/s such as 30Gf, 2.5Tf or 3e10" : NULL;
+}
 static void format_rate(const void *v, char *out, size_t len) { snprintf(out, len, "%gMbps", *(const double *)v * 8 / 1e6); }
 static void format_time(const void *v, char *out, size_t len) { snprintf(out, len, "%gus", *(const double *)v * 1e6); }
-static void format_speed(const void *v, char *out, size_t len) { snprintf(out, len, "%gGf", *(const double *)v / 1e9); }
+static void format_speed(const void *v, char *out, size_t len) {
+    const double x = *(const double *)v;
+    if (x == SPEED_OF_CPU) snprintf(out, len, "cpu");
+    else snprintf(out, len, "%gGf", x / 1e9);
+}
 
 #define S sim_opts
 static const dt_flag sim_flags[] = {
@@ -56,8 +70,8 @@ static const dt_flag sim_flags[] = {
      .help = "with a platform file: its hosts, rank r on line r"},
     {"compute", DT_AT_CHOICE(S, compute, compute_words), .def = "measured",
      .help = "measured: each burst timed on this CPU; modelled: its FLOPs at --speed (deterministic)"},
-    {"speed", DT_AT_CUSTOM(S, speed, double, parse_speed, format_speed), .metavar = "FLOPS", .zero = "measured by dtrain bench",
-     .help = "--compute modelled: each host's flop/s (30Gf, 2Tf)"},
+    {"speed", DT_AT_CUSTOM(S, speed, double, parse_speed, format_speed), .metavar = "FLOPS|cpu", .zero = "none: give it",
+     .help = "--compute modelled: each host's flop/s (30Gf, 2Tf), or cpu: this CPU's, as dtrain bench measures it (not repeatable)"},
     {"straggler", DT_AT_TEXT(S, straggler), .metavar = "RANK:FACTOR",
      .help = "RANK's host FACTOR times slower (a list: 3:4,5:2)"},
 };
@@ -84,7 +98,7 @@ static dt_status find_sim_binary(char *out, size_t len) {
                    "apt-get install libsimgrid-dev, then build again)", self);
 }
 
-/* --speed not given: this CPU's, as dtrain bench measures a training step of the model */
+/* --speed cpu: this CPU's, as dtrain bench measures a training step of the model */
 static dt_status bench_speed(const char *model, int batch, double *flops) {
     int fd[2];
     if (pipe(fd) != 0) return dt_fail(DT_ERR_IO, "dtrain sim: pipe: %s", strerror(errno));
@@ -116,67 +130,178 @@ static dt_status bench_speed(const char *model, int batch, double *flops) {
     return *flops > 0 ? DT_OK : dt_fail(DT_ERR_ARG, "dtrain sim: dtrain bench measured no speed: give --speed FLOPS");
 }
 
-static dt_status write_platform(const dt_sim_cluster *c, const char *dir, char *xml, char *hosts, size_t len,
-                                char *describe, size_t dlen) {
-    snprintf(xml, len, "%s/platform.xml", dir);
-    snprintf(hosts, len, "%s/hosts", dir);
-    FILE *fx = fopen(xml, "wx"), *fh = fopen(hosts, "wx"); /* in our own new folder */
-    dt_status st = fx && fh ? dt_sim_platform_write(c, fx, fh, describe, dlen)
-                            : dt_fail(DT_ERR_IO, "dtrain sim: cannot write in %s: %s", dir, strerror(errno));
-    if (fx && fclose(fx) != 0 && st == DT_OK) st = dt_fail(DT_ERR_IO, "dtrain sim: cannot write %s", xml);
-    if (fh && fclose(fh) != 0 && st == DT_OK) st = dt_fail(DT_ERR_IO, "dtrain sim: cannot write %s", hosts);
+
+/* Every training rank needs a shard of at least --batch examples: found here, before SimGrid
+ * starts thousands of ranks only for each of them to find it out (the trainer's own check,
+ * made early on the first examples alone). Schemes with serving ranks are left to the
+ * trainer: how many ranks serve is the scheme's to say. */
+static dt_status check_shards(const dt_train_config *c, int ranks) {
+    const dt_scheme_def *def = dt_scheme_find(c->scheme.name);
+    if (ranks < 2 || !def || def->server) return DT_OK;
+    const long long want = (long long)ranks * c->batch + c->val;
+    long long have = want;
+    if (c->train_limit > 0 && c->train_limit < want) have = c->train_limit;
+    if (have == want && want <= INT_MAX) {
+        char dir[4096];
+        dt_data_dir(c->data, c->data_dir, dir, sizeof dir);
+        dt_dataset d;
+        const dt_status st = dt_dataset_load_first(c->data, dir, 1, (int)want, &d);
+        if (st != DT_OK) return st;
+        have = d.n;
+        dt_dataset_free(&d);
+    }
+    if (have >= want) return DT_OK;
+    return dt_fail(DT_ERR_ARG, "-n %d: %lld training examples%s leave each rank fewer than --batch %d (a shard of at least "
+                   "--batch examples a rank: %lld examples)", ranks, have - c->val, c->val ? " (after --val)" : "", c->batch, want);
+}
+
+/* What dtrain checks before SimGrid starts: one line, exit 2, nothing made. */
+static dt_status check_inputs(const sim_opts *o, dt_train_flags *f, dt_sim_cluster *cl, int named) {
+    struct stat sb;
+    if (!named && stat(o->platform, &sb) != 0)
+        return dt_fail(DT_ERR_ARG, "--platform %s: expected one of %s, or a SimGrid platform file (none there)", o->platform,
+                       dt_sim_platform_names());
+    /* the files SimGrid will read: regular (a FIFO would hang it), and values it can simulate */
+    dt_status st = named ? DT_OK : dt_sim_check_platform_file(o->platform);
+    if (st != DT_OK) return st;
+    if (!named && !o->hostfile)
+        return dt_fail(DT_ERR_ARG, "--platform %s: a platform file needs --hostfile FILE (its hosts, rank r on line r)", o->platform);
+    if (named && o->hostfile)
+        return dt_fail(DT_ERR_ARG, "--hostfile %s: only with a platform file (--platform %s names its own hosts)", o->hostfile,
+                       o->platform);
+    if (o->hostfile && (st = dt_sim_check_hostfile(o->hostfile, f->ranks)) != DT_OK) return st;
+    if ((o->link_given || o->latency_given) && strcmp(o->platform, "cluster") != 0)
+        return dt_fail(DT_ERR_ARG, "--%s: only with --platform cluster (--platform %s sets its own links)",
+                       o->link_given ? "link" : "latency", o->platform);
+    if (o->straggler) {
+        const char *why = dt_sim_parse_stragglers(o->straggler, cl);
+        if (why) return dt_fail(DT_ERR_ARG, "--straggler %s: expected %s", o->straggler, why);
+        if (!named) return dt_fail(DT_ERR_ARG, "--straggler: with a platform file, give the slow host its speed there");
+    }
+    if (o->speed != 0 && !o->compute)
+        return dt_fail(DT_ERR_ARG, "--speed: only with --compute modelled (measured compute runs at this CPU's speed)");
+    /* modelled compute is a function of the run's flags alone: never a speed timed here unasked */
+    if (o->compute && o->speed == 0)
+        return dt_fail(DT_ERR_ARG, "--compute modelled: give each host's --speed FLOPS (29Gf: a Zen 3 core on cnn1), or "
+                       "--speed cpu for this CPU's as dtrain bench measures it (then the run is not repeatable)");
+    return DT_OK;
+}
+
+/* The platform SimGrid reads, made here for a named one (files on no disk: sim_launch.h), the
+ * user's own otherwise. */
+static dt_status platform_files(const sim_opts *o, const dt_sim_cluster *cl, int named, FILE *made[2], char *xml,
+                                char *hosts, size_t len, char *describe, size_t dlen) {
+    if (!named) {
+        snprintf(xml, len, "%s", o->platform);
+        snprintf(hosts, len, "%s", o->hostfile);
+        snprintf(describe, dlen, "platform file %s, %d hosts", o->platform, cl->hosts);
+        return DT_OK;
+    }
+    dt_status st = dt_sim_unnamed_file(&made[0], xml, len);
+    if (st == DT_OK) st = dt_sim_unnamed_file(&made[1], hosts, len);
+    if (st == DT_OK) st = dt_sim_platform_write(cl, made[0], made[1], describe, dlen);
+    for (int i = 0; i < 2 && st == DT_OK; i++)
+        if (fflush(made[i]) != 0) st = dt_fail(DT_ERR_IO, "dtrain sim: cannot write the platform in /tmp: %s", strerror(errno));
     return st;
 }
 
-/* SimGrid's own errors (a platform it cannot load, a host it cannot find) come as several
- * lines and an abort: they are kept, and said in one line when the simulation ends so. */
-static int simgrid_error(const char *line) {
-    return strstr(line, "/ERROR]") != NULL || strstr(line, "/CRITICAL]") != NULL;
+/* What the launcher's list is made of beside its fixed options. */
+typedef struct launch_words {
+    char *bin, *np, *hostfile, *speed, *xml;
+    int modelled;
+    char *extra; /* DTRAIN_SIM_CFG's copy, cut into words here */
+} launch_words;
+
+/* SMPI's launcher with its options (as smpirun gives them), then train and train's own flags
+ * (sim's own, and -n, left out). */
+static dt_status launcher_args(dt_sim_argv *av, const launch_words *w, char **argv, char **args, int argc,
+                               const dt_flag_list *lists, int nlists) {
+    /* SMPI's own launcher, as smpirun starts it: smpirun would add a line of its own
+     * ("Execution failed ...") to a run's one-line error */
+    char *fixed[] = {
+        getenv("DTRAIN_SMPIMAIN") ? getenv("DTRAIN_SMPIMAIN") : SMPIMAIN, w->bin, "--cfg=smpi/privatization:1", w->np,
+        w->hostfile, "--cfg=surf/precision:1e-9", "--cfg=network/model:SMPI", "--cfg=smpi/tmpdir:/tmp", w->speed,
+        /* each MPI_Test / MPI_Iprobe would cost 0.1 ms of simulated time: the polling schemes
+         * (eventgrad's windows, downpour's server) spent 1,863 s an epoch on it. A poll that
+         * finds nothing costs dtrain-sim's own fixed time instead (comm/sim_poll.h), and reading
+         * the clock nothing (SMPI's 10 ns a reading made the time depend on how often it was read) */
+        "--cfg=smpi/test:0", "--cfg=smpi/iprobe:0", "--cfg=smpi/wtime:0",
+        /* collectives chosen as MPICH chooses them (the real runs' MPI): SMPI's default reduced
+         * then broadcast a 2-host allreduce, twice the time of MPICH's exchange */
+        "--cfg=smpi/coll-selector:mpich",
+        /* the network model's corrections (SMPI's defaults were fitted to MPI over TCP on one
+         * Grid'5000 cluster: 11.6x the latency of a 64 kB message): a TCP stream carries 1448
+         * bytes of every 1538 an Ethernet link sends (0.94), the latency is the links'.
+         * scripts/sim-validate measures both on netcluster hosts (docs/simulation.md);
+         * DTRAIN_SIM_CFG adds or overrides SimGrid options. */
+        "--cfg=smpi/bw-factor:0:0.94", "--cfg=smpi/lat-factor:0:1",
+        /* a send returns once its bytes are handed over, as MPICH with UCX sends eagerly up to
+         * 1 MB across hosts (dtrain run sets UCX_RNDV_THRESH=1mb): SMPI's default made every
+         * send above 64 kB wait for its receiver */
+        "--cfg=smpi/send-is-detached-thresh:1048576",
+    };
+    dt_status st = DT_OK;
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0] && st == DT_OK; i++) st = dt_sim_argv_add(av, fixed[i]);
+    for (char *tok = w->extra ? strtok(w->extra, " \t") : NULL; tok && st == DT_OK; tok = strtok(NULL, " \t"))
+        st = dt_sim_argv_add(av, tok);
+    /* modelled: nothing timed on this CPU */
+    if (w->modelled && st == DT_OK) st = dt_sim_argv_add(av, "--cfg=smpi/simulate-computation:no");
+    /* SimGrid's set-up chatter off, its warnings on, but not one per rank that exits 2 after the
+     * run's own error line; a deadlock's listing of the ranks, for its line (sim_launch.c) */
+    char *after[] = {"--log=root.thr:warning", "--log=smpi_kernel.thr:error", "--log=ker_engine.thr:info", w->xml, "train"};
+    for (size_t i = 0; i < sizeof after / sizeof after[0] && st == DT_OK; i++) st = dt_sim_argv_add(av, after[i]);
+    for (int i = 2; i < argc && st == DT_OK; i++) {
+        const dt_flag_list *in = NULL;
+        const dt_flag *fl = !strncmp(args[i], "--", 2) ? dt_flags_lookup(lists, nlists, args[i], &in) : NULL;
+        if (fl && in == &lists[nlists - 1]) { /* sim's own (and -n): not train's */
+            if (!strchr(args[i], '=') && fl->kind != DT_FLAG_SWITCH) i++;
+            continue;
+        }
+        st = dt_sim_argv_add(av, argv[i]);
+    }
+    return st;
 }
 
-/* Runs argv and waits; the child dies with us. Its stderr passes through, SimGrid's errors
- * aside (simgrid_error). Its exit status, 2 when it could not start or SimGrid stopped it. */
-static int run_child(char **argv, const char *platform) {
-    int fd[2];
-    if (pipe(fd) != 0) { dt_fail(DT_ERR_IO, "dtrain sim: pipe: %s", strerror(errno)); return dt_cli_fail(); }
-    const pid_t pid = fork();
-    if (pid < 0) { dt_fail(DT_ERR_IO, "dtrain sim: fork: %s", strerror(errno)); return dt_cli_fail(); }
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        dup2(fd[1], 2);
-        close(fd[0]);
-        close(fd[1]);
-        execvp(argv[0], argv);
-        fprintf(stderr, "dtrain: error: dtrain sim: cannot start %s: %s (apt-get install libsimgrid-dev)\n", argv[0], strerror(errno));
-        _exit(2);
-    }
-    close(fd[1]);
-    /* Ctrl-C reaches the simulation too (one process group): wait for it to end */
-    signal(SIGINT, SIG_IGN);
-    FILE *err = fdopen(fd[0], "r");
-    char line[2048], first[600] = "";
-    while (err && fgets(line, sizeof line, err)) {
-        /* after an error, its backtrace ("  ->  0# ...") and blank lines go with it */
-        const int trace = first[0] && (!strncmp(line, "  -> ", 5) || line[strspn(line, " \n")] == 0);
-        if (trace) continue;
-        if (!simgrid_error(line)) { fputs(line, stderr); continue; }
-        if (!first[0]) { /* its text after the "[where] [category/ERROR] " prefixes */
-            const char *t = strstr(line, "ERROR] ") ? strstr(line, "ERROR] ") + 7 : strstr(line, "CRITICAL] ") + 10;
-            snprintf(first, sizeof first, "%.*s", (int)strcspn(t, "\n"), t);
-        }
-    }
-    if (err) fclose(err);
-    else close(fd[0]);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-    const int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    if (first[0] && !ok) {
-        fprintf(stderr, "dtrain: error: dtrain sim: SimGrid stopped (platform %s): %s\n", platform, first);
-        return 2;
-    }
-    if (first[0]) fprintf(stderr, "dtrain sim: warning: SimGrid: %s\n", first);
-    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 2;
+/* The simulation itself: the platform's files, the environment the ranks read (core/sim.h),
+ * the launcher's list, and its run. Its exit status. */
+static int simulate(const sim_opts *o, const dt_sim_cluster *cl, int named, char *bin, char **argv, char **args, int argc,
+                    const dt_flag_list *lists, int nlists, int quiet) {
+    char xml[4200] = "", hosts[4200] = "", describe[600] = "";
+    FILE *made[2] = {NULL, NULL};
+    dt_status st = platform_files(o, cl, named, made, xml, hosts, sizeof xml, describe, sizeof describe);
+    char compute[120], full[800];
+    if (o->compute) snprintf(compute, sizeof compute, "compute modelled at %.4g Gflop/s", o->speed / 1e9);
+    else snprintf(compute, sizeof compute, "compute measured on this CPU");
+    snprintf(full, sizeof full, "%s; %s", describe, compute);
+    setenv("DTRAIN_SIM_DESCRIBE", full, 1);
+    setenv("DTRAIN_SIM_COMPUTE", o->compute ? "modelled" : "measured", 1);
+    char *typed = dt_shell_quote(argv, argc);
+    if (typed) setenv(DT_COMMAND_ENV, typed, 1);
+    free(typed);
+    if (st == DT_OK && !quiet)
+        printf("dtrain sim: %s; %s. Times are simulated; --timeout bounds a wait in simulated seconds. Off in simulation: "
+               "rank guards and restarts\n", describe, compute);
+    /* measured: SMPI times each burst at smpi/host-speed and the hosts run at that speed (1 s
+     * of this CPU is 1 simulated s on a host, a straggler's host slower); modelled: the hosts'
+     * speed is --speed and nothing is timed */
+    char np[64], speed[64], hf[4300], size[16];
+    snprintf(np, sizeof np, "--cfg=smpi/np:%d", cl->hosts);
+    snprintf(hf, sizeof hf, "--cfg=smpi/hostfile:%s", hosts);
+    snprintf(speed, sizeof speed, "--cfg=smpi/host-speed:%.17gf", cl->speed);
+    snprintf(size, sizeof size, "%d", cl->hosts);
+    setenv("SMPI_GLOBAL_SIZE", size, 1); /* as smpirun sets it */
+    launch_words w = {.bin = bin, .np = np, .hostfile = hf, .speed = speed, .xml = xml, .modelled = o->compute};
+    if (getenv("DTRAIN_SIM_CFG") && !(w.extra = strdup(getenv("DTRAIN_SIM_CFG"))) && st == DT_OK)
+        st = dt_nomem("DTRAIN_SIM_CFG's copy");
+    dt_sim_argv av = {0};
+    if (st == DT_OK) st = launcher_args(&av, &w, argv, args, argc, lists, nlists);
+    fflush(stdout);
+    const int rc = st == DT_OK ? dt_sim_launch(av.v, named ? o->platform : xml) : dt_cli_fail();
+    dt_sim_argv_free(&av);
+    free(w.extra);
+    for (int i = 0; i < 2; i++)
+        if (made[i]) fclose(made[i]);
+    return rc;
 }
 
 int dt_cmd_sim(int argc, char **argv) {
@@ -186,7 +311,10 @@ int dt_cmd_sim(int argc, char **argv) {
     int nlists = dt_train_flag_lists(&f, lists), help = 0;
     lists[nlists++] = (dt_flag_list){.flags = sim_flags, .n = NOPTS(sim_flags), .base = &o};
     char **args = malloc(((size_t)argc + 1) * sizeof *args);
-    if (!args) return 2;
+    if (!args) {
+        dt_nomem("dtrain sim's %d arguments", argc);
+        return dt_cli_fail();
+    }
     for (int i = 0; i < argc; i++) args[i] = (!strcmp(argv[i], "-n") || !strcmp(argv[i], "-np")) ? "--n" : argv[i];
     args[argc] = NULL;
     dt_status st = dt_flags_defaults(sim_flags, NOPTS(sim_flags), &o);
@@ -195,7 +323,7 @@ int dt_cmd_sim(int argc, char **argv) {
     if (help) {
         char help_text[1600];
         dt_usage_with_schemes(help_text, sizeof help_text, "-n N [--platform NAME|FILE] [--link RATE] [--latency TIME] [--compute measured|modelled]\n"
-                              "       [--speed FLOPS] [--straggler RANK:FACTOR] [train flags]\n\n"
+                              "       [--speed FLOPS|cpu] [--straggler RANK:FACTOR] [train flags]\n\n"
                               "Runs N ranks of dtrain train on a simulated cluster (SimGrid SMPI), a host per rank: the log's times\n"
                               "are simulated seconds (docs/simulation.md).");
         dt_flags_help("sim", help_text, lists, nlists);
@@ -207,142 +335,27 @@ int dt_cmd_sim(int argc, char **argv) {
     if (st == DT_OK) st = dt_local_ranks(&f, "sim", argc, args);
     dt_sim_cluster cl = {.platform = o.platform, .hosts = f.ranks, .link_Bps = o.link, .latency_s = o.latency};
     const int named = dt_sim_platform_known(o.platform);
-    struct stat sb;
-    FILE *fp = NULL;
-    if (st == DT_OK && !named && stat(o.platform, &sb) != 0)
-        st = dt_fail(DT_ERR_ARG, "--platform %s: expected one of %s, or a SimGrid platform file (none there)", o.platform,
-                     dt_sim_platform_names());
-    /* the files SimGrid will read: regular and readable (a FIFO would hang it) */
-    if (st == DT_OK && !named && dt_open_regular(o.platform, &fp, NULL) != DT_OK)
-        st = dt_fail(DT_ERR_ARG, "--platform %s", dt_last_error());
-    if (fp) fclose(fp), fp = NULL;
-    if (st == DT_OK && o.hostfile && dt_open_regular(o.hostfile, &fp, NULL) != DT_OK)
-        st = dt_fail(DT_ERR_ARG, "--hostfile %s", dt_last_error());
-    if (fp) fclose(fp), fp = NULL;
-    if (st == DT_OK && !named && !o.hostfile)
-        st = dt_fail(DT_ERR_ARG, "--platform %s: a platform file needs --hostfile FILE (its hosts, rank r on line r)", o.platform);
-    if (st == DT_OK && named && o.hostfile)
-        st = dt_fail(DT_ERR_ARG, "--hostfile %s: only with a platform file (--platform %s names its own hosts)", o.hostfile, o.platform);
-    if (st == DT_OK && (o.link_given || o.latency_given) && strcmp(o.platform, "cluster") != 0)
-        st = dt_fail(DT_ERR_ARG, "--%s: only with --platform cluster (--platform %s sets its own links)",
-                     o.link_given ? "link" : "latency", o.platform);
-    if (st == DT_OK && o.straggler) {
-        const char *why = dt_sim_parse_stragglers(o.straggler, &cl);
-        if (why) st = dt_fail(DT_ERR_ARG, "--straggler %s: expected %s", o.straggler, why);
-        else if (!named) st = dt_fail(DT_ERR_ARG, "--straggler: with a platform file, give the slow host its speed there");
-    }
-    if (st == DT_OK && o.speed > 0 && !o.compute)
-        st = dt_fail(DT_ERR_ARG, "--speed: only with --compute modelled (measured compute runs at this CPU's speed)");
+    if (st == DT_OK) st = check_inputs(&o, &f, &cl, named);
     char bin[4200];
     if (st == DT_OK) st = find_sim_binary(bin, sizeof bin);
     /* dtrain sweep checks every run's flags before it starts any (src/cli/sweep.c): nothing made */
     const int check_only = getenv("DTRAIN_CHECK_ONLY") != NULL;
     if (st == DT_OK) st = dt_resolve_outputs(&f, 0);
+    if (st == DT_OK && !check_only) st = check_shards(&f.c, f.ranks);
     if (st == DT_OK && f.run_dir && !check_only) st = dt_start_run_dir(&f, argv, argc);
     if (st == DT_OK) st = dt_train_check_paths(&f.c, 0);
     if (st == DT_OK && check_only) {
         free(args);
         return 0;
     }
-    if (st == DT_OK && o.compute && !(o.speed > 0)) {
+    if (st == DT_OK && o.speed == SPEED_OF_CPU) {
         st = bench_speed(f.c.model, f.c.batch, &o.speed);
         if (st == DT_OK)
-            fprintf(stderr, "dtrain sim: --speed %.3gGf: this CPU's, measured by dtrain bench (give it to repeat this run elsewhere)\n",
+            fprintf(stderr, "dtrain sim: --speed %.3gGf: this CPU's, measured by dtrain bench (give it to repeat this run)\n",
                     o.speed / 1e9);
     }
-    /* measured: SMPI times each burst at smpi/host-speed and the hosts run at that speed
-     * (1 s of this CPU is 1 simulated s on a host, a straggler's host slower); modelled: the
-     * hosts' speed is --speed and nothing is timed */
     cl.speed = o.compute ? o.speed : 1e9;
-    char dir[] = "/tmp/dtrain-sim.XXXXXX", xml[256] = "", hosts[256] = "", describe[600] = "";
-    int made_dir = 0;
-    if (st == DT_OK && named) {
-        if (!mkdtemp(dir)) st = dt_fail(DT_ERR_IO, "dtrain sim: cannot make a folder in /tmp: %s", strerror(errno));
-        else made_dir = 1, st = write_platform(&cl, dir, xml, hosts, sizeof xml, describe, sizeof describe);
-    } else if (st == DT_OK) {
-        snprintf(xml, sizeof xml, "%s", o.platform);
-        snprintf(hosts, sizeof hosts, "%s", o.hostfile);
-        snprintf(describe, sizeof describe, "platform file %s, %d hosts", o.platform, f.ranks);
-    }
-    int rc = 2;
-    if (st == DT_OK) {
-        char compute[120];
-        if (o.compute) snprintf(compute, sizeof compute, "compute modelled at %.4g Gflop/s", o.speed / 1e9);
-        else snprintf(compute, sizeof compute, "compute measured on this CPU");
-        char full[800];
-        snprintf(full, sizeof full, "%s; %s", describe, compute);
-        setenv("DTRAIN_SIM_DESCRIBE", full, 1);
-        setenv("DTRAIN_SIM_COMPUTE", o.compute ? "modelled" : "measured", 1);
-        char *typed = dt_shell_quote(argv, argc);
-        if (typed) setenv(DT_COMMAND_ENV, typed, 1);
-        free(typed);
-        if (!f.c.quiet)
-            printf("dtrain sim: %s; %s. Times are simulated. Off in simulation: the watchdog (--timeout), "
-                   "rank guards and restarts\n", describe, compute);
-        char np[64], speed[64], hf[300], size[16];
-        snprintf(np, sizeof np, "--cfg=smpi/np:%d", f.ranks);
-        snprintf(hf, sizeof hf, "--cfg=smpi/hostfile:%s", hosts);
-        snprintf(speed, sizeof speed, "--cfg=smpi/host-speed:%.17gf", cl.speed);
-        snprintf(size, sizeof size, "%d", f.ranks);
-        setenv("SMPI_GLOBAL_SIZE", size, 1); /* as smpirun sets it */
-        char **av = calloc((size_t)argc + 64, sizeof *av);
-        int k = 0;
-        if (av) {
-            /* SMPI's own launcher, as smpirun starts it: smpirun would add a line of its own
-             * ("Execution failed ...") to a run's one-line error */
-            av[k++] = getenv("DTRAIN_SMPIMAIN") ? getenv("DTRAIN_SMPIMAIN") : SMPIMAIN;
-            av[k++] = bin;
-            av[k++] = "--cfg=smpi/privatization:1", av[k++] = np, av[k++] = hf;
-            av[k++] = "--cfg=surf/precision:1e-9", av[k++] = "--cfg=network/model:SMPI", av[k++] = "--cfg=smpi/tmpdir:/tmp";
-            av[k++] = speed;
-            /* each MPI_Test / MPI_Iprobe would cost 0.1 ms of simulated time: the polling
-             * schemes (eventgrad's windows, downpour's server) spent 1,863 s an epoch on it */
-            av[k++] = "--cfg=smpi/test:0", av[k++] = "--cfg=smpi/iprobe:0";
-            /* collectives chosen as MPICH chooses them (the real runs' MPI): SMPI's default
-             * reduced then broadcast a 2-host allreduce, twice the time of MPICH's exchange */
-            av[k++] = "--cfg=smpi/coll-selector:mpich";
-            /* the network model's corrections (SMPI's defaults were fitted to MPI over TCP on one
-             * Grid'5000 cluster: 11.6x the latency of a 64 kB message): a TCP stream carries
-             * 1448 bytes of every 1538 an Ethernet link sends (0.94), the latency is the
-             * links'. scripts/sim-calibrate measures both on netcluster hosts
-             * (docs/simulation.md); DTRAIN_SIM_CFG adds or overrides SimGrid options. */
-            av[k++] = "--cfg=smpi/bw-factor:0:0.94", av[k++] = "--cfg=smpi/lat-factor:0:1";
-            /* a send returns once its bytes are handed over, as MPICH with UCX sends eagerly up
-             * to 1 MB across hosts (dtrain run sets UCX_RNDV_THRESH=1mb): SMPI's default made
-             * every send above 64 kB wait for its receiver */
-            av[k++] = "--cfg=smpi/send-is-detached-thresh:1048576";
-            char *extra = getenv("DTRAIN_SIM_CFG") ? strdup(getenv("DTRAIN_SIM_CFG")) : NULL;
-            for (char *tok = extra ? strtok(extra, " \t") : NULL; tok && k < argc + 24; tok = strtok(NULL, " \t"))
-                av[k++] = tok;
-            if (o.compute) av[k++] = "--cfg=smpi/simulate-computation:no";
-            /* SimGrid's set-up chatter off, its warnings on, but not one per rank that exits 2
-             * after the run's own error line */
-            av[k++] = "--log=root.thr:warning", av[k++] = "--log=smpi_kernel.thr:error";
-            av[k++] = xml;
-            av[k++] = "train";
-            for (int i = 2; i < argc; i++) {
-                const dt_flag_list *in = NULL;
-                const dt_flag *fl = !strncmp(args[i], "--", 2) ? dt_flags_lookup(lists, nlists, args[i], &in) : NULL;
-                if (fl && in == &lists[nlists - 1]) { /* sim's own (and -n): not train's */
-                    if (!strchr(args[i], '=') && fl->kind != DT_FLAG_SWITCH) i++;
-                    continue;
-                }
-                av[k++] = argv[i];
-            }
-            av[k] = NULL;
-            fflush(stdout);
-            rc = run_child(av, xml);
-            free(av);
-            free(extra);
-        }
-    } else {
-        dt_cli_fail();
-    }
-    if (made_dir) {
-        unlink(xml);
-        unlink(hosts);
-        rmdir(dir);
-    }
+    const int rc = st == DT_OK ? simulate(&o, &cl, named, bin, argv, args, argc, lists, nlists, f.c.quiet) : dt_cli_fail();
     free(args);
     dt_console_close();
     return rc;

@@ -16,6 +16,7 @@
 #include "cli/rundir.h"
 #include "cli/tee.h"
 #include "cli/train_flags.h"
+#include "comm/sim_poll.h"
 #include "comm/world.h"
 #include "comm/watch.h"
 #include "core/paths.h"
@@ -142,7 +143,9 @@ int dt_cmd_train(int argc, char **argv) {
         return st != DT_OK ? 2 : 0;
     }
     dt_train_config *c = &f.c;
-    /* simulated ranks have no wall clock to miss (dtrain sim says so): no watchdog */
+    /* simulated ranks have no wall clock to miss: their waits are timed on the simulated clock
+     * (comm/sim_poll.h), not by the watchdog thread */
+    dt_sim_poll_limits(f.timeout, c->scheme.name);
     if (comm.size > 1 && !dt_sim_active() && dt_watch_start(f.timeout, c->scheme.name) != 0)
         fprintf(stderr, "dtrain: warning: rank %d: cannot start the watchdog thread: --timeout is off\n", comm.rank);
     c->command = typed;

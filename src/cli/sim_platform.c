@@ -65,7 +65,7 @@ static double prefix_of(char c) {
 }
 
 const char *dt_sim_parse_rate(const char *text, double *Bps) {
-    static const char *expect = "a rate above 0 such as 100Mbps, 1Gbps or 12.5MBps (bits: bps, bytes: Bps; k M G T)";
+    static const char *expect = "a rate from 1kbps such as 100Mbps, 1Gbps or 12.5MBps (bits: bps, bytes: Bps; k M G T)";
     double x;
     const char *u = number(text, &x);
     if (!u || !(x > 0)) return expect;
@@ -74,11 +74,11 @@ const char *dt_sim_parse_rate(const char *text, double *Bps) {
     if (!strcmp(u, "bps")) *Bps = x * scale / 8;
     else if (!strcmp(u, "Bps")) *Bps = x * scale;
     else return expect;
-    return *Bps < 1e18 ? NULL : expect;
+    return *Bps >= 1e3 / 8 && *Bps < 1e18 ? NULL : expect;
 }
 
 const char *dt_sim_parse_time(const char *text, double *s) {
-    static const char *expect = "a time such as 50us, 2ms or 0.1s (s ms us ns; 0 for none)";
+    static const char *expect = "a time of 0 or from 1ns such as 50us, 2ms or 0.1s (s ms us ns)";
     double x;
     const char *u = number(text, &x);
     if (!u) return expect;
@@ -88,11 +88,11 @@ const char *dt_sim_parse_time(const char *text, double *s) {
     else if (!strcmp(u, "us")) *s = x * 1e-6;
     else if (!strcmp(u, "ns")) *s = x * 1e-9;
     else return expect;
-    return *s < 1e6 ? NULL : expect;
+    return (*s == 0 || *s >= 1e-9) && *s < 1e6 ? NULL : expect;
 }
 
 const char *dt_sim_parse_speed(const char *text, double *flops) {
-    static const char *expect = "a speed above 0 in flop/s such as 30Gf, 2.5Tf or 3e10 (f, kf Mf Gf Tf Pf)";
+    static const char *expect = "a speed from 1Mf in flop/s such as 30Gf, 2.5Tf or 3e10 (f, kf Mf Gf Tf Pf)";
     double x;
     const char *u = number(text, &x);
     if (!u || !(x > 0)) return expect;
@@ -102,7 +102,7 @@ const char *dt_sim_parse_speed(const char *text, double *flops) {
     if (*u && strcmp(u, "f")) return expect;
     if (!*u && scale != 1) return expect; /* "3G": say f */
     *flops = x * scale;
-    return *flops < 1e21 ? NULL : expect;
+    return *flops >= 1e6 && *flops < 1e21 ? NULL : expect;
 }
 
 const char *dt_sim_parse_stragglers(const char *text, dt_sim_cluster *c) {

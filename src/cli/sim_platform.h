@@ -30,7 +30,8 @@ int dt_sim_platform_known(const char *name);
 dt_status dt_sim_platform_write(const dt_sim_cluster *c, FILE *xml, FILE *hosts, char *describe, size_t len);
 
 /* "100Mbps", "1Gbps", "12.5MBps" (bits or bytes a second, SimGrid's units) into bytes/s;
- * NULL when good, else what was expected. */
+ * NULL when good, else what was expected. Each keeps to what SimGrid simulates faithfully:
+ * a rate from 1 kbit/s, a time of 0 or from 1 ns (its precision), a speed from 1 Mflop/s. */
 const char *dt_sim_parse_rate(const char *text, double *Bps);
 /* "50us", "2ms", "0.1s", "0" into seconds. */
 const char *dt_sim_parse_time(const char *text, double *s);
@@ -38,6 +39,11 @@ const char *dt_sim_parse_time(const char *text, double *s);
 const char *dt_sim_parse_speed(const char *text, double *flops);
 /* "2:4" or "2:4,7:1.5" (RANK:FACTOR, the rank's host FACTOR times slower). */
 const char *dt_sim_parse_stragglers(const char *text, dt_sim_cluster *c);
+/* sim_inputs.c: a user's hostfile has a host's name alone on each line, at least ranks of
+ * them; a user's platform file no speed or bandwidth of 0 or less, no negative latency. */
+dt_status dt_sim_check_hostfile(const char *path, int ranks);
+dt_status dt_sim_check_platform_file(const char *path);
+
 /* bytes/s as "100 Mbit/s" */
 void dt_sim_format_rate(double Bps, char *out, size_t len);
 

@@ -75,13 +75,21 @@ void dt_watch_wait_begin(const char *what) {
     wait_name = what;
     wait_t0 = dt_trace_t0();
     atomic_store_explicit(&cur_wait, what, memory_order_relaxed);
-    atomic_store_explicit(&board->wait_since_ns, now_ns(), memory_order_release);
+    const int64_t now = now_ns(); /* (0 says "not waiting": a simulation's clock starts at 0) */
+    atomic_store_explicit(&board->wait_since_ns, now > 0 ? now : 1, memory_order_release);
 }
 
 void dt_watch_wait_end(void) {
     if (--wait_depth > 0) return;
     atomic_store_explicit(&board->wait_since_ns, 0, memory_order_release);
     dt_trace_event(DT_TRACE_MPI, wait_name, wait_t0, -1, -1, -1);
+}
+
+const char *dt_watch_waiting(double *since_s, const char **phase) {
+    const int64_t since = atomic_load_explicit(&board->wait_since_ns, memory_order_acquire);
+    *since_s = (double)since / 1e9;
+    *phase = atomic_load_explicit(&cur_phase, memory_order_relaxed);
+    return since ? atomic_load_explicit(&cur_wait, memory_order_relaxed) : NULL;
 }
 
 void dt_watch_end(int state, int exit_code) {

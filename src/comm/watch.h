@@ -83,6 +83,9 @@ void dt_watch_phase(const char *phase);
  * Nested waits count as the outermost. what is a static string. */
 void dt_watch_wait_begin(const char *what);
 void dt_watch_wait_end(void);
+/* The rank's current wait (NULL: none), when it began (seconds, CLOCK_MONOTONIC: the
+ * simulated clock in dtrain-sim) and the phase it is in (NULL: none), for a line. */
+const char *dt_watch_waiting(double *since_s, const char **phase);
 /* How the rank ended (state DT_RANK_*), before exit. */
 void dt_watch_end(int state, int exit_code);
 /* The rank failed on its own with this line (printed on stderr too): kept in its board's note,

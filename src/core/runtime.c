@@ -1,6 +1,8 @@
 /* Process-wide runtime setup: one BLAS thread per rank. */
 #include "dtrain.h"
 
+#include "core/sim.h"
+
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +11,7 @@
 void dt_runtime_init(void) { openblas_set_num_threads(1); }
 
 double dt_now(void) {
+    if (dt_sim_active()) return dt_sim_clock();
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;

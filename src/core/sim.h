@@ -10,6 +10,9 @@
 int dt_sim_active(void);
 /* 1 when compute is modelled (DTRAIN_SIM_COMPUTE=modelled, set by dtrain sim). */
 int dt_sim_modelled(void);
+/* The simulated clock, seconds (0 outside simulation). dt_now reads it in a simulation:
+ * SMPI's own clock_gettime reads the host's clock before MPI_Init and after MPI_Finalize. */
+double dt_sim_clock(void);
 /* Modelled compute: flops executed on this rank's simulated host at its speed. */
 void dt_sim_compute(double flops);
 /* What dtrain sim said of the platform and the compute ("campus-100m: 16 hosts, ...;

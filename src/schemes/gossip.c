@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/sim_poll.h"
 #include "comm/topology.h"
 #include "comm/watch.h"
 #include "core/alloc.h"
@@ -269,7 +270,7 @@ static dt_status read_slot(dt_gossip *g, dt_comm *c, int j, int i, int *fresh) {
  * tensor until the sequence number the neighbour announced has arrived. */
 static dt_status read_expected_spin(dt_gossip *g, dt_comm *c) {
     const double deadline = dt_now() + 120.0;
-    for (int j = 0; j < g->nn; j++)
+    for (int j = 0, polls = 0; j < g->nn; j++)
         for (int i = 0; i < g->T; i++) {
             const uint64_t want = g->seq_in[(size_t)j * g->T + i];
             while (dt_win_read_seq(g->win, j, i) < want) {
@@ -279,6 +280,7 @@ static dt_status read_expected_spin(dt_gossip *g, dt_comm *c) {
                 g->fresh_epoch[j] += (uint64_t)fresh;
                 if (fresh) { g->fresh_t[i] = 1; continue; }
                 if ((st = dt_win_progress(g->win)) != DT_OK) return st;
+                dt_sim_poll_idle(polls++);
                 if (dt_now() > deadline)
                     return dt_fail(DT_ERR_MPI, "gossip: write %llu of tensor %d announced by rank %d did "
                                    "not arrive within 120 s (slot header at %llu, last read %llu)",
