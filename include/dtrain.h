@@ -92,18 +92,27 @@ const char *dt_blas_core(void);
 
 /* ---------------------------------------------------------------- data */
 typedef struct dt_dataset {
-    char name[32];          /* "mnist", "fashion-mnist", "cifar10" */
+    char name[32];          /* "mnist", "fashion-mnist", "cifar10"; texts: "kjv", "fortunes", "text", "tokens" */
     int n;                  /* number of examples */
-    int c, h, w;            /* image shape */
-    int classes;
+    int c, h, w;            /* image shape; a text's: 1 x T x 1, T its window (dt_dataset_set_window) */
+    int classes;            /* a text's: its vocabulary */
     uint8_t *images;        /* n * c * h * w bytes, CHW per image */
     uint8_t *labels;        /* n bytes */
     float mean[3], std[3];  /* per-channel normalisation, on pixel/255 */
-    int augment;            /* 1: random crop (pad 4) + horizontal flip when asked (CIFAR) */
+    int augment;            /* 1: random crop (pad 4) + horizontal flip when asked (CIFAR); a text's
+                             * windows start anywhere in their slot */
+    /* a text (docs/data.md): a stream of tokens, example i the window of T + 1 of them from
+     * i·T (+ up to T - 1 when augmented): its inputs the first T, its targets the next T */
+    int text;               /* 1: a text (images and labels NULL) */
+    int bytes;              /* 1: a token is a byte of text (bits per byte = loss / ln 2) */
+    uint16_t *tokens;
+    long long ntokens;
 } dt_dataset;
 
 /* Loads the train (train=1) or test split of a named dataset from dir.
- * mnist / fashion-mnist: IDX files, raw or .gz; cifar10: the binary batches. */
+ * mnist / fashion-mnist: IDX files, raw or .gz; cifar10: the binary batches; texts: kjv and
+ * fortunes (dir/NAME.txt, scripts/get-data), text:FILE (any file, a byte a token) and
+ * tokens:FILE (llm.c's token files), the test split their last tenth. */
 dt_status dt_dataset_load(const char *name, const char *dir, int train, dt_dataset *out);
 /* The same, reading only the first max_n examples (0: all), as dt_dataset_truncate would keep
  * them: a short run reads what it uses (MNIST's 47 MB training file: 0.1-0.3 s a process). */
@@ -111,6 +120,11 @@ dt_status dt_dataset_load_first(const char *name, const char *dir, int train, in
 /* Single files, for tools and tests. Each checks magic, sizes and label ranges. */
 dt_status dt_idx_load(const char *images_path, const char *labels_path, dt_dataset *out);
 dt_status dt_cifar_load(const char *const *paths, int npaths, dt_dataset *out);
+/* A text's examples: windows of T tokens (the model's context), d->h = T and d->n set; the
+ * text must hold at least two. Nothing to do for images. */
+dt_status dt_dataset_set_window(dt_dataset *d, int T);
+/* Targets per example: a text's window length, 1 for images. */
+int dt_dataset_positions(const dt_dataset *d);
 /* Keeps only the first n examples (n <= d->n). */
 void dt_dataset_truncate(dt_dataset *d, int n);
 void dt_dataset_free(dt_dataset *d);
@@ -118,12 +132,19 @@ void dt_dataset_free(dt_dataset *d);
  * augment != 0 and d->augment: random crop with 4-pixel zero padding and horizontal flip. */
 void dt_batch_fill(const dt_dataset *d, const int *idx, int n, float *x, uint8_t *y,
                    int augment, dt_rng *rng);
+/* The same for images and texts alike, the targets as uint16, dt_dataset_positions(d) of them
+ * per example, row-major. A text's x holds each window's tokens (as floats), y the tokens after
+ * them; augment != 0 and d->augment: each window starts at a random offset in its slot. */
+void dt_batch_fill_targets(const dt_dataset *d, const int *idx, int n, float *x, uint16_t *y,
+                           int augment, dt_rng *rng);
 
 /* How the training set is divided among N ranks (docs/algorithms.md):
  * random: a seeded shuffle cut into N near-equal shards; class: shard r holds the classes
  * c with c mod N == r (whole classes, the extreme non-IID case); equal: every shard holds
- * the same number of examples of every class (floor(count_c / N); the rest is left out). */
-typedef enum { DT_SPLIT_RANDOM, DT_SPLIT_CLASS, DT_SPLIT_EQUAL } dt_split_kind;
+ * the same number of examples of every class (floor(count_c / N); the rest is left out);
+ * contiguous: shard r the r-th of N runs of consecutive examples (a text: each rank its own
+ * part of it). class and equal need labels (not a text's). */
+typedef enum { DT_SPLIT_RANDOM, DT_SPLIT_CLASS, DT_SPLIT_EQUAL, DT_SPLIT_CONTIGUOUS } dt_split_kind;
 dt_status dt_split_parse(const char *text, dt_split_kind *out);
 /* Fills idx (n entries at most) with the example indices of every shard, shard r at
  * idx[offsets[r] .. offsets[r+1]); offsets has nranks + 1 entries. Deterministic in seed. */

@@ -5,6 +5,7 @@
 
 #include <assert.h>
 #include <stddef.h>
+#include <string.h>
 
 #define CROP_PAD 4
 
@@ -79,4 +80,34 @@ void dt_batch_fill(const dt_dataset *d, const int *idx, int n, float *x, uint8_t
             }
         }
     }
+}
+
+int dt_dataset_positions(const dt_dataset *d) { return d->text ? d->h : 1; }
+
+/* A text's windows: example k from k·T, or a uniform draw of 0..T-1 later (one draw per
+ * example, in order), its T tokens the inputs and the T after each the targets. */
+static void text_fill(const dt_dataset *d, const int *idx, int n, float *x, uint16_t *y, int augment, dt_rng *rng) {
+    const int T = d->h;
+    const int aug = augment && d->augment && rng;
+    for (int i = 0; i < n; i++) {
+        assert(idx[i] >= 0 && idx[i] < d->n);
+        const long long s = (long long)idx[i] * T + (aug ? (long long)dt_rng_below(rng, (uint32_t)T) : 0);
+        assert(s + T < d->ntokens);
+        const uint16_t *tok = d->tokens + s;
+        float *xo = x + (size_t)i * T;
+        for (int t = 0; t < T; t++) xo[t] = (float)tok[t];
+        if (y) memcpy(y + (size_t)i * T, tok + 1, (size_t)T * sizeof *y);
+    }
+}
+
+void dt_batch_fill_targets(const dt_dataset *d, const int *idx, int n, float *x, uint16_t *y,
+                           int augment, dt_rng *rng) {
+    assert(d && (n == 0 || (idx && x)));
+    if (d->text) {
+        assert(d->h >= 1); /* dt_dataset_set_window first */
+        text_fill(d, idx, n, x, y, augment, rng);
+        return;
+    }
+    dt_batch_fill(d, idx, n, x, NULL, augment, rng);
+    for (int i = 0; y && i < n; i++) y[i] = d->labels[idx[i]];
 }

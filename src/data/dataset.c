@@ -16,9 +16,10 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "core/alloc.h"
 #include "core/paths.h"
 #include "data/dataset_share.h"
-#include "core/alloc.h"
+#include "data/text.h"
 
 #define IDX_MAGIC_IMAGES 0x00000803u
 #define IDX_MAGIC_LABELS 0x00000801u
@@ -428,9 +429,11 @@ dt_status dt_dataset_load_first(const char *name, const char *dir, int train, in
     memset(out, 0, sizeof *out);
     if (!name) name = "(null)";
     if (max_n < 0) max_n = 0;
+    if (dt_text_name(name)) return dt_text_load(name, dir, train, out); /* windows set by the model's context */
     const int idx = strcmp(name, "mnist") == 0 || strcmp(name, "fashion-mnist") == 0;
     if (!idx && strcmp(name, "cifar10") != 0)
-        return dt_fail(DT_ERR_ARG, "unknown dataset '%s' (expected mnist, fashion-mnist or cifar10)", name);
+        return dt_fail(DT_ERR_ARG, "unknown dataset '%s' (expected mnist, fashion-mnist, cifar10, kjv, fortunes, "
+                       "text:FILE or tokens:FILE)", name);
     if (dt_dataset_share_find(name, dir, train, max_n, out)) return DT_OK; /* simulation: loaded by a rank */
     const dt_status st = idx ? load_idx_named(name, dir, train, max_n, out) : load_cifar_named(dir, train, max_n, out);
     if (st == DT_OK) dt_dataset_share_add(name, dir, train, max_n, out);
@@ -445,7 +448,7 @@ void dt_dataset_truncate(dt_dataset *d, int n) {
     assert(d && n >= 0 && n <= d->n);
     if (n == d->n) return;
     d->n = n;
-    if (n == 0 || dt_dataset_is_shared(d)) return; /* keep the buffers; dt_dataset_free releases them */
+    if (n == 0 || d->text || dt_dataset_is_shared(d)) return; /* a text keeps its tokens: windows index them */ /* keep the buffers; dt_dataset_free releases them */
     size_t per = (size_t)d->c * d->h * d->w;
     uint8_t *im = realloc(d->images, (size_t)n * per); /* shrinking: failure is harmless */
     if (im) d->images = im;
@@ -458,6 +461,7 @@ void dt_dataset_free(dt_dataset *d) {
     if (!dt_dataset_is_shared(d)) { /* the share's live as long as the simulation */
         free(d->images);
         free(d->labels);
+        free(d->tokens);
     }
     memset(d, 0, sizeof *d);
 }

@@ -60,8 +60,8 @@ void dt_dataset_share_add(const char *name, const char *dir, int train, int max_
 
 int dt_dataset_is_shared(const dt_dataset *d) {
     share_table *t = table();
-    for (int i = 0; t && d->images && i < t->n; i++)
-        if (t->e[i].d.images == d->images) return 1;
+    for (int i = 0; t && (d->images || d->tokens) && i < t->n; i++)
+        if ((d->images && t->e[i].d.images == d->images) || (d->tokens && t->e[i].d.tokens == d->tokens)) return 1;
     return 0;
 }
 #else

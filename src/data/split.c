@@ -9,13 +9,17 @@ dt_status dt_split_parse(const char *text, dt_split_kind *out) {
     if (!strcmp(text, "random")) *out = DT_SPLIT_RANDOM;
     else if (!strcmp(text, "class")) *out = DT_SPLIT_CLASS;
     else if (!strcmp(text, "equal")) *out = DT_SPLIT_EQUAL;
-    else return dt_fail(DT_ERR_ARG, "--split %s: expected random, class or equal", text);
+    else if (!strcmp(text, "contiguous")) *out = DT_SPLIT_CONTIGUOUS;
+    else return dt_fail(DT_ERR_ARG, "--split %s: expected random, class, equal or contiguous", text);
     return DT_OK;
 }
 
 dt_status dt_split(const uint8_t *labels, int n, int classes, int nranks, dt_split_kind kind,
                    uint64_t seed, int *idx, int *offsets) {
     if (nranks < 1) return dt_fail(DT_ERR_ARG, "split: need at least one rank");
+    if (!labels && (kind == DT_SPLIT_CLASS || kind == DT_SPLIT_EQUAL))
+        return dt_fail(DT_ERR_ARG, "--split %s: the examples have no classes (a text): random, contiguous or stripe",
+                       kind == DT_SPLIT_CLASS ? "class" : "equal");
     if (kind == DT_SPLIT_CLASS && nranks > classes)
         return dt_fail(DT_ERR_ARG, "--split class: %d training ranks but only %d classes (a rank would get no data)",
                        nranks, classes);
@@ -25,10 +29,10 @@ dt_status dt_split(const uint8_t *labels, int n, int classes, int nranks, dt_spl
     int *count = calloc((size_t)classes, sizeof *count);
     if (!perm || !count) { free(perm); free(count); return dt_nomem("the split of %d examples", n); }
     for (int i = 0; i < n; i++) perm[i] = i;
-    dt_shuffle(perm, n, &r);
+    if (kind != DT_SPLIT_CONTIGUOUS) dt_shuffle(perm, n, &r);
     int pos = 0;
     offsets[0] = 0;
-    if (kind == DT_SPLIT_RANDOM) {
+    if (kind == DT_SPLIT_RANDOM || kind == DT_SPLIT_CONTIGUOUS) {
         for (int s = 0; s < nranks; s++) {
             int lo = (int)((long long)n * s / nranks), hi = (int)((long long)n * (s + 1) / nranks);
             memcpy(idx + pos, perm + lo, (size_t)(hi - lo) * sizeof *idx);
