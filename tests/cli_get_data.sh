@@ -103,4 +103,23 @@ get inway "$URL/good.tar.gz" "$MD5"
     [ "$(ls -A "$T/inway/cifar10/cifar-10-batches-bin")" = data_batch_1.bin ] && [ -z "$(find "$T/inway" -name '.get-data*')" ]
 check "an incomplete folder in the way: one line, exit 1, left as it was" $? "exit $rc: $(cat "$T/inway.out")"
 
+# the texts (scripts/get-data kjv | fortunes): made from Debian's packages, SHA-256 checked,
+# written whole, a second run nothing to do, a file in the way (not the text) left as it was
+for text in kjv fortunes; do
+    "$GET" $text "$T/texts" >"$T/$text.out" 2>&1; rc=$?
+    sum=$(sha256sum "$T/texts/$text/$text.txt" 2>/dev/null | cut -d' ' -f1)
+    want=$(grep -o "^${text^^}_SHA256=[0-9a-f]*" "$GET" | cut -d= -f2)
+    [ "$rc" = 0 ] && [ -n "$sum" ] && [ "$sum" = "$want" ] && [ -z "$(find "$T/texts" -name '*.tmp')" ]
+    check "get-data $text: the text, its SHA-256 as pinned" $? "exit $rc, $sum: $(tail -1 "$T/$text.out")"
+    "$GET" $text "$T/texts" >"$T/$text.out" 2>&1; rc=$?
+    [ "$rc" = 0 ] && grep -q "already complete" "$T/$text.out"
+    check "get-data $text: a second run has nothing to do" $? "exit $rc: $(cat "$T/$text.out")"
+done
+mkdir -p "$T/textway/kjv"
+echo mine >"$T/textway/kjv/kjv.txt"
+"$GET" kjv "$T/textway" >"$T/textway.out" 2>&1; rc=$?
+[ "$rc" = 1 ] && [ "$(wc -l <"$T/textway.out")" = 1 ] && grep -q "move it away" "$T/textway.out" &&
+    [ "$(cat "$T/textway/kjv/kjv.txt")" = mine ] && [ "$(ls -A "$T/textway/kjv")" = kjv.txt ]
+check "get-data kjv: another file in the way: one line, exit 1, left as it was" $? "exit $rc: $(cat "$T/textway.out")"
+
 finish
