@@ -1,5 +1,6 @@
 /* dtrain sweep: many runs from one experiment file (docs/sweep.md). sweep_file.c reads the
- * INI file and expands it into runs; sweep.c checks, starts and records them. */
+ * INI file and expands it into runs; sweep_check.c checks their flags; sweep.c starts and
+ * records them. */
 #ifndef DT_SWEEP_H
 #define DT_SWEEP_H
 
@@ -37,6 +38,9 @@ typedef struct dt_sweep {
 /* Reads and expands PATH. Errors: one line "PATH:LINE: ..." in dt_last_error(). */
 dt_status dt_sweep_read(const char *path, dt_sweep *s);
 void dt_sweep_free(dt_sweep *s);
+/* sweep_check.c: every run's flags checked by `dtrain run` (DTRAIN_CHECK_ONLY) before any run
+ * starts; 0, or 1 with the error printed as the file's line */
+int dt_sweep_check_all(const dt_sweep *s);
 
 /* A run as the sweep keeps it (sweep.c), and its folder's files (sweep_dir.c). */
 enum { DT_SWEEP_PENDING, DT_SWEEP_RUNNING, DT_SWEEP_DONE, DT_SWEEP_FAILED };
