@@ -47,8 +47,8 @@ static void report_check(const dt_sweep *s, const dt_sweep_run *r, const char *m
 }
 
 /* 0: the flags pass; else the error is printed. */
-static int check_run(const dt_sweep *s, const dt_sweep_run *r) {
-    char **av = dt_sweep_command(r, NULL, 1);
+static int check_run(const dt_sweep *s, const dt_sweep_run *r, const char *folder) {
+    char **av = dt_sweep_command(r, folder, 1);
     int fd[2];
     if (pipe(fd) != 0) { perror("dtrain: error: sweep: pipe"); dt_sweep_free_command(av); return 1; }
     const pid_t pid = fork();
@@ -88,6 +88,8 @@ static int check_run(const dt_sweep *s, const dt_sweep_run *r) {
 int dt_sweep_check_all(const dt_sweep *s) {
     char **seen = calloc((size_t)s->nruns, sizeof *seen);
     int nseen = 0, bad = 0;
+    char folder[1100];
+    dt_sweep_check_folder(s->out, folder, sizeof folder);
     for (int i = 0; i < s->nruns && !bad; i++) {
         size_t len = 16;
         const dt_sweep_run *r = &s->runs[i];
@@ -102,7 +104,7 @@ int dt_sweep_check_all(const dt_sweep *s) {
         for (int j = 0; j < nseen && !dup; j++) dup = !strcmp(seen[j], key);
         if (dup) { free(key); continue; }
         seen[nseen++] = key;
-        bad = check_run(s, r);
+        bad = check_run(s, r, folder);
     }
     for (int j = 0; j < nseen; j++) free(seen[j]);
     free(seen);

@@ -30,7 +30,8 @@ static char *text(const char *fmt, ...) {
     return out;
 }
 
-char **dt_sweep_slurm_command(const dt_sweep *s, const dt_sweep_run *r, const char *dir, char **run, const char *extra) {
+char **dt_sweep_slurm_command(const dt_sweep *s, const dt_sweep_run *r, const char *dir, char **run, const char *extra,
+                              int append) {
     char *wrap = NULL;
     size_t wlen = 0;
     FILE *m = open_memstream(&wrap, &wlen);
@@ -38,8 +39,8 @@ char **dt_sweep_slurm_command(const dt_sweep *s, const dt_sweep_run *r, const ch
     fputs("exec ", m);
     dt_sweep_quoted(m, run); /* the words, shell-quoted for `sbatch --wrap` (sh -c) */
     fclose(m);
-    /* sbatch --wait --parsable -J SWEEP/RUN -o DIR/console.txt -n N [extra...] --wrap CMD
-     * (extra's words, split at spaces, are at most half its length plus one) */
+    /* sbatch --wait --parsable -J SWEEP/RUN -o DIR/console.txt [--open-mode=append] -n N [extra...]
+     * --wrap CMD (extra's words, split at spaces, are at most half its length plus one) */
     char **av = calloc((extra ? strlen(extra) / 2 + 1 : 0) + 16, sizeof *av);
     if (!av) { free(wrap); return NULL; }
     int k = 0;
@@ -49,6 +50,7 @@ char **dt_sweep_slurm_command(const dt_sweep *s, const dt_sweep_run *r, const ch
     av[k++] = strdup("--job-name");
     av[k++] = text("%s/%s", s->name, r->name);
     av[k++] = text("--output=%s/console.txt", dir);
+    if (append) av[k++] = strdup("--open-mode=append"); /* resumed in its folder: Slurm would truncate it */
     av[k++] = text("--ntasks=%d", r->sim ? 1 : r->ranks);
     char *words = extra ? strdup(extra) : NULL, *save = NULL;
     for (char *p = words ? strtok_r(words, " ", &save) : NULL; p; p = strtok_r(NULL, " ", &save)) av[k++] = strdup(p);
@@ -61,18 +63,23 @@ char **dt_sweep_slurm_command(const dt_sweep *s, const dt_sweep_run *r, const ch
     return av;
 }
 
-int dt_sweep_slurm_cancelled(const char *dir, char *job, size_t len) {
-    char path[1400], line[128] = "";
+int dt_sweep_slurm_cancelled(const char *dir, long long from, char *job, size_t len) {
+    char path[1400], line[128], id[32] = "";
     snprintf(path, sizeof path, "%s/slurm.txt", dir);
     FILE *f = fopen(path, "r");
     if (!f) return 0;
-    if (!fgets(line, sizeof line, f)) line[0] = 0;
+    /* this start's job: a run resumed in its folder adds to slurm.txt, and an earlier job of
+     * its was maybe cancelled when this one's submission failed */
+    if (from > 0 && fseeko(f, (off_t)from, SEEK_SET) != 0) rewind(f); /* then the whole file */
+    while (fgets(line, sizeof line, f)) {
+        const size_t n = strspn(line, "0123456789"); /* --parsable: "ID" or "ID;cluster" */
+        if (n && n < sizeof id && (line[n] == '\n' || line[n] == ';' || !line[n])) snprintf(id, sizeof id, "%.*s", (int)n, line);
+    }
     fclose(f);
-    line[strspn(line, "0123456789")] = 0; /* --parsable: "ID" or "ID;cluster" */
-    snprintf(job, len, "%s", line);
-    if (!line[0]) return 0;
+    snprintf(job, len, "%s", id);
+    if (!id[0]) return 0;
     char cmd[200];
-    snprintf(cmd, sizeof cmd, "scontrol show job %s 2>/dev/null", line);
+    snprintf(cmd, sizeof cmd, "scontrol show job %s 2>/dev/null", id);
     FILE *p = popen(cmd, "r");
     if (!p) return 0;
     int cancelled = 0;
@@ -83,3 +90,4 @@ int dt_sweep_slurm_cancelled(const char *dir, char *job, size_t len) {
     pclose(p);
     return cancelled;
 }
+
