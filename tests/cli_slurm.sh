@@ -7,9 +7,10 @@
 # time limit: the script requeues itself on status 5) come back by themselves and end with the
 # weights of an uninterrupted run (allreduce, lock-step eventgrad), no step trained twice, one
 # line per event in the job's output. dtrain sweep --slurm: a cancelled job's run redone alone;
-# a job stopped by SIGTERM with checkpoint = true recorded stopped and resumed in its folder.
-# Skipped (with the reason, exit 0) where a cluster cannot be made: not root, Slurm or munge
-# not installed (scripts/install-deps installs them).
+# a job stopped by SIGTERM with checkpoint = true recorded stopped and resumed in its folder;
+# no controller answering: one line before anything is made. Skipped (with the reason, exit 0)
+# where a cluster cannot be made: not root, Slurm or munge not installed (scripts/install-deps
+# installs them).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/fault_helpers.sh"
 DTRAIN=$(cd "$(dirname "$DTRAIN")" && pwd)/$(basename "$DTRAIN") # the jobs run in $T
@@ -181,4 +182,13 @@ check "... its console.txt: the stop, then the resume" \
 compare "... its log goes on: two config lines" "$(line_count "$T/st/a/log.jsonl" config)" == 2 ""
 identical "... the weights of its twin never stopped" "$T/st/b/model.weights" "$T/st/a/model.weights"
 
+# (f) --slurm with no controller answering (this cluster's slurm.conf, another port): one
+# line, before anything is made
+sed 's/^SlurmctldPort=.*/SlurmctldPort=1/' "$SLURM_CONF" >"$T/down.conf"
+sed -e 's/^name = sw$/name = down/' -e "s|^out = .*|out = $T/down|" "$T/sw.ini" >"$T/down.ini"
+SLURM_CONF=$T/down.conf "$DTRAIN" sweep "$T/down.ini" --slurm >"$T/down.out" 2>"$T/down.err"
+rc=$?
+check "sweep --slurm, no controller answering: one line, exit 2, nothing made" \
+    "$([ "$rc" = 2 ] && [ "$(wc -l <"$T/down.err")" = 1 ] && grep -q '^dtrain: error: dtrain sweep --slurm: no Slurm controller answers (scontrol ping: ' "$T/down.err" && [ ! -e "$T/down" ]; echo $?)" \
+    "exit $rc: $(head -c 300 "$T/down.err")"
 finish

@@ -144,7 +144,7 @@ static void progress(const dt_sweep *s, const tally *t) {
 
 static void ended(const dt_sweep *s, dt_sweep_slot *sl, const dt_sweep_run *r, int status, tally *t) {
     const double leg = dt_now() - sl->t0;
-    char secs[32];
+    char secs[32], why[600];
     sl->seconds = sl->before + leg;
     sl->exit = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     t->running--;
@@ -178,7 +178,7 @@ static void ended(const dt_sweep *s, dt_sweep_slot *sl, const dt_sweep_run *r, i
     if (sl->state == DT_SWEEP_DONE) { t->done++; say("sweep: done %s (%s)\n", r->name, secs); }
     else {
         t->failed++;
-        say("sweep: FAILED %s (exit %d, %s): %s\n", r->name, sl->exit, secs, sl->error[0] ? sl->error : "no error line; see its console.txt");
+        say("sweep: FAILED %s (exit %d, %s): %s\n", r->name, sl->exit, secs, dt_sweep_why(sl, why, sizeof why));
     }
     progress(s, t);
 }
@@ -363,6 +363,8 @@ int dt_cmd_sweep(int argc, char **argv) {
     int rc = 2, lock = -1;
     dt_sweep_slot *sl = calloc((size_t)s.nruns, sizeof *sl);
     tally t;
+    /* --slurm without sbatch or a controller would fail every run the same way, one by one */
+    if (sl && slurm && dt_sweep_slurm_ready() != 0) { fprintf(stderr, "dtrain: error: %s\n", dt_last_error()); goto out; }
     if (!sl || dt_sweep_check_all(&s) || survey(&s, sl, retry, dry, 1, &t)) goto out;
     if (dry) {
         for (int i = 0; i < s.nruns; i++) {
@@ -403,9 +405,10 @@ int dt_cmd_sweep(int argc, char **argv) {
         rc = 128 + sig;
         goto out;
     }
+    char why[600];
     for (int i = 0; i < s.nruns; i++)
         if (sl[i].state == DT_SWEEP_FAILED)
-            fprintf(stderr, "sweep: failed: %s (exit %d): %s\n", s.runs[i].name, sl[i].exit, sl[i].error[0] ? sl[i].error : "no error line; see its console.txt");
+            fprintf(stderr, "sweep: failed: %s (exit %d): %s\n", s.runs[i].name, sl[i].exit, dt_sweep_why(&sl[i], why, sizeof why));
     fprintf(stderr, "sweep: %s: %d/%d done, %d failed, in %s%s\n", s.name, t.done, s.nruns, t.failed, secs,
             t.failed && !retry ? " (dtrain sweep --retry-failed runs the failed ones again)" : "");
     if (t.stopped)

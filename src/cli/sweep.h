@@ -69,7 +69,7 @@ typedef struct dt_sweep_slot {
     long long console_at, slurm_at; /* the sizes of console.txt and slurm.txt when it started: its
                                      * error is after them (a run resumed in place appends) */
     int exit;
-    char error[400];        /* its last "dtrain: error:" line */
+    char error[400];        /* its last "dtrain: error:" line (--slurm: else sbatch's, in slurm.txt) */
     char dir[1300];         /* OUT/NAME */
 } dt_sweep_slot;
 
@@ -82,6 +82,9 @@ char **dt_sweep_command(const dt_sweep_run *r, const char *dir, int check);
  * append: the job adds to console.txt (a run resumed in its folder) */
 char **dt_sweep_slurm_command(const dt_sweep *s, const dt_sweep_run *r, const char *dir, char **run, const char *extra,
                               int append);
+/* sbatch on PATH and a Slurm controller that answers (scontrol ping), asked once before
+ * anything is made: 0, or -1 with one line in dt_last_error() */
+int dt_sweep_slurm_ready(void);
 /* 1 when the run's job (its id in dir/slurm.txt from byte `from` on, into job) was cancelled,
  * preempted or lost with its node: not the run's failure, so it is run again */
 int dt_sweep_slurm_cancelled(const char *dir, long long from, char *job, size_t len);
@@ -111,6 +114,9 @@ int dt_sweep_write_command(const char *dir, char **av); /* DIR/command.txt: 0, o
 void dt_sweep_read_status(dt_sweep_slot *sl);   /* state DONE/FAILED/STOPPED from status.json, else PENDING */
 void dt_sweep_write_status(const dt_sweep_slot *sl);
 void dt_sweep_last_error(dt_sweep_slot *sl);
+/* What a failed run's line says: its error line, naming slurm.txt when it came from there, or
+ * the file that holds what the run printed (console.txt, else slurm.txt: sbatch's own words) */
+const char *dt_sweep_why(const dt_sweep_slot *sl, char *buf, size_t len);
 void dt_sweep_same_command(const dt_sweep_run *r, const dt_sweep_slot *sl); /* warns when command.txt differs */
 
 /* The `dtrain sweep` command (sweep.c). */

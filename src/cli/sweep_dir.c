@@ -348,11 +348,27 @@ static int last_line(dt_sweep_slot *sl, const char *name, long long from, const 
     return found;
 }
 
-/* the last "dtrain: error:" line that this start of the run wrote into its console.txt */
+/* the last "dtrain: error:" line of the run's console.txt; without one, sbatch's own error in
+ * slurm.txt (--slurm: a job that never ran leaves no console.txt) */
 void dt_sweep_last_error(dt_sweep_slot *sl) {
-    static const char *const ours[] = {"dtrain: error:", NULL};
+    static const char *const ours[] = {"dtrain: error:", NULL}, *const sbatch[] = {"sbatch: error:", "sbatch: fatal:", NULL};
     sl->error[0] = 0;
-    last_line(sl, "console.txt", sl->console_at, ours);
+    if (!last_line(sl, "console.txt", sl->console_at, ours)) last_line(sl, "slurm.txt", sl->slurm_at, sbatch);
+}
+
+const char *dt_sweep_why(const dt_sweep_slot *sl, char *buf, size_t len) {
+    if (!strncmp(sl->error, "dtrain: error:", 14)) return sl->error;
+    if (sl->error[0]) snprintf(buf, len, "%s (in %s/slurm.txt)", sl->error, sl->dir);
+    else {
+        char path[1400];
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/console.txt", sl->dir);
+        const int console = lstat(path, &sb) == 0;
+        snprintf(path, sizeof path, "%s/slurm.txt", sl->dir);
+        const int sbatch = lstat(path, &sb) == 0;
+        snprintf(buf, len, "no error line; see %s/%s", sl->dir, !console && sbatch ? "slurm.txt" : "console.txt");
+    }
+    return buf;
 }
 
 /* A run kept (done or failed) whose command.txt is not what the file says now (edited since):
