@@ -6,8 +6,11 @@
 # to every rank, the job back in the queue) and a job whose ranks get SIGTERM (as before its
 # time limit: the script requeues itself on status 5) come back by themselves and end with the
 # weights of an uninterrupted run (allreduce, lock-step eventgrad), no step trained twice, one
-# line per event in the job's output. Skipped (with the reason, exit 0) where a cluster cannot
-# be made: not root, Slurm or munge not installed (scripts/install-deps installs them).
+# line per event in the job's output. dtrain sweep --slurm: a cancelled job's run redone alone;
+# a job stopped by SIGTERM with checkpoint = true recorded stopped and resumed in its folder;
+# no controller answering: one line before anything is made. Skipped (with the reason, exit 0)
+# where a cluster cannot be made: not root, Slurm or munge not installed (scripts/install-deps
+# installs them).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/fault_helpers.sh"
 DTRAIN=$(cd "$(dirname "$DTRAIN")" && pwd)/$(basename "$DTRAIN") # the jobs run in $T
@@ -144,4 +147,48 @@ others=$(ls "$T"/sw/*/status.json | grep -v long-seed2)
 # shellcheck disable=SC2086 # the 7 paths, split
 check "... the 7 others untouched" "$([ "$(stat -c %Y $others | sort | md5sum)" = "$kept" ]; echo $?)" "their status.json times"
 compare "... the redone run trained as a run of its own" "$(acc "$T/sw/long-seed2/log.jsonl")" ">" 0.9 "accuracy"
+
+# (e) dtrain sweep --slurm with checkpoint = true: a job stopped by SIGTERM (what Slurm sends
+# before a time limit and on preemption; --full: a sweep's job runs dtrain in its batch shell)
+# leaves its run recorded stopped, and the next start resumes it in its folder, the new job's
+# output added to its console.txt, to the weights of its twin never stopped
+printf '[sweep]\nname = st\nout = %s\n\n[base]\nmodel = cnn1\ndata = mnist\ntrain-limit = %d\n%s\n' "$T/st" \
+    $((STEPS * 16)) "test-limit = 200
+batch = 16
+epochs = 1
+progress = 10
+checkpoint = true
+
+[variant a]
+
+[variant b]" >"$T/st.ini"
+( "$DTRAIN" sweep "$T/st.ini" --slurm >"$T/st1.out" 2>&1; echo $? >"$T/st1.rc" ) &
+sweep_job=$!
+wait_until 300 step_logged "$T/st/a/log.jsonl" 100
+scancel --full --signal=TERM -n st/a
+wait_until 300 test -s "$T/st1.rc"
+wait "$sweep_job" 2>/dev/null
+compare "sweep --slurm: a job stopped by SIGTERM: the sweep ends with status 1" "$(cat "$T/st1.rc")" == 1 "$(tail -c 400 "$T/st1.out")"
+check "... its run recorded stopped (exit 5), not failed" "$(grep -q '"status":"stopped","exit":5' "$T/st/a/status.json"; echo $?)" \
+    "$(cat "$T/st/a/status.json" 2>/dev/null)"
+"$DTRAIN" sweep "$T/st.ini" --slurm >"$T/st2.out" 2>&1
+compare "sweep --slurm again: ends with status 0" "$?" == 0 "$(tail -c 400 "$T/st2.out")"
+check "... the stopped run resumed in its folder" "$(grep -q '1 to run (1 resumed in its folder)' "$T/st2.out"; echo $?)" \
+    "$(head -2 "$T/st2.out" | tr '\n' ' ')"
+compare "... its slurm.txt: both jobs' ids" "$(grep -c '^[0-9][0-9]*$' "$T/st/a/slurm.txt")" == 2 "$(cat "$T/st/a/slurm.txt")"
+check "... its console.txt: the stop, then the resume" \
+    "$(grep -q '^dtrain: stopped by Terminated' "$T/st/a/console.txt" && grep -q '^dtrain: --resume auto: continuing from checkpoint' "$T/st/a/console.txt"; echo $?)" \
+    "$(grep '^dtrain' "$T/st/a/console.txt" | tr '\n' ' ')"
+compare "... its log goes on: two config lines" "$(line_count "$T/st/a/log.jsonl" config)" == 2 ""
+identical "... the weights of its twin never stopped" "$T/st/b/model.weights" "$T/st/a/model.weights"
+
+# (f) --slurm with no controller answering (this cluster's slurm.conf, another port): one
+# line, before anything is made
+sed 's/^SlurmctldPort=.*/SlurmctldPort=1/' "$SLURM_CONF" >"$T/down.conf"
+sed -e 's/^name = sw$/name = down/' -e "s|^out = .*|out = $T/down|" "$T/sw.ini" >"$T/down.ini"
+SLURM_CONF=$T/down.conf "$DTRAIN" sweep "$T/down.ini" --slurm >"$T/down.out" 2>"$T/down.err"
+rc=$?
+check "sweep --slurm, no controller answering: one line, exit 2, nothing made" \
+    "$([ "$rc" = 2 ] && [ "$(wc -l <"$T/down.err")" = 1 ] && grep -q '^dtrain: error: dtrain sweep --slurm: no Slurm controller answers (scontrol ping: ' "$T/down.err" && [ ! -e "$T/down" ]; echo $?)" \
+    "exit $rc: $(head -c 300 "$T/down.err")"
 finish

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # dtrain sweep (docs/sweep.md): bad experiment files (one line naming file:line, exit 2,
 # nothing made), --dry-run's cross product, a 4-run sweep end to end, a sweep interrupted
-# and restarted (only the missing runs run again), a failing run kept as failed.
+# and restarted (only the missing runs run again), a failing run kept as failed; runs that
+# checkpoint: a path several runs share refused, checkpoint = true each run's own, a run
+# stopped (status 5, by a signal of its own or the sweep's interruption) kept and resumed in
+# its folder to the weights of a run never stopped.
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/fault_helpers.sh"
 require_mnist
 DTRAIN_DATA=$(cd "${DTRAIN_DATA:-data}" && pwd)
 export DTRAIN_DATA
@@ -236,6 +240,121 @@ sweep fail.ini --retry-failed >fail3.out 2>fail3.err
 rc=$?
 [ "$rc" -eq 1 ] && [ "$(grep -c '^sweep: start' fail3.err)" -eq 1 ] && grep -q '^sweep: start nodata$' fail3.err
 check "--retry-failed runs it (alone) again" $? "exit $rc, $(grep '^sweep: start' fail3.err | tr '\n' ' ')"
+
+# ------------------------------------------------------------------ runs that checkpoint
+# one path for several runs: every run would replace (a checkpoint: resume) another's
+ck_file() { printf '[sweep]\nname = %s\n%s\n[base]\nmodel = mlp\nepochs = 1\n%s\n[variant a]\n[variant b]\n%s\n' "$1" "$2" "$3" "$4" >"$1.ini"; }
+ck_file shared '' 'checkpoint = ck' ''
+expect_error "checkpoint in [base]: one path for two runs" \
+    "shared.ini:7: key 'checkpoint': 'ck' is one path for several runs ('a' and 'b'): each would replace or resume another's; write checkpoint = true" -- sweep shared.ini
+ck_file shared-log 'seeds = 1 2' '' 'log = b.jsonl'
+expect_error "log of a variant with two seeds" "shared-log.ini:10: key 'log': 'b.jsonl' is one path for several runs ('b-seed1' and 'b-seed2')" -- sweep shared-log.ini
+ck_file shared-trace '' 'trace = t.json' ''
+expect_error "trace in [base]" "shared-trace.ini:7: key 'trace': 't.json' is one path for several runs" -- sweep shared-trace.ini
+ck_file shared-out 'seeds = 1 2' 'out = m.weights' ''
+expect_error "out in [base]" "shared-out.ini:7: key 'out': 'm.weights' is one path for several runs" -- sweep shared-out.ini
+ck_file run-dir '' 'run-dir = true' ''
+expect_error "run-dir = true" "run-dir.ini:7: key 'run-dir': expected a folder, got true" -- sweep run-dir.ini
+# each its own: by variant, and checkpoint = true (the run's folder), with --resume auto
+ck_file own '' '' 'checkpoint = ck-b'
+sweep own.ini --dry-run >own.out 2>own.err
+check "a checkpoint of one run: accepted" $? "$(cat own.err)"
+ck_file own-true 'seeds = 1 2' 'checkpoint = true' ''
+sweep own-true.ini --dry-run >own-true.out 2>&1
+grep -q "^a-seed2: .* --checkpoint runs/own-true/a-seed2/checkpoint .*--resume auto " own-true.out && [ ! -e runs/own-true ]
+check "checkpoint = true: each run its folder's checkpoint, --resume auto" $? "$(grep '^a-seed2:' own-true.out)"
+# a checkpoint outside the sweep's folders that exists before its run ever started: resumed,
+# the run's new log would hold only the epochs after it
+echo "not a run's" >ck-b
+expect_error "an existing checkpoint without its run's folder" \
+    "own.ini:10: run 'b': its checkpoint ck-b exists but no folder runs/own/b of the run that wrote it" -- sweep own.ini
+rm -f ck-b
+
+# A run stopped with its checkpoint committed (status 5) is kept as stopped, not failed, and
+# the next start resumes it in its folder: its log and console.txt go on, and it ends with the
+# weights of the same run never stopped (b: the same flags but for its checkpoint's path).
+# cnn1 on 20,000 images at batch 16: 2,500 steps, a few seconds; stopped once it has logged
+# 300 (a step line every 10). The checkpoints are paths of the file's, as a sweep before
+# checkpoint = true took them (it recorded the run failed; restarted, it resumed a folder made
+# anew from the set outside it, the log holding only the epochs after it).
+cat >ck.ini <<EOF
+[sweep]
+name = ck
+parallel = 2
+[base]
+model = cnn1
+train-limit = 20000
+test-limit = 200
+batch = 16
+epochs = 2
+progress = 10
+quiet = true
+resume = auto
+[variant a]
+checkpoint = ck-a
+[variant b]
+checkpoint = ck-b
+EOF
+status_of() { python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(s["status"], s["exit"])' "$1/status.json" 2>/dev/null; }
+"$DTRAIN" sweep ck.ini >ck1.out 2>ck1.err & # not the function: $! must be dtrain
+pid=$!
+wait_until 120 logged runs/ck/a/log.jsonl step 30
+kill -TERM "$(pgrep -f -- "--log runs/ck/a/log.jsonl" | head -1)" 2>/dev/null
+wait "$pid"
+rc=$?
+compare "a run stopped (SIGTERM): the sweep exits 1" "$rc" == 1 "$(tail -2 ck1.err | tr '\n' ' ')"
+st=$(status_of runs/ck/a)
+[ "$st" = "stopped 5" ] && grep -q "^sweep: stopped a (exit 5, [0-9]*s): its checkpoint committed, it resumes in its folder on the next start$" ck1.err
+check "... recorded stopped (exit 5), not failed, and said" $? "status: ${st:-none}; $(grep ' a ' ck1.err | head -2 | tr '\n' ' ')"
+compare "... the other run done" "$(status_of runs/ck/b | cut -d' ' -f2)" == 0 "$(status_of runs/ck/b)"
+sweep ck.ini --dry-run >/dev/null 2>ck-dry.err
+grep -q "^sweep: a: stopped, resumes in its folder runs/ck/a from its checkpoint ck-a$" ck-dry.err
+check "--dry-run: it resumes in its folder" $? "$(head -2 ck-dry.err | tr '\n' ' ')"
+# a sweep before stopped runs were told apart recorded them failed with exit 5
+cp runs/ck/a/status.json ck-status.json
+sed -i 's/"stopped"/"failed"/' runs/ck/a/status.json
+sweep ck.ini --dry-run >/dev/null 2>ck-dry.err
+grep -q "^sweep: a: stopped, resumes in its folder" ck-dry.err
+check "... also as an older sweep recorded it (failed, exit 5)" $? "$(head -2 ck-dry.err | tr '\n' ' ')"
+cp ck-status.json runs/ck/a/status.json
+b_log=$(md5sum <runs/ck/b/log.jsonl)
+sweep ck.ini >ck2.out 2>ck2.err
+rc=$?
+compare "restarted: exit 0" "$rc" == 0 "$(tail -2 ck2.err | tr '\n' ' ')"
+[ "$(grep -c '^sweep: start' ck2.err)" = 1 ] && grep -q '^sweep: start a$' ck2.err && grep -q "1 to run (1 resumed in its folder)" ck2.err
+check "... started the stopped run alone, in its folder" $? "$(grep -E '^sweep: (start|ck:)' ck2.err | tr '\n' ' ')"
+compare "... its log goes on: two config lines" "$(line_count runs/ck/a/log.jsonl config)" == 2
+compare "... one summary" "$(line_count runs/ck/a/log.jsonl summary)" == 1
+compare "... both epochs" "$(epoch_fields runs/ck/a/log.jsonl epoch | tr -d '[],')" == 12 "epochs $(epoch_fields runs/ck/a/log.jsonl epoch)"
+compare "... no step trained twice" "$(summary_field runs/ck/a/log.jsonl redone_steps)" == 0
+grep -q "^dtrain: stopped by Terminated after step" runs/ck/a/console.txt
+check "... its console.txt kept (the stop's line in it)" $? "$(head -c 300 runs/ck/a/console.txt)"
+[ "$(status_of runs/ck/a)" = "done 0" ] && [ "$(md5sum <runs/ck/b/log.jsonl)" = "$b_log" ]
+check "... done, and the other run untouched" $? "$(status_of runs/ck/a)"
+identical "... the weights of the run never stopped, bit for bit" runs/ck/b/model.weights runs/ck/a/model.weights
+# the sweep interrupted (Ctrl-C): its run stops with its checkpoint (a sweep before recorded
+# no status: its folder was made anew on the next start), and resumes in place
+sed -e 's/^name = ck$/name = ck-int/' -e 's/^checkpoint = ck-a$/checkpoint = ck-int/' -e '/^\[variant b\]$/,$d' ck.ini >ck-int.ini
+"$DTRAIN" sweep ck-int.ini >int1.out 2>int1.err &
+pid=$!
+wait_until 120 logged runs/ck-int/a/log.jsonl step 30
+kill -INT "$pid"
+wait "$pid"
+rc=$?
+st=$(status_of runs/ck-int/a)
+[ "$rc" = 130 ] && [ "$st" = "stopped 5" ]
+check "the sweep interrupted: its run recorded stopped (exit 5)" $? "exit $rc, status: ${st:-no status.json}; $(tail -2 int1.err | tr '\n' ' ')"
+sweep ck-int.ini >int2.out 2>int2.err
+compare "... restarted: exit 0" "$?" == 0 "$(tail -2 int2.err | tr '\n' ' ')"
+compare "... resumed in its folder: two config lines" "$(line_count runs/ck-int/a/log.jsonl config)" == 2
+compare "... both epochs" "$(epoch_fields runs/ck-int/a/log.jsonl epoch | tr -d '[],')" == 12 "epochs $(epoch_fields runs/ck-int/a/log.jsonl epoch)"
+identical "... the weights of the run never stopped" runs/ck/b/model.weights runs/ck-int/a/model.weights
+# checkpoint = true: each run's checkpoint in its folder, and nowhere else
+ck_file own-ran '' $'train-limit = 1000\ntest-limit = 200\nquiet = true\ncheckpoint = true' ''
+sweep own-ran.ini >own-ran.out 2>own-ran.err
+rc=$?
+[ "$rc" = 0 ] && [ -s runs/own-ran/a/checkpoint ] && [ -s runs/own-ran/b/checkpoint ] && [ ! -e checkpoint ]
+check "checkpoint = true: each run checkpoints in its folder" $? "exit $rc; $(ls runs/own-ran/a | tr '\n' ' '); $(tail -1 own-ran.err)"
 
 # --help says what a user needs before docs/sweep.md: seeds, axes, variants, resuming
 h=$("$DTRAIN" sweep --help 2>&1)

@@ -4,8 +4,10 @@
 # it says with --dry-run what it would replace; a second sweep of the same folder is refused
 # naming the first's pid; a sweep killed with kill -9 takes its runs with it, and its restart
 # runs each missing run once; a failed `dtrain run` keeps its launcher.log in its folder; an
-# experiment file that fills every list of the reader is one line, not a crash. The faults
-# run twice: on an idle machine and with both cores busy.
+# experiment file that fills every list of the reader is one line, not a crash; --slurm
+# without sbatch or a controller is one line before anything is made, and a job sbatch
+# refuses fails naming sbatch's line in slurm.txt. The faults run twice: on an idle machine
+# and with both cores busy.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/fault_helpers.sh"
 require_mnist
@@ -47,6 +49,48 @@ python3 -c '
 print("\n".join(["[base]"] + ["b%d=1" % i for i in range(256)] + ["[axes]"] + ["a%d=1" % i for i in range(256)]
                 + ["[variant v]"] + ["v%d=1" % i for i in range(255)] + ["axis w%d=1" % i for i in range(40)]))' >full.ini
 expect_error "every list full: one line" "full.ini:2: key 'b0': not a flag of dtrain" -- sweep full.ini
+
+# ------------------------------------------------------------------ --slurm without Slurm
+# sbatch and a controller are asked once, before anything is made: without them every run
+# failed "see its console.txt", a file that did not exist. Fakes stand for Slurm's commands
+# here (tests/cli_slurm.sh runs the real ones): an sbatch that refuses every job, and an
+# scontrol whose controller is DOWN or UP.
+mkdir -p nobin fake
+cat >fake/sbatch <<'EOF'
+#!/bin/sh
+[ "$1" = --version ] && { echo "slurm 22.05.8"; exit 0; }
+echo "sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified" >&2
+exit 1
+EOF
+cat >fake/scontrol <<'EOF'
+#!/bin/sh
+[ "$1" = ping ] || exit 1
+echo "Slurmctld(primary) at fakehost is $FAKE_CONTROLLER"
+[ "$FAKE_CONTROLLER" = UP ]
+EOF
+chmod +x fake/sbatch fake/scontrol
+printf '[sweep]\nname = sl\n[base]\nmodel = mlp\nepochs = 1\n[variant a]\n[variant b]\n' >sl.ini
+expect_error "--slurm, no sbatch on PATH: one line" "dtrain sweep --slurm: sbatch not found on PATH" -- \
+    env PATH="$T/nobin" "$DTRAIN" sweep sl.ini --slurm
+expect_error "--slurm, SLURM_CONF naming no file (Slurm's commands retry it for a minute)" \
+    "dtrain sweep --slurm: SLURM_CONF=$T/nowhere.conf: No such file or directory" -- \
+    env SLURM_CONF="$T/nowhere.conf" PATH="$T/fake:$PATH" "$DTRAIN" sweep sl.ini --slurm
+expect_error "--slurm, no controller: one line" \
+    "dtrain sweep --slurm: no Slurm controller answers (scontrol ping: Slurmctld(primary) at fakehost is DOWN)" -- \
+    env FAKE_CONTROLLER=DOWN PATH="$T/fake:$PATH" "$DTRAIN" sweep sl.ini --slurm
+expect_error "... and with --dry-run" "no Slurm controller answers" -- \
+    env FAKE_CONTROLLER=DOWN PATH="$T/fake:$PATH" "$DTRAIN" sweep sl.ini --slurm --dry-run
+# a job sbatch refuses: the run's failure names sbatch's line and the file that holds it
+sed 's/^name = sl$/name = refused/' sl.ini >refused.ini
+FAKE_CONTROLLER=UP PATH="$T/fake:$PATH" "$DTRAIN" sweep refused.ini --slurm >sl.out 2>sl.err
+rc=$?
+compare "--slurm, every job refused: exit 1" "$rc" == 1 "$(tail -2 sl.err | tr '\n' ' ')"
+grep -q "^sweep: FAILED a (exit 1, [0-9]*s): sbatch: error: Batch job submission failed: Invalid account .* (in runs/refused/a/slurm.txt)$" sl.err &&
+    grep -q "^sweep: failed: b (exit 1): sbatch: error: Batch job submission failed: .* (in runs/refused/b/slurm.txt)$" sl.err
+check "... each run's failure: sbatch's line, naming slurm.txt" $? "$(grep -i failed sl.err | head -2 | tr '\n' ' ')"
+python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); sys.exit(not s["error"].startswith("sbatch: error: Batch job submission failed"))' \
+    runs/refused/a/status.json
+check "... and its status.json's error" $? "$(cat runs/refused/a/status.json)"
 
 # ------------------------------------------------------------------ faults, idle and loaded
 # runs of a few seconds each, all six at once (parallel = 9 on any machine): one is a 2-rank

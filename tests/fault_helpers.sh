@@ -1,6 +1,7 @@
-# Shared by the fault tests (cli_faults.sh, cli_supervisor.sh), sourced after lib.sh: finding
-# a rank's, its guard's and its launcher process's pids, waiting for a condition, and running
-# `dtrain run` in the background with its output, status and time kept in $T.
+# Shared by the fault tests (cli_faults.sh, cli_supervisor.sh, cli_sweep.sh...), sourced after
+# lib.sh: finding a rank's, its guard's and its launcher process's pids, waiting for a
+# condition, and running `dtrain run` in the background with its output, status and time kept
+# in $T.
 # rank_pid R: the pid of rank R of this script's running job (the rank under its guard, not
 # the guard, which is "dtrain guard rank R" in ps; every job here names a file in $T, so
 # other dtrain jobs on the machine are not ours)
@@ -23,13 +24,14 @@ wait_until() {
         sleep 0.1
     done
 }
-# epochs_logged LOG N: LOG holds N epoch lines or more (grep, not a JSON reader: polled every
-# 0.1 s, a Python start each time lagged seconds behind on a loaded machine; rank 0 writes each
-# line whole, its type first)
-epochs_logged() {
+# logged LOG TYPE N: LOG holds N lines of that type or more (grep, not a JSON reader: polled
+# every 0.1 s, a Python start each time lagged seconds behind on a loaded machine; rank 0 writes
+# each line whole, its type first). epochs_logged LOG N: N epoch lines.
+logged() {
     local n
-    n=$(grep -c '"type":"epoch"' "$1" 2>/dev/null) && [ "$n" -ge "$2" ]
+    n=$(grep -c "\"type\":\"$2\"" "$1" 2>/dev/null) && [ "$n" -ge "$3" ]
 }
+epochs_logged() { logged "$1" epoch "$2"; }
 has_pid() { rank_pid "$1" >/dev/null; }
 checkpointed() { [ -s "$T/ck" ]; } # the manifest: a committed set
 

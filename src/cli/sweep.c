@@ -1,9 +1,10 @@
 /* `dtrain sweep FILE`: the runs of an experiment file (sweep_file.c), each in its own folder
  * OUT/NAME (command.txt, console.txt, log.jsonl, model.weights, status.json when it ends),
  * as many at once as the cores hold. Every run's flags are checked by `dtrain run` itself
- * (DTRAIN_CHECK_ONLY) before any starts, so a typo in the 20th run stops the sweep before the
- * first. A restart skips what is done (and what failed, unless --retry-failed) and redoes
- * what has no status.json (a run killed with the sweep). */
+ * (DTRAIN_CHECK_ONLY, sweep_check.c) before any starts, so a typo in the 20th run stops the
+ * sweep before the first. A restart skips what is done (and what failed, unless
+ * --retry-failed), resumes in its folder a run stopped with its checkpoint (status 5) or cut
+ * short beside one, and redoes what else has no status.json (a run killed with the sweep). */
 #include "cli/sweep.h"
 
 #include <errno.h>
@@ -14,11 +15,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/cli.h"
 #include "core/flag_table.h"
 #include "core/paths.h"
 #include "core/alloc.h"
@@ -27,103 +30,6 @@
 
 static volatile sig_atomic_t stop_signal = 0;
 static void on_stop(int sig) { stop_signal = sig; }
-
-/* ------------------------------------------------------------------ checking the flags */
-
-/* "dtrain run: --lr abc: expected a number > 0" -> "FILE:LINE: key 'lr': expected ..., got 'abc'" */
-static void report_check(const dt_sweep *s, const dt_sweep_run *r, const char *msg) {
-    if (!strncmp(msg, "dtrain run: ", 12)) msg += 12;
-    const dt_sweep_flag *best = NULL;
-    const char *best_at = NULL;
-    for (int i = 0; i < r->nflags; i++) {
-        const size_t n = strlen(r->flags[i].key);
-        for (const char *at = strstr(msg, "--"); at; at = strstr(at + 2, "--"))
-            if (!strncmp(at + 2, r->flags[i].key, n) && !(at[2 + n] == '-' || (at[2 + n] >= 'a' && at[2 + n] <= 'z'))) {
-                if (!best_at || at < best_at) { best = &r->flags[i]; best_at = at; }
-                break;
-            }
-    }
-    if (!best && !strncmp(msg, "-n ", 3)) {
-        fprintf(stderr, "dtrain: error: %s:%d: key 'n': %s\n", s->path, r->ranks_line ? r->ranks_line : r->line, msg);
-        return;
-    }
-    if (!best) { fprintf(stderr, "dtrain: error: %s:%d: run '%s': %s\n", s->path, r->line, r->name, msg); return; }
-    const int line = best->line ? best->line : r->line;
-    const size_t n = strlen(best->key);
-    if (best_at == msg && best->value && msg[2 + n] == ' ' && !strncmp(msg + 3 + n, best->value, strlen(best->value)) &&
-        !strncmp(msg + 3 + n + strlen(best->value), ": ", 2)) {
-        fprintf(stderr, "dtrain: error: %s:%d: key '%s': %s, got '%s'\n", s->path, line, best->key,
-                msg + 5 + n + strlen(best->value), best->value);
-        return;
-    }
-    if (strstr(msg, "unknown flag"))
-        fprintf(stderr, "dtrain: error: %s:%d: key '%s': not a flag of dtrain train or run (see dtrain run --help)\n", s->path, line, best->key);
-    else fprintf(stderr, "dtrain: error: %s:%d: key '%s': %s\n", s->path, line, best->key, msg);
-}
-
-/* 0: the flags pass; else the error is printed. */
-static int check_run(const dt_sweep *s, const dt_sweep_run *r) {
-    char **av = dt_sweep_command(r, NULL, 1);
-    int fd[2];
-    if (pipe(fd) != 0) { perror("dtrain: error: sweep: pipe"); dt_sweep_free_command(av); return 1; }
-    const pid_t pid = fork();
-    if (pid == 0) {
-        close(fd[0]);
-        dup2(fd[1], 2);
-        int nul = open("/dev/null", O_RDWR);
-        if (nul >= 0) { dup2(nul, 0); dup2(nul, 1); }
-        setenv("DTRAIN_CHECK_ONLY", "1", 1);
-        execv(dt_sweep_self, av);
-        _exit(127);
-    }
-    close(fd[1]);
-    char out[4096];
-    size_t len = 0;
-    ssize_t got;
-    char rest[512]; /* past 4 kB (it is one line) read on and dropped, so that the child never blocks */
-    while ((got = len + 1 < sizeof out ? read(fd[0], out + len, sizeof out - 1 - len) : read(fd[0], rest, sizeof rest)) > 0 ||
-           (got < 0 && errno == EINTR))
-        if (got > 0 && len + 1 < sizeof out) len += (size_t)got;
-    close(fd[0]);
-    out[len] = 0;
-    int status = 0;
-    while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-    dt_sweep_free_command(av);
-    if (pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) return 0;
-    /* the last "dtrain: error:" line */
-    char *msg = NULL;
-    for (char *l = strtok(out, "\n"); l; l = strtok(NULL, "\n"))
-        if (!strncmp(l, "dtrain: error: ", 15)) msg = l + 15;
-    if (!msg) fprintf(stderr, "dtrain: error: %s:%d: run '%s': checking its flags failed (%s)\n", s->path, r->line, r->name,
-                      pid < 0 ? strerror(errno) : "no message");
-    else report_check(s, r, msg);
-    return 1;
-}
-
-/* every run's flags, each distinct set once (the seed aside) */
-static int check_all(const dt_sweep *s) {
-    char **seen = calloc((size_t)s->nruns, sizeof *seen);
-    int nseen = 0, bad = 0;
-    for (int i = 0; i < s->nruns && !bad; i++) {
-        size_t len = 16;
-        const dt_sweep_run *r = &s->runs[i];
-        for (int j = 0; j < r->nflags; j++) len += strlen(r->flags[j].key) + (r->flags[j].value ? strlen(r->flags[j].value) : 0) + 4;
-        char *key = malloc(len);
-        if (!seen || !key) dt_nomem_exit("the check of %d runs", s->nruns);
-        size_t o = (size_t)sprintf(key, "%d", r->ranks);
-        for (int j = 0; j < r->nflags; j++)
-            if (strcmp(r->flags[j].key, "seed"))
-                o += (size_t)sprintf(key + o, "\n%s\t%s", r->flags[j].key, r->flags[j].value ? r->flags[j].value : "");
-        int dup = 0;
-        for (int j = 0; j < nseen && !dup; j++) dup = !strcmp(seen[j], key);
-        if (dup) { free(key); continue; }
-        seen[nseen++] = key;
-        bad = check_run(s, r);
-    }
-    for (int j = 0; j < nseen; j++) free(seen[j]);
-    free(seen);
-    return bad;
-}
 
 /* ------------------------------------------------------------------ running */
 
@@ -144,24 +50,39 @@ static void say(const char *fmt, ...) {
 static int slurm;
 static const char *sbatch_extra;
 
+static long long size_of(const char *dir, const char *name) {
+    char path[1400];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return lstat(path, &sb) == 0 ? (long long)sb.st_size : 0;
+}
+
 static pid_t start(const dt_sweep *s, const dt_sweep_run *r, dt_sweep_slot *sl) {
     const int state = dt_sweep_folder_state(sl->dir);
     if (state == DT_SWEEP_FOLDER_FOREIGN) { /* made since the check: still not ours to remove */
         say("sweep: %s: %s is not a folder a sweep made: left as it is, the run not started\n", r->name, sl->dir);
         return -1;
     }
+    if (state != DT_SWEEP_FOLDER_OURS) sl->in_place = 0; /* removed since the survey: made anew */
+    char path[1400];
+    snprintf(path, sizeof path, "%s/status.json", sl->dir);
     errno = 0;
-    if ((state == DT_SWEEP_FOLDER_OURS && dt_sweep_rm_rf(sl->dir) != 0) || dt_sweep_make_folder(sl->dir, s->name, r->name) != 0) {
-        say("sweep: %s: cannot make the folder %s: %s\n", r->name, sl->dir, errno ? strerror(errno) : dt_last_error());
+    /* resumed in place, the folder stays (its log, console.txt, checkpoint go on); a running
+     * run has no status.json, so that one cut short is told apart */
+    if (sl->in_place ? unlink(path) != 0 && errno != ENOENT
+                     : (state == DT_SWEEP_FOLDER_OURS && dt_sweep_rm_rf(sl->dir) != 0) || dt_sweep_make_folder(sl->dir, s->name, r->name) != 0) {
+        say("sweep: %s: cannot %s %s: %s\n", r->name, sl->in_place ? "remove the status of" : "make the folder", sl->dir,
+            errno ? strerror(errno) : dt_last_error());
         return -1;
     }
-    char path[1400];
+    sl->console_at = size_of(sl->dir, "console.txt");
+    sl->slurm_at = size_of(sl->dir, "slurm.txt");
     char **av = dt_sweep_command(r, sl->dir, 0);
     if (dt_sweep_write_command(sl->dir, av) != 0) say("sweep: warning: %s: cannot write its command.txt: %s\n", r->name, dt_last_error());
     /* under Slurm the job writes console.txt, and sbatch its job id into slurm.txt */
     snprintf(path, sizeof path, "%s/%s", sl->dir, slurm ? "slurm.txt" : "console.txt");
     if (slurm) {
-        char **job = dt_sweep_slurm_command(s, r, sl->dir, av, sbatch_extra);
+        char **job = dt_sweep_slurm_command(s, r, sl->dir, av, sbatch_extra, sl->in_place);
         dt_sweep_free_command(av);
         if (!(av = job)) { say("sweep: %s: out of memory for its sbatch command\n", r->name); return -1; }
     }
@@ -178,7 +99,7 @@ static pid_t start(const dt_sweep *s, const dt_sweep_run *r, dt_sweep_slot *sl) 
         unsetenv("DTRAIN_CHECK_ONLY"); /* from the user's environment: the run would only check */
         setenv("DTRAIN_RUN_DIR", sl->dir, 1); /* dtrain run's launcher.log stays with the run */
         int fd = -1, nul = open("/dev/null", O_RDONLY);
-        if (dt_open_own(path, O_EXCL, &fd) != DT_OK) { fprintf(stderr, "sweep: %s\n", dt_last_error()); _exit(127); }
+        if (dt_open_own(path, sl->in_place ? O_APPEND : O_EXCL, &fd) != DT_OK) { fprintf(stderr, "sweep: %s\n", dt_last_error()); _exit(127); }
         if (nul >= 0) dup2(nul, 0);
         dup2(fd, 1);
         dup2(fd, 2);
@@ -202,6 +123,8 @@ static void fmt_secs(double s, char *out, size_t len) {
 typedef struct tally {
     int done, failed, running, pending, finished_here;
     int cancelled;          /* --slurm: jobs cancelled, preempted or lost: their runs run again */
+    int stopped;            /* status 5: they resume in their folders on the next start */
+    int in_place;           /* of the pending: resumed in their folders */
     double secs_here;
 } tally;
 
@@ -212,17 +135,26 @@ static void progress(const dt_sweep *s, const tally *t) {
         fmt_secs(mean * (t->pending + t->running) / (t->running > 0 ? t->running : 1), eta, sizeof eta);
     }
     const int tty = isatty(2);
-    say("sweep: %d/%d done, %d running, %d failed, ETA %s%s", t->done, s->nruns, t->running, t->failed, eta, tty ? "" : "\n");
+    char stopped[32] = "";
+    if (t->stopped) snprintf(stopped, sizeof stopped, ", %d stopped", t->stopped);
+    say("sweep: %d/%d done, %d running, %d failed%s, ETA %s%s", t->done, s->nruns, t->running, t->failed, stopped, eta,
+        tty ? "" : "\n");
     status_shown = tty;
 }
 
 static void ended(const dt_sweep *s, dt_sweep_slot *sl, const dt_sweep_run *r, int status, tally *t) {
-    sl->seconds = dt_now() - sl->t0;
+    const double leg = dt_now() - sl->t0;
+    char secs[32], why[600];
+    sl->seconds = sl->before + leg;
     sl->exit = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     t->running--;
-    if (sl->killed) { sl->state = DT_SWEEP_PENDING; return; } /* no status: the next start redoes it */
+    /* status 5: stopped after a step with its checkpoint committed, whoever asked (this sweep's
+     * interruption, preemption, a user's SIGTERM): kept, not failed, and on the next start
+     * resumed in its folder (issue 44: recorded failed, its folder and log were deleted) */
+    const int stopped = sl->exit == DT_EXIT_STOPPED;
+    if (sl->killed && !stopped) { sl->state = DT_SWEEP_PENDING; return; } /* no status: the next start redoes it */
     char job[64];
-    if (slurm && sl->exit != 0 && dt_sweep_slurm_cancelled(sl->dir, job, sizeof job)) {
+    if (slurm && sl->exit != 0 && !stopped && dt_sweep_slurm_cancelled(sl->dir, sl->slurm_at, job, sizeof job)) {
         sl->state = DT_SWEEP_PENDING;
         sl->killed = 1; /* not started again by this sweep: a job cancelled by hand stays so */
         t->cancelled++;
@@ -230,17 +162,23 @@ static void ended(const dt_sweep *s, dt_sweep_slot *sl, const dt_sweep_run *r, i
             r->name, job);
         return;
     }
-    sl->state = sl->exit == 0 ? DT_SWEEP_DONE : DT_SWEEP_FAILED;
+    sl->state = stopped ? DT_SWEEP_STOPPED : sl->exit == 0 ? DT_SWEEP_DONE : DT_SWEEP_FAILED;
     dt_sweep_last_error(sl);
     dt_sweep_write_status(sl);
-    t->finished_here++;
-    t->secs_here += sl->seconds;
-    char secs[32];
     fmt_secs(sl->seconds, secs, sizeof secs);
+    if (stopped) {
+        t->stopped++;
+        say("sweep: stopped %s (exit %d, %s): its checkpoint committed, it resumes in its folder on the next start\n", r->name,
+            sl->exit, secs);
+        if (!sl->killed) progress(s, t);
+        return;
+    }
+    t->finished_here++;
+    t->secs_here += leg;
     if (sl->state == DT_SWEEP_DONE) { t->done++; say("sweep: done %s (%s)\n", r->name, secs); }
     else {
         t->failed++;
-        say("sweep: FAILED %s (exit %d, %s): %s\n", r->name, sl->exit, secs, sl->error[0] ? sl->error : "no error line; see its console.txt");
+        say("sweep: FAILED %s (exit %d, %s): %s\n", r->name, sl->exit, secs, dt_sweep_why(sl, why, sizeof why));
     }
     progress(s, t);
 }
@@ -296,10 +234,41 @@ static int run_all(const dt_sweep *s, dt_sweep_slot *sl, tally *t) {
     return (int)stop_signal;
 }
 
+/* Where a run to start goes: back into its folder when it stopped (status 5) or its
+ * checkpoint is there to resume from (a run cut short, or failed and retried), its log and
+ * console.txt going on; else into a folder made anew. A checkpoint outside any folder of this
+ * sweep is not resumed into a new log, which would hold only the epochs after it: refused in
+ * one line, 1. was: the state its status.json gave. A dry run says what a start would do. */
+static int place(const dt_sweep *s, const dt_sweep_run *r, dt_sweep_slot *sl, int folder, int was, int dry) {
+    char ck[1400];
+    struct stat sb;
+    const int checkpoints = dt_sweep_own_file(r, "checkpoint", sl->dir, 0, ck, sizeof ck);
+    const int resumable = checkpoints && lstat(ck, &sb) == 0;
+    sl->in_place = folder == DT_SWEEP_FOLDER_OURS && (was == DT_SWEEP_STOPPED || resumable);
+    sl->before = sl->in_place && was != DT_SWEEP_PENDING ? sl->seconds : 0;
+    if (resumable && !sl->in_place) {
+        int line = r->line;
+        for (int i = 0; i < r->nflags; i++)
+            if (!strcmp(r->flags[i].key, "checkpoint") && r->flags[i].line) line = r->flags[i].line;
+        fprintf(stderr, "dtrain: error: %s:%d: run '%s': its checkpoint %s exists but no folder %s of the run that wrote it: "
+                "resumed, its log would lack the epochs before; remove the checkpoint to run it from the start\n", s->path,
+                line, r->name, ck, sl->dir);
+        return 1;
+    }
+    if (dry && sl->in_place)
+        fprintf(stderr, "sweep: %s: %s, resumes in its folder %s from %s%s\n", r->name,
+                was == DT_SWEEP_STOPPED ? "stopped" : was == DT_SWEEP_FAILED ? "failed (--retry-failed)" : "cut short", sl->dir,
+                resumable ? "its checkpoint " : "its first step (no checkpoint to resume from)", resumable ? ck : "");
+    else if (dry && folder == DT_SWEEP_FOLDER_OURS)
+        fprintf(stderr, "sweep: %s: its folder %s, %s, would be replaced\n", r->name, sl->dir,
+                was == DT_SWEEP_FAILED ? "of a run that failed (--retry-failed)" : "left by a run cut short (no status.json)");
+    return 0;
+}
+
 /* Each run's state from its folder (done, failed, or to run) and the tally; 1 with one line
  * printed when a run to start has at its path what no sweep made (a sweep never removes it),
- * or OUT/sweep.json is another program's. A dry run says which folders a start replaces; the
- * first survey warns of kept runs whose command changed. */
+ * or a checkpoint no folder of its holds, or OUT/sweep.json is another program's. The first
+ * survey warns of kept runs whose command changed. */
 static int survey(const dt_sweep *s, dt_sweep_slot *sl, int retry, int dry, int first, tally *t) {
     memset(t, 0, sizeof *t);
     if (!dt_sweep_json_ours(s)) {
@@ -313,17 +282,17 @@ static int survey(const dt_sweep *s, dt_sweep_slot *sl, int retry, int dry, int 
          * only one to start again needs the mark: its folder is removed first */
         const int folder = dt_sweep_folder_state(sl[i].dir);
         dt_sweep_read_status(&sl[i]);
-        const int failed = sl[i].state == DT_SWEEP_FAILED;
-        if (failed && retry) sl[i].state = DT_SWEEP_PENDING;
+        sl[i].in_place = 0;
+        const int was = sl[i].state;
+        if ((was == DT_SWEEP_FAILED && retry) || was == DT_SWEEP_STOPPED) sl[i].state = DT_SWEEP_PENDING;
         if (sl[i].state != DT_SWEEP_PENDING) { if (first) dt_sweep_same_command(&s->runs[i], &sl[i]); }
         else if (folder == DT_SWEEP_FOLDER_FOREIGN) {
             fprintf(stderr, "dtrain: error: %s:%d: run '%s': %s exists and is not a folder a dtrain sweep made (no %s in it): "
                     "it is never removed; move it away, or set out to another folder\n", s->path, s->runs[i].line,
                     s->runs[i].name, sl[i].dir, DT_SWEEP_MARK);
             return 1;
-        } else if (folder == DT_SWEEP_FOLDER_OURS && dry)
-            fprintf(stderr, "sweep: %s: its folder %s, %s, would be replaced\n", s->runs[i].name, sl[i].dir,
-                    failed ? "of a run that failed (--retry-failed)" : "left by a run cut short (no status.json)");
+        } else if (place(s, &s->runs[i], &sl[i], folder, was, dry)) return 1;
+        t->in_place += sl[i].state == DT_SWEEP_PENDING && sl[i].in_place;
         t->done += sl[i].state == DT_SWEEP_DONE;
         t->failed += sl[i].state == DT_SWEEP_FAILED;
         t->pending += sl[i].state == DT_SWEEP_PENDING;
@@ -374,8 +343,10 @@ int dt_cmd_sweep(int argc, char **argv) {
                       "[base] flags of every run; [axes] KEY = v1, v2 (every combination); [variant NAME]\n"
                       "its own flags, and 'axis KEY = ...' of its own. Runs go to OUT/NAME-KEY=V-seedS/.\n"
                       "Resuming: run it again and only what is missing runs: finished runs are kept, runs\n"
-                      "cut short start again, failed runs are kept as failed unless --retry-failed.\n"
-                      "Exit status: 0 every run done, 1 some failed, 2 bad input, 130/143 interrupted.", &list, 1);
+                      "cut short start again, failed runs are kept as failed unless --retry-failed; runs\n"
+                      "stopped with a checkpoint (status 5; checkpoint = true: each run its own) resume in\n"
+                      "their folders, their logs going on.\n"
+                      "Exit status: 0 every run done, 1 some failed or stopped, 2 bad input, 130/143 interrupted.", &list, 1);
         return 0;
     }
     const int dry = o.dry, retry = o.retry;
@@ -392,7 +363,9 @@ int dt_cmd_sweep(int argc, char **argv) {
     int rc = 2, lock = -1;
     dt_sweep_slot *sl = calloc((size_t)s.nruns, sizeof *sl);
     tally t;
-    if (!sl || check_all(&s) || survey(&s, sl, retry, dry, 1, &t)) goto out;
+    /* --slurm without sbatch or a controller would fail every run the same way, one by one */
+    if (sl && slurm && dt_sweep_slurm_ready() != 0) { fprintf(stderr, "dtrain: error: %s\n", dt_last_error()); goto out; }
+    if (!sl || dt_sweep_check_all(&s) || survey(&s, sl, retry, dry, 1, &t)) goto out;
     if (dry) {
         for (int i = 0; i < s.nruns; i++) {
             char **av = dt_sweep_command(&s.runs[i], sl[i].dir, 0);
@@ -415,7 +388,11 @@ int dt_cmd_sweep(int argc, char **argv) {
         fprintf(stderr, "dtrain: error: %s: out '%s': cannot write sweep.json in it: %s\n", file, s.out, dt_last_error());
         goto out;
     }
-    fprintf(stderr, "sweep: %s: %d runs, %d done and %d failed before, %d to run, into %s\n", s.name, s.nruns, t.done, t.failed, t.pending, s.out);
+    char resumed[64] = "";
+    if (t.in_place) snprintf(resumed, sizeof resumed, " (%d resumed in %s folder%s)", t.in_place, t.in_place > 1 ? "their" : "its",
+                             t.in_place > 1 ? "s" : "");
+    fprintf(stderr, "sweep: %s: %d runs, %d done and %d failed before, %d to run%s, into %s\n", s.name, s.nruns, t.done, t.failed,
+            t.pending, resumed, s.out);
     const double t0 = dt_now();
     const int sig = run_all(&s, sl, &t);
     if (status_shown) fputc('\n', stderr);
@@ -423,20 +400,25 @@ int dt_cmd_sweep(int argc, char **argv) {
     char secs[32];
     fmt_secs(dt_now() - t0, secs, sizeof secs);
     if (sig) {
-        fprintf(stderr, "sweep: interrupted (%s) after %s: the runs it stopped have no status.json and run again on the next start; %d/%d done\n",
-                strsignal(sig), secs, t.done, s.nruns);
+        fprintf(stderr, "sweep: interrupted (%s) after %s: the runs it stopped run again on the next start (those stopped with "
+                "a checkpoint resume in their folders); %d/%d done\n", strsignal(sig), secs, t.done, s.nruns);
         rc = 128 + sig;
         goto out;
     }
+    char why[600];
     for (int i = 0; i < s.nruns; i++)
         if (sl[i].state == DT_SWEEP_FAILED)
-            fprintf(stderr, "sweep: failed: %s (exit %d): %s\n", s.runs[i].name, sl[i].exit, sl[i].error[0] ? sl[i].error : "no error line; see its console.txt");
+            fprintf(stderr, "sweep: failed: %s (exit %d): %s\n", s.runs[i].name, sl[i].exit, dt_sweep_why(&sl[i], why, sizeof why));
     fprintf(stderr, "sweep: %s: %d/%d done, %d failed, in %s%s\n", s.name, t.done, s.nruns, t.failed, secs,
             t.failed && !retry ? " (dtrain sweep --retry-failed runs the failed ones again)" : "");
+    if (t.stopped)
+        fprintf(stderr, "sweep: %d run%s stopped with a checkpoint resume%s in %s folder%s on the next start (dtrain sweep %s)\n",
+                t.stopped, t.stopped > 1 ? "s" : "", t.stopped > 1 ? "" : "s", t.stopped > 1 ? "their" : "its",
+                t.stopped > 1 ? "s" : "", file);
     if (t.cancelled)
         fprintf(stderr, "sweep: %d run%s whose job was cancelled run%s again on the next start (dtrain sweep %s --slurm)\n",
                 t.cancelled, t.cancelled > 1 ? "s" : "", t.cancelled > 1 ? "" : "s", file);
-    rc = t.failed || t.cancelled ? 1 : 0;
+    rc = t.failed || t.cancelled || t.stopped ? 1 : 0;
 out:
     if (lock >= 0) close(lock);
     free(sl);

@@ -1,5 +1,6 @@
 /* dtrain sweep: many runs from one experiment file (docs/sweep.md). sweep_file.c reads the
- * INI file and expands it into runs; sweep.c checks, starts and records them. */
+ * INI file and expands it into runs; sweep_check.c checks their flags; sweep.c starts and
+ * records them. */
 #ifndef DT_SWEEP_H
 #define DT_SWEEP_H
 
@@ -37,17 +38,38 @@ typedef struct dt_sweep {
 /* Reads and expands PATH. Errors: one line "PATH:LINE: ..." in dt_last_error(). */
 dt_status dt_sweep_read(const char *path, dt_sweep *s);
 void dt_sweep_free(dt_sweep *s);
+/* sweep_check.c: every run's flags checked by `dtrain run` (DTRAIN_CHECK_ONLY) before any run
+ * starts; 0, or 1 with the error printed as the file's line */
+int dt_sweep_check_all(const dt_sweep *s);
+
+/* sweep_outputs.c: the files a run writes for itself (out, log, checkpoint, trace; run-dir).
+ * A path that several runs share is refused, one line naming the key (DT_ERR_ARG, "PATH:LINE:
+ * ..."); KEY = true is the run's own file in its folder (checkpoint = true: DIR/checkpoint). */
+dt_status dt_sweep_check_outputs(const dt_sweep *s);
+/* The run's file for KEY as its command names it (the file's value, or DIR/FILE for KEY =
+ * true; check: a name in dir that no run uses, for the flag check): 1 and the path in buf, or
+ * 0 when the run writes none. */
+int dt_sweep_own_file(const dt_sweep_run *r, const char *key, const char *dir, int check, char *buf, size_t len);
+/* Where the flag check names a run's own files: the deepest folder of out that exists now (the
+ * sweep makes the rest), so that the check sees the file system the runs will write to. */
+void dt_sweep_check_folder(const char *out, char *buf, size_t len);
 
 /* A run as the sweep keeps it (sweep.c), and its folder's files (sweep_dir.c). */
-enum { DT_SWEEP_PENDING, DT_SWEEP_RUNNING, DT_SWEEP_DONE, DT_SWEEP_FAILED };
+enum { DT_SWEEP_PENDING, DT_SWEEP_RUNNING, DT_SWEEP_DONE, DT_SWEEP_FAILED,
+       DT_SWEEP_STOPPED /* exit 5: stopped with its checkpoint committed, resumable */ };
 
 typedef struct dt_sweep_slot {
     int state;              /* DT_SWEEP_* */
     int pid;
     int killed;             /* stopped by the sweep's interruption: no status */
+    int in_place;           /* starts again in its folder: resumed from its checkpoint, its log and
+                             * console.txt appended to (stopped, or cut short with a checkpoint) */
     double t0, seconds;
+    double before;          /* seconds of its earlier starts (in_place) */
+    long long console_at, slurm_at; /* the sizes of console.txt and slurm.txt when it started: its
+                                     * error is after them (a run resumed in place appends) */
     int exit;
-    char error[400];        /* its last "dtrain: error:" line */
+    char error[400];        /* its last "dtrain: error:" line (--slurm: else sbatch's, in slurm.txt) */
     char dir[1300];         /* OUT/NAME */
 } dt_sweep_slot;
 
@@ -56,11 +78,16 @@ extern char dt_sweep_self[4096]; /* the program the runs start: this one */
 /* The run's argv (NULL-terminated, every string its own); check: as dtrain run's flag check. */
 char **dt_sweep_command(const dt_sweep_run *r, const char *dir, int check);
 /* sweep_slurm.c: the sbatch command (argv, NULL-terminated, freed with dt_sweep_free_command)
- * that runs `run` as one Slurm job and waits for it; extra: more sbatch options, space-separated */
-char **dt_sweep_slurm_command(const dt_sweep *s, const dt_sweep_run *r, const char *dir, char **run, const char *extra);
-/* 1 when the run's job (its id in dir/slurm.txt, into job) was cancelled, preempted or lost
- * with its node: not the run's failure, so it is run again */
-int dt_sweep_slurm_cancelled(const char *dir, char *job, size_t len);
+ * that runs `run` as one Slurm job and waits for it; extra: more sbatch options, space-separated;
+ * append: the job adds to console.txt (a run resumed in its folder) */
+char **dt_sweep_slurm_command(const dt_sweep *s, const dt_sweep_run *r, const char *dir, char **run, const char *extra,
+                              int append);
+/* sbatch on PATH and a Slurm controller that answers (scontrol ping), asked once before
+ * anything is made: 0, or -1 with one line in dt_last_error() */
+int dt_sweep_slurm_ready(void);
+/* 1 when the run's job (its id in dir/slurm.txt from byte `from` on, into job) was cancelled,
+ * preempted or lost with its node: not the run's failure, so it is run again */
+int dt_sweep_slurm_cancelled(const char *dir, long long from, char *job, size_t len);
 void dt_sweep_free_command(char **av);
 void dt_sweep_quoted(FILE *f, char **av);       /* one shell-quoted line */
 int dt_sweep_mkdir_p(const char *path);         /* 0, or -1 with errno */
@@ -84,9 +111,12 @@ int dt_sweep_json_ours(const dt_sweep *s);
 int dt_sweep_lock(const dt_sweep *s);
 int dt_sweep_write_json(const dt_sweep *s);     /* OUT/sweep.json */
 int dt_sweep_write_command(const char *dir, char **av); /* DIR/command.txt: 0, or -1 (dt_last_error) */
-void dt_sweep_read_status(dt_sweep_slot *sl);   /* state DONE/FAILED from status.json, else PENDING */
+void dt_sweep_read_status(dt_sweep_slot *sl);   /* state DONE/FAILED/STOPPED from status.json, else PENDING */
 void dt_sweep_write_status(const dt_sweep_slot *sl);
 void dt_sweep_last_error(dt_sweep_slot *sl);
+/* What a failed run's line says: its error line, naming slurm.txt when it came from there, or
+ * the file that holds what the run printed (console.txt, else slurm.txt: sbatch's own words) */
+const char *dt_sweep_why(const dt_sweep_slot *sl, char *buf, size_t len);
 void dt_sweep_same_command(const dt_sweep_run *r, const dt_sweep_slot *sl); /* warns when command.txt differs */
 
 /* The `dtrain sweep` command (sweep.c). */

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/cli.h"
 #include "core/json.h"
 #include "core/paths.h"
 #include "core/alloc.h"
@@ -38,10 +39,13 @@ static char *xdup(const char *a, const char *b) {
 }
 
 /* The run's command: dtrain train (n = 1) or dtrain run -n N, its flags, and (outputs set)
- * --log and --out into its folder unless the file sets them. check: as `dtrain run` always
- * (its flags include train's), without the outputs and the seed. Every string its own. */
+ * --log and --out into its folder unless the file sets them. A run that checkpoints gets
+ * --resume auto unless the file sets --resume: started again in its folder (stopped, or cut
+ * short), it continues from its own checkpoint. check: as `dtrain run` always (its flags
+ * include train's), without the outputs and the seed, its own files (KEY = true) named in dir
+ * (dt_sweep_check_folder). Every string its own. */
 char **dt_sweep_command(const dt_sweep_run *r, const char *dir, int check) {
-    char **av = calloc((size_t)(2 * r->nflags + 12), sizeof *av);
+    char **av = calloc((size_t)(2 * r->nflags + 14), sizeof *av), own[1400];
     if (!av) dt_nomem_exit("the command of a run");
     int k = 0;
     char nbuf[16];
@@ -54,7 +58,9 @@ char **dt_sweep_command(const dt_sweep_run *r, const char *dir, int check) {
         if (check && !strcmp(r->flags[i].key, "seed")) continue;
         av[k++] = xdup("--", r->flags[i].key);
         if (r->flags[i].value) av[k++] = xdup(r->flags[i].value, "");
+        else if (dt_sweep_own_file(r, r->flags[i].key, dir, check, own, sizeof own)) av[k++] = xdup(own, "");
     }
+    if (has_flag(r, "checkpoint") && !has_flag(r, "resume") && dir) { av[k++] = xdup("--resume", ""); av[k++] = xdup("auto", ""); }
     if (!check && !has_flag(r, "log")) { av[k++] = xdup("--log", ""); av[k++] = xdup(dir, "/log.jsonl"); }
     if (!check && !has_flag(r, "out") && !has_flag(r, "no-save")) { av[k++] = xdup("--out", ""); av[k++] = xdup(dir, "/model.weights"); }
     av[k] = NULL;
@@ -274,7 +280,9 @@ int dt_sweep_write_json(const dt_sweep *s) {
     return rc;
 }
 
-/* status.json of a finished run: state done / failed (with exit and error), else pending */
+/* status.json of a run that ended: state done / failed / stopped (with exit, error and
+ * seconds), else pending. A sweep before stopped runs were told apart recorded them failed
+ * with exit 5: they are stopped runs, resumable. */
 void dt_sweep_read_status(dt_sweep_slot *sl) {
     char buf[2048];
     FILE *f = open_run_file(sl->dir, "status.json");
@@ -285,8 +293,11 @@ void dt_sweep_read_status(dt_sweep_slot *sl) {
     buf[n] = 0;
     if (strstr(buf, "\"status\":\"done\"")) sl->state = DT_SWEEP_DONE;
     else if (strstr(buf, "\"status\":\"failed\"")) sl->state = DT_SWEEP_FAILED;
+    else if (strstr(buf, "\"status\":\"stopped\"")) sl->state = DT_SWEEP_STOPPED;
     const char *e = strstr(buf, "\"exit\":");
     sl->exit = e ? atoi(e + 7) : 0;
+    if (sl->state == DT_SWEEP_FAILED && sl->exit == DT_EXIT_STOPPED) sl->state = DT_SWEEP_STOPPED;
+    sl->seconds = (e = strstr(buf, "\"seconds\":")) ? atof(e + 10) : 0;
     sl->error[0] = 0;
     if ((e = strstr(buf, "\"error\":\""))) {
         size_t o = 0;
@@ -304,7 +315,7 @@ void dt_sweep_write_status(const dt_sweep_slot *sl) {
     dt_json j;
     dt_json_init(&j);
     dt_json_begin(&j, NULL);
-    dt_json_str(&j, "status", sl->state == DT_SWEEP_DONE ? "done" : "failed");
+    dt_json_str(&j, "status", sl->state == DT_SWEEP_DONE ? "done" : sl->state == DT_SWEEP_STOPPED ? "stopped" : "failed");
     dt_json_int(&j, "exit", sl->exit);
     dt_json_str(&j, "error", sl->error[0] ? sl->error : NULL);
     dt_json_fixed(&j, "seconds", sl->seconds, 1);
@@ -314,21 +325,50 @@ void dt_sweep_write_status(const dt_sweep_slot *sl) {
     dt_json_free(&j);
 }
 
-/* the last "dtrain: error:" line of the run's console.txt */
-void dt_sweep_last_error(dt_sweep_slot *sl) {
-    sl->error[0] = 0;
-    FILE *f = open_run_file(sl->dir, "console.txt");
-    if (!f) return;
+/* the last line of a file of the run's folder, from byte `from` on (what this start wrote),
+ * that starts with one of the prefixes, into sl->error; 1 when one was found */
+static int last_line(dt_sweep_slot *sl, const char *name, long long from, const char *const *prefixes) {
+    FILE *f = open_run_file(sl->dir, name);
+    if (!f) return 0;
+    int found = 0;
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;
+    if (from > 0 && fseeko(f, (off_t)from, SEEK_SET) != 0) rewind(f); /* then the whole file */
     while ((n = getline(&line, &cap, f)) > 0)
-        if (!strncmp(line, "dtrain: error:", 14)) {
-            while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
-            snprintf(sl->error, sizeof sl->error, "%s", line);
-        }
+        for (int i = 0; prefixes[i]; i++)
+            if (!strncmp(line, prefixes[i], strlen(prefixes[i]))) {
+                while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
+                snprintf(sl->error, sizeof sl->error, "%s", line);
+                found = 1;
+                break;
+            }
     free(line);
     fclose(f);
+    return found;
+}
+
+/* the last "dtrain: error:" line of the run's console.txt; without one, sbatch's own error in
+ * slurm.txt (--slurm: a job that never ran leaves no console.txt) */
+void dt_sweep_last_error(dt_sweep_slot *sl) {
+    static const char *const ours[] = {"dtrain: error:", NULL}, *const sbatch[] = {"sbatch: error:", "sbatch: fatal:", NULL};
+    sl->error[0] = 0;
+    if (!last_line(sl, "console.txt", sl->console_at, ours)) last_line(sl, "slurm.txt", sl->slurm_at, sbatch);
+}
+
+const char *dt_sweep_why(const dt_sweep_slot *sl, char *buf, size_t len) {
+    if (!strncmp(sl->error, "dtrain: error:", 14)) return sl->error;
+    if (sl->error[0]) snprintf(buf, len, "%s (in %s/slurm.txt)", sl->error, sl->dir);
+    else {
+        char path[1400];
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/console.txt", sl->dir);
+        const int console = lstat(path, &sb) == 0;
+        snprintf(path, sizeof path, "%s/slurm.txt", sl->dir);
+        const int sbatch = lstat(path, &sb) == 0;
+        snprintf(buf, len, "no error line; see %s/%s", sl->dir, !console && sbatch ? "slurm.txt" : "console.txt");
+    }
+    return buf;
 }
 
 /* A run kept (done or failed) whose command.txt is not what the file says now (edited since):

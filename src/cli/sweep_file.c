@@ -504,7 +504,7 @@ dt_status dt_sweep_read(const char *path, dt_sweep *s) {
         if (!p->bad && ferror(p->fp)) st = dt_fail(DT_ERR_IO, "%s: cannot read the experiment file: %s", path, strerror(errno));
         else if (!p->bad && rc > 0) err(p, rc, "expected [section], KEY = VALUE, or a ; comment");
         if (!p->bad && !p->base.line && !p->axes.line && !p->nvariants) err(p, 1, "no [base], [axes] or [variant NAME]: nothing to run");
-        if (!p->bad) finish(p, s);
+        if (!p->bad && finish(p, s) && dt_sweep_check_outputs(s) != DT_OK) p->bad = 1; /* one file for several runs */
         if (p->bad) st = DT_ERR_ARG;
     }
     if (p->fp) fclose(p->fp);
