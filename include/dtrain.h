@@ -162,6 +162,10 @@ float *dt_model_params(dt_model *m);
 float *dt_model_grads(dt_model *m);
 int dt_model_num_tensors(const dt_model *m);
 const dt_tensor_view *dt_model_tensor(const dt_model *m, int i);
+/* 1: weight decay applies to parameter tensor i by default (--decay-on weights): a weight of two
+ * or more dimensions of a layer whose parameters are GEMM operands (conv, linear); never a bias,
+ * a norm's parameters or an embedding. */
+int dt_model_tensor_decays(const dt_model *m, int i);
 /* Non-trained state (batch-norm running statistics), one buffer, its own views. */
 size_t dt_model_num_state(const dt_model *m);
 float *dt_model_state(dt_model *m);
