@@ -116,7 +116,7 @@ static dt_status step_body(dt_trainer *t, const int *bi, int cnt, int augment, d
     if (t->scheme->ops->optimizer_step) st = HOOK(t, optimizer_step);
     else {
         span = dt_span_begin("optimizer_step");
-        dt_sgd_step(&t->opt, dt_model_params(t->model), dt_model_grads(t->model), c->lr);
+        dt_optim_step(&t->opt, dt_model_params(t->model), dt_model_grads(t->model), c->lr);
         dt_span_end(span);
     }
     if (st != DT_OK) return st;

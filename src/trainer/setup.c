@@ -16,7 +16,8 @@
 
 void dt_train_config_defaults(dt_train_config *c) {
     *c = (dt_train_config){.model = "cnn1", .data = "mnist", .split = "random", .epochs = 10, .batch = 64,
-                           .lr = 0.05f, .schedule = "const", .seed = 1, .augment = -1, .eval_every = 1};
+                           .lr = 0.05f, .schedule = "const", .seed = 1, .augment = -1, .eval_every = 1,
+                           .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8};
 }
 
 void dt_data_dir(const char *name, const char *override_dir, char *out, size_t len) {
@@ -133,6 +134,26 @@ static void make_context(dt_trainer *t) {
                                             .step = dt_trainer_report_server_step};
 }
 
+void dt_train_optim_config(const dt_train_config *cfg, dt_optim_config *oc) {
+    dt_optim_config_defaults(oc);
+    oc->kind = (dt_optim_kind)cfg->optim;
+    oc->weight_decay = cfg->weight_decay;
+    oc->decay_on = (dt_decay_on)cfg->decay_on;
+    oc->momentum = cfg->momentum;
+    oc->nesterov = cfg->nesterov;
+    oc->beta1 = cfg->beta1;
+    oc->beta2 = cfg->beta2;
+    oc->eps = cfg->eps;
+    oc->clip = cfg->clip;
+}
+
+/* The run's optimiser, from the configuration's flags. */
+static dt_status init_optim(dt_trainer *t) {
+    dt_optim_config oc;
+    dt_train_optim_config(t->cfg, &oc);
+    return dt_optim_init(&t->opt, &oc, t->model);
+}
+
 /* Equal step counts on every training rank, so synchronous schemes never wait for a rank
  * that has finished; one process keeps its last partial batch. */
 static dt_status steps_per_epoch(dt_trainer *t) {
@@ -239,8 +260,7 @@ static dt_status init_run(dt_trainer *t, const dt_train_config *cfg) {
     if (cfg->test_limit > 0 && cfg->test_limit < t->test.n) dt_dataset_truncate(&t->test, cfg->test_limit);
     if ((st = hold_out(t)) != DT_OK) return st;
     if ((st = dt_schedule_parse(cfg->schedule ? cfg->schedule : "const", cfg->lr, &t->sched)) != DT_OK) return st;
-    if ((st = dt_sgd_init(&t->opt, dt_model_num_params(t->model), cfg->momentum, cfg->weight_decay, cfg->nesterov)) != DT_OK)
-        return st;
+    if ((st = init_optim(t)) != DT_OK) return st;
     make_context(t);
     if ((st = make_scheme(t)) != DT_OK) return st;
     if ((st = make_shard(t)) != DT_OK) return st;
@@ -288,7 +308,7 @@ void dt_trainer_free(dt_trainer *t) {
     dt_scheme_free(t->scheme);
     dt_scheme_choice_free(&t->choice);
     dt_model_free(t->model);
-    dt_sgd_free(&t->opt);
+    dt_optim_free(&t->opt);
     dt_dataset_free(&t->train);
     dt_dataset_free(&t->test);
     dt_dataset_free(&t->val);
