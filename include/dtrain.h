@@ -327,11 +327,23 @@ typedef struct dt_schedule {
     int step_every;         /* epochs, for DT_SCHED_STEP */
     float gamma;            /* factor, for DT_SCHED_STEP */
     float min_lr;           /* floor, for DT_SCHED_COSINE */
+    /* counted in steps (dt_schedule_steps): a linear warm-up over the first `warmup` steps, and
+     * cosine's decay ending at step `last` (by_step 0: cosine counts epochs) */
+    int by_step;
+    long warmup, last;
 } dt_schedule;
 /* Parses "const", "step:EVERY:GAMMA", "cosine" or "cosine:MIN_LR". */
 dt_status dt_schedule_parse(const char *text, float base_lr, dt_schedule *out);
-/* Learning rate at a fractional epoch position in [0, epochs]. */
+/* Counts the schedule in steps, as nanoGPT's get_lr: steps s < warmup take lr * (s + 1) /
+ * (warmup + 1); then cosine decays from lr at step warmup to MIN_LR at step last (the run's
+ * last, 0-based) and stays there. DT_ERR_ARG (naming --lr-warmup) when a warm-up does not end
+ * before the last step. */
+dt_status dt_schedule_steps(dt_schedule *s, long warmup, long last);
+/* Learning rate at a fractional epoch position in [0, epochs] (by_step 0). */
 float dt_schedule_lr(const dt_schedule *s, double epoch_pos, int epochs);
+/* Learning rate of the run's step `step` (0-based), at epoch position epoch_pos: by step when
+ * dt_schedule_steps was called, else dt_schedule_lr(s, epoch_pos, epochs). */
+float dt_schedule_lr_at(const dt_schedule *s, long step, double epoch_pos, int epochs);
 
 /* ---------------------------------------------------------------- MPI calls libdtrain intercepts
  * libdtrain defines these MPI functions itself, through the MPI profiling interface: each one
@@ -429,8 +441,10 @@ typedef struct dt_train_config {
     double beta1, beta2, eps; /* adamw */
     int decay_on;            /* dt_decay_on: the tensors weight_decay applies to */
     float clip;              /* the gradient's global norm clipped to this before each step (0: never) */
+    long lr_warmup;          /* steps of linear warm-up (0: none); the schedule then counts steps */
     int precision;           /* dt_precision: fp32 (0) or bf16 mixed precision */
-    const char *schedule;    /* const | step:EVERY:GAMMA | cosine[:MIN_LR] */
+    const char *schedule;    /* const | step:EVERY:GAMMA | cosine[:MIN_LR] (cosine counts steps with lr_warmup,
+                              * max_steps or images, else epochs) */
     uint64_t seed;
     int train_limit, test_limit; /* 0: all examples */
     int val;                 /* hold out the last N training examples (after train_limit) as a validation

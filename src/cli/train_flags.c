@@ -52,7 +52,12 @@ static const dt_flag train_flags[] = {
              "all, adamw weights"},
     {"clip", DT_AT_FLOAT(F, c.clip), .min = 0, .max = 1e30,
      .help = "clip the gradient's global L2 norm to X before each step (torch's clip_grad_norm_); 0: never"},
-    {"schedule", DT_AT_TEXT(F, c.schedule), .help = "const | step:EVERY:GAMMA | cosine[:MIN_LR]"},
+    {"schedule", DT_AT_TEXT(F, c.schedule),
+     .help = "const | step:EVERY:GAMMA (epochs) | cosine[:MIN_LR] (to MIN_LR at the run's last step: counted in steps "
+             "with --lr-warmup, --max-steps or --images, else in epochs)"},
+    {"lr-warmup", DT_AT_INT(F, c.lr_warmup), .min = 0, .max = 2e9, .zero = "0: none",
+     .help = "raise the lr linearly over the first N steps, lr x (s+1)/(N+1) at step s (nanoGPT's get_lr), then "
+             "--schedule"},
     {"seed", DT_AT_SEED(F, c.seed), .help = "run seed (weights, split, shuffling, dropout)"},
     {"max-steps", DT_AT_INT(F, c.max_steps), .min = 1, .max = 2e9, .help = "stop after N steps per rank", .zero = "no limit"},
     {"eval-every", DT_AT_INT(F, c.eval_every), .min = 0, .max = 1e6,

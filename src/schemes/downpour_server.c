@@ -191,7 +191,8 @@ static dt_status server_apply(dt_step_ctx *c, dp_impl *p, int w, const msg_hdr *
     if (stale > p->stale_max) p->stale_max = stale;
     p->pushes[w]++;
     p->applied += h->count;
-    const float lr = dt_schedule_lr(c->sched, h->epoch_pos, c->run.epochs);
+    /* the lr of the worker's step (h->steps trained before it) */
+    const float lr = dt_schedule_lr_at(c->sched, (long)h->steps, h->epoch_pos, c->run.epochs);
     /* a step of the run's optimiser over this server's slice: its moments (momentum) are the
      * slice's of c->opt, its step count the pushes this server applied */
     double t0 = dt_now();

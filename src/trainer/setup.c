@@ -154,6 +154,16 @@ static dt_status init_optim(dt_trainer *t) {
     return dt_optim_init(&t->opt, &oc, t->model);
 }
 
+/* The schedule counts steps with a warm-up or when the run's length is given in steps
+ * (--max-steps, --images): cosine then ends at the run's last step, as nanoGPT's lr_decay_iters. */
+static dt_status schedule_steps(dt_trainer *t) {
+    const dt_train_config *cfg = t->cfg;
+    if (cfg->lr_warmup <= 0 && cfg->max_steps <= 0) return DT_OK;
+    const long all = (long)cfg->epochs * t->ctx.run.steps_per_epoch;
+    const long steps = cfg->max_steps > 0 && cfg->max_steps < all ? cfg->max_steps : all;
+    return dt_schedule_steps(&t->sched, cfg->lr_warmup, steps - 1);
+}
+
 /* Equal step counts on every training rank, so synchronous schemes never wait for a rank
  * that has finished; one process keeps its last partial batch. */
 static dt_status steps_per_epoch(dt_trainer *t) {
@@ -279,7 +289,8 @@ static dt_status init_run(dt_trainer *t, const dt_train_config *cfg) {
         if ((st = dt_trace_parse_steps(cfg->trace_steps, &from, &to)) != DT_OK) return st;
         if ((st = dt_trace_open(from, to)) != DT_OK) return st;
     }
-    return derive_length(t);
+    if ((st = derive_length(t)) != DT_OK) return st;
+    return schedule_steps(t);
 }
 
 dt_status dt_trainer_init(dt_trainer *t, const dt_train_config *cfg, dt_scheme_choice *checked) {
