@@ -183,6 +183,10 @@ float *dt_model_params(dt_model *m);
 float *dt_model_grads(dt_model *m);
 int dt_model_num_tensors(const dt_model *m);
 const dt_tensor_view *dt_model_tensor(const dt_model *m, int i);
+/* 1: weight decay applies to parameter tensor i by default (--decay-on weights): a weight of two
+ * or more dimensions of a layer whose parameters are GEMM operands (conv, linear); never a bias,
+ * a norm's parameters or an embedding. */
+int dt_model_tensor_decays(const dt_model *m, int i);
 /* Non-trained state (batch-norm running statistics), one buffer, its own views. */
 size_t dt_model_num_state(const dt_model *m);
 float *dt_model_state(dt_model *m);
@@ -263,7 +267,11 @@ void dt_weights_meta_free(dt_weights_meta *w);
  * unknown, 0: another model). */
 int dt_weights_meta_same_model(const dt_weights_meta *w, const char *model);
 
-/* ---------------------------------------------------------------- optimiser */
+/* ---------------------------------------------------------------- optimiser
+ * dt_sgd is plain SGD over one buffer (the worked example above). dt_optim is the run's
+ * optimiser, SGD or AdamW, over a model's parameters in their order: the trainer and the schemes
+ * step through it, whole or a slice at a time (a parameter server holding part of the model),
+ * on the model's buffer or on a copy laid out as it (a master). */
 typedef struct dt_sgd {
     size_t n;
     float momentum, weight_decay;
@@ -277,6 +285,62 @@ dt_status dt_sgd_init(dt_sgd *o, size_t n, float momentum, float weight_decay, i
 void dt_sgd_step(dt_sgd *o, float *w, const float *g, float lr);
 void dt_sgd_free(dt_sgd *o);
 
+typedef enum dt_optim_kind { DT_OPTIM_SGD = 0, DT_OPTIM_ADAMW = 1 } dt_optim_kind;
+/* "sgd", "adamw": the names in dt_optim_kind's order, NULL-terminated (--optim) */
+extern const char *const dt_optim_names[];
+/* Which tensors weight decay applies to (--decay-on). weights: the weights of the GEMM layers
+ * (conv, linear: dt_model_tensor_decays), never biases, norms or embeddings; matrices: every
+ * tensor of two or more dimensions (nanoGPT's rule: embeddings too); all: every tensor; auto:
+ * all for sgd (as dt_sgd), weights for adamw. */
+typedef enum dt_decay_on { DT_DECAY_AUTO = 0, DT_DECAY_WEIGHTS, DT_DECAY_MATRICES, DT_DECAY_ALL } dt_decay_on;
+extern const char *const dt_decay_on_names[];   /* "auto", "weights", "matrices", "all", NULL */
+
+typedef struct dt_optim_config {
+    dt_optim_kind kind;
+    float weight_decay;      /* sgd: L2, wd*w added to the gradient; adamw: decoupled, w *= 1 - lr*wd */
+    dt_decay_on decay_on;    /* the tensors it applies to */
+    float momentum;          /* sgd */
+    int nesterov;            /* sgd */
+    double beta1, beta2, eps; /* adamw (doubles, as PyTorch's: 1 - beta is taken before rounding) */
+    float clip;              /* dt_optim_step clips the gradient's global L2 norm to this (0: never) */
+} dt_optim_config;
+
+/* sgd without momentum or decay; beta1 0.9, beta2 0.999, eps 1e-8 (torch.optim.AdamW's) */
+void dt_optim_config_defaults(dt_optim_config *c);
+
+typedef struct dt_optim {
+    dt_optim_config cfg;     /* decay_on resolved (never auto) */
+    size_t n;                /* the model's parameters */
+    float *m;                /* sgd: the momentum buffer (NULL without momentum); adamw: exp_avg */
+    float *v;                /* adamw: exp_avg_sq (NULL for sgd) */
+    int64_t steps;           /* steps begun (dt_optim_begin): adamw's bias correction; sgd's buffer
+                              * starts at the first gradient */
+    size_t *decay;           /* [decay[2k], decay[2k+1]): the parameters that decay, in order */
+    int ndecay;              /* ranges */
+} dt_optim;
+
+/* Refuses, in one line naming the flag, a value out of range or one of the other optimiser
+ * (momentum or nesterov with adamw). */
+dt_status dt_optim_config_check(const dt_optim_config *c);
+/* An optimiser for the parameters of model m (their number and which tensors decay); the
+ * configuration checked first. */
+dt_status dt_optim_init(dt_optim *o, const dt_optim_config *c, const dt_model *m);
+/* One step of every parameter, as PyTorch's clip_grad_norm_ then optimizer.step(): g is
+ * clipped in place (cfg.clip > 0), then dt_optim_begin and dt_optim_apply over all n. w and g
+ * hold all n parameters in the model's order (the model's buffers, or copies laid out so). */
+void dt_optim_step(dt_optim *o, float *w, float *g, float lr);
+/* The parts of a step, for a caller that steps slices: begin counts the step (AdamW's bias
+ * correction of every slice applied until the next begin is this step's); apply steps the
+ * parameters [off, off + n) of the model's order, w and g pointing at the first of them, with
+ * the moments and decay of those parameters. A step applied over slices that cover the model
+ * is the step applied once over all of it, bit for bit. */
+void dt_optim_begin(dt_optim *o);
+void dt_optim_apply(dt_optim *o, size_t off, size_t n, float *w, const float *g, float lr);
+void dt_optim_free(dt_optim *o);
+/* torch.nn.utils.clip_grad_norm_ over one buffer: when its L2 norm exceeds max_norm, g is
+ * scaled by max_norm / (norm + 1e-6). Returns the norm before clipping. */
+float dt_clip_grad_norm(float *g, size_t n, float max_norm);
+
 typedef enum { DT_SCHED_CONST, DT_SCHED_STEP, DT_SCHED_COSINE } dt_sched_kind;
 typedef struct dt_schedule {
     dt_sched_kind kind;
@@ -284,11 +348,23 @@ typedef struct dt_schedule {
     int step_every;         /* epochs, for DT_SCHED_STEP */
     float gamma;            /* factor, for DT_SCHED_STEP */
     float min_lr;           /* floor, for DT_SCHED_COSINE */
+    /* counted in steps (dt_schedule_steps): a linear warm-up over the first `warmup` steps, and
+     * cosine's decay ending at step `last` (by_step 0: cosine counts epochs) */
+    int by_step;
+    long warmup, last;
 } dt_schedule;
 /* Parses "const", "step:EVERY:GAMMA", "cosine" or "cosine:MIN_LR". */
 dt_status dt_schedule_parse(const char *text, float base_lr, dt_schedule *out);
-/* Learning rate at a fractional epoch position in [0, epochs]. */
+/* Counts the schedule in steps, as nanoGPT's get_lr: steps s < warmup take lr * (s + 1) /
+ * (warmup + 1); then cosine decays from lr at step warmup to MIN_LR at step last (the run's
+ * last, 0-based) and stays there. DT_ERR_ARG (naming --lr-warmup) when a warm-up does not end
+ * before the last step. */
+dt_status dt_schedule_steps(dt_schedule *s, long warmup, long last);
+/* Learning rate at a fractional epoch position in [0, epochs] (by_step 0). */
 float dt_schedule_lr(const dt_schedule *s, double epoch_pos, int epochs);
+/* Learning rate of the run's step `step` (0-based), at epoch position epoch_pos: by step when
+ * dt_schedule_steps was called, else dt_schedule_lr(s, epoch_pos, epochs). */
+float dt_schedule_lr_at(const dt_schedule *s, long step, double epoch_pos, int epochs);
 
 /* ---------------------------------------------------------------- MPI calls libdtrain intercepts
  * libdtrain defines these MPI functions itself, through the MPI profiling interface: each one
@@ -382,8 +458,14 @@ typedef struct dt_train_config {
                               * search tuned by time to accuracy never looks at the test set */
     float lr, momentum, weight_decay;
     int nesterov;
+    int optim;               /* dt_optim_kind: sgd (0) or adamw */
+    double beta1, beta2, eps; /* adamw */
+    int decay_on;            /* dt_decay_on: the tensors weight_decay applies to */
+    float clip;              /* the gradient's global norm clipped to this before each step (0: never) */
+    long lr_warmup;          /* steps of linear warm-up (0: none); the schedule then counts steps */
     int precision;           /* dt_precision: fp32 (0) or bf16 mixed precision */
-    const char *schedule;    /* const | step:EVERY:GAMMA | cosine[:MIN_LR] */
+    const char *schedule;    /* const | step:EVERY:GAMMA | cosine[:MIN_LR] (cosine counts steps with lr_warmup,
+                              * max_steps or images, else epochs) */
     uint64_t seed;
     int train_limit, test_limit; /* 0: all examples */
     int val;                 /* hold out the last N training examples (after train_limit) as a validation

@@ -176,8 +176,9 @@ def identity(x):
     return x
 
 
-def build(name, ctor, shape, classes, batch, train, seed, mode="fp32"):
-    """mode: fp32, bf16 (dtrain's rules emulated) or autocast."""
+def init_model(ctor, seed, train):
+    """The model seeded, its batch-norm weights and biases randomised (also for
+    scripts/torch_adamw_oracle.py)."""
     torch.manual_seed(seed)
     model = ctor()
     for mod in model.modules():
@@ -188,6 +189,12 @@ def build(name, ctor, shape, classes, batch, train, seed, mode="fp32"):
                 mod.weight.uniform_(0.5, 1.5)
                 mod.bias.uniform_(-0.2, 0.2)
     model.train(train)
+    return model
+
+
+def build(name, ctor, shape, classes, batch, train, seed, mode="fp32"):
+    """mode: fp32, bf16 (dtrain's rules emulated) or autocast."""
+    model = init_model(ctor, seed, train)
     x = torch.randn(batch, *shape, dtype=torch.float32)
     y = torch.randint(0, classes, (batch,), dtype=torch.int64)
     params = [(n, t2np(p)) for n, p in model.named_parameters()]

@@ -30,7 +30,7 @@
  *     order (a NULL hook does nothing):
  *         start                      once, collective: buffers, set-up exchanges (not counted)
  *         per step: begin_step, forward, backward (grads_ready after each layer), after_backward,
- *                   optimizer_step (NULL: dt_sgd_step with ctx->lr), end_step
+ *                   optimizer_step (NULL: dt_optim_step with ctx->lr), end_step
  *         end_epoch                  after an epoch's steps (ctx->eval_due: an evaluation follows)
  *         finish                     once, collective, after the last step (drain, final averaging)
  *         model_for_eval             collective: the model to evaluate and keep (NULL: the mean
@@ -226,7 +226,8 @@ struct dt_step_ctx {
      * per-tensor views (dt_model_params, dt_model_grads, dt_model_state, dt_model_tensor) */
     dt_model *model;
     dt_comm *comm;
-    dt_sgd *opt;                  /* the run's optimiser: momentum buffer, weight decay */
+    dt_optim *opt;                /* the run's optimiser (--optim): sgd or adamw, its moments, weight
+                                   * decay and --clip; dt_optim_step, or begin + apply over slices */
     const dt_schedule *sched;
     dt_run_info run;
     /* where the run stands (the trainer advances these) */
@@ -266,8 +267,8 @@ void dt_json_bool(dt_json *j, const char *key, int v);
 
 /* ------------------------------------------------------------------ the hooks (C4) */
 
-/* A NULL hook does nothing, except optimizer_step (NULL: the trainer's dt_sgd_step with
- * ctx->lr) and model_for_eval (NULL: the mean of the training ranks' models). Hooks that
+/* A NULL hook does nothing, except optimizer_step (NULL: the trainer's dt_optim_step with
+ * ctx->lr, which clips the gradient with --clip first) and model_for_eval (NULL: the mean of the training ranks' models). Hooks that
  * return an error stop the run on this rank. */
 typedef struct dt_scheme_ops {
     /* collective, once before training: buffers, windows, set-up exchanges (not counted) */

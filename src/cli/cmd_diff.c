@@ -13,8 +13,8 @@
 #include "dtrain.h"
 #include "core/tensorfile.h"
 
-/* diff compares the model's tensors and a checkpoint's momentum; the trainer's and the
- * schemes' own records (train:..., allreduce:..., raw counters among them) differ between
+/* diff compares the model's tensors and a checkpoint's optimiser state (sgd's momentum, AdamW's
+ * moments: "optim:"); the trainer's and the schemes' own records (train:..., allreduce:..., raw counters among them) differ between
  * ranks by design and are not floats to compare */
 static int diffed(const char *name) { return !strchr(name, ':') || !strncmp(name, "optim:", 6); }
 
@@ -44,7 +44,7 @@ int dt_cmd_diff(int argc, char **argv) {
     int help;
     if (dt_flags_parse_argv("diff", argc, argv, k, &list, 1, &help) != DT_OK) return dt_cli_fail();
     if (help) {
-        dt_flags_help("diff", "A.weights B.weights [--tol X]\n\nLargest absolute difference between two weights files (or checkpoints: their\nmodel and momentum; the schemes' own state is not compared).", &list, 1);
+        dt_flags_help("diff", "A.weights B.weights [--tol X]\n\nLargest absolute difference between two weights files (or checkpoints: their\nmodel and optimiser moments; the schemes' own state is not compared).", &list, 1);
         return 0;
     }
     const float tol = o.tol;

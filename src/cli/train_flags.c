@@ -31,13 +31,33 @@ static const dt_flag train_flags[] = {
     {"epochs", DT_AT_INT(F, c.epochs), DT_GIVEN(F, epochs_given), .min = 1, .max = 1e6, .help = "epochs, >= 1"},
     {"batch", DT_AT_INT(F, c.batch), .min = 1, .max = 1e6, .help = "mini-batch size per rank, >= 1"},
     {"lr", DT_AT_FLOAT(F, c.lr), .min = 0, .max = 1e6, .min_open = 1, .help = "learning rate, > 0"},
-    {"momentum", DT_AT_FLOAT(F, c.momentum), .min = 0, .max = 0.999999, .help = "momentum in [0, 1)"},
-    {"nesterov", DT_AT_SWITCH(F, c.nesterov), .help = "Nesterov momentum"},
+    {"optim", DT_AT_CHOICE(F, c.optim, dt_optim_names),
+     .help = "sgd | adamw: the optimiser (adamw: torch.optim.AdamW's, decoupled weight decay, bias correction)"},
+    {"momentum", DT_AT_FLOAT(F, c.momentum), .min = 0, .max = 0.999999, .help = "sgd: momentum in [0, 1)"},
+    {"nesterov", DT_AT_SWITCH(F, c.nesterov), .help = "sgd: Nesterov momentum"},
+    {"beta1", DT_AT_FLOAT(F, c.beta1), DT_GIVEN(F, adamw_given[0]), .min = 0, .max = 0.999999,
+     .help = "adamw: the first moment's decay, [0, 1)"},
+    {"beta2", DT_AT_FLOAT(F, c.beta2), DT_GIVEN(F, adamw_given[1]), .min = 0, .max = 0.999999,
+     .help = "adamw: the second moment's decay, [0, 1) (nanoGPT's character model: 0.99)"},
+    {"eps", DT_AT_FLOAT(F, c.eps), DT_GIVEN(F, adamw_given[2]), .min = 0, .max = 1,
+     .help = "adamw: added to the second moment's root"},
     {"precision", DT_AT_CHOICE(F, c.precision, dt_precision_names),
      .help = "fp32 | bf16: bf16 stores activations and their gradients as bfloat16 and multiplies in conv and linear "
              "layers bf16-rounded operands with fp32 sums; weights, gradients, optimiser and checkpoints stay fp32"},
-    {"weight-decay", DT_AT_FLOAT(F, c.weight_decay), .min = 0, .max = 1e6, .help = "L2 weight decay, >= 0"},
-    {"schedule", DT_AT_TEXT(F, c.schedule), .help = "const | step:EVERY:GAMMA | cosine[:MIN_LR]"},
+    {"weight-decay", DT_AT_FLOAT(F, c.weight_decay), .min = 0, .max = 1e6,
+     .help = "weight decay, >= 0: sgd adds wd*w to the gradient (L2), adamw multiplies w by 1 - lr*wd (decoupled)"},
+    {"decay-on", DT_AT_CHOICE(F, c.decay_on, dt_decay_on_names),
+     .help = "auto | weights | matrices | all: the tensors --weight-decay applies to; weights: of conv and linear "
+             "layers (no bias, norm or embedding); matrices: every tensor of 2+ dimensions (nanoGPT's rule); auto: sgd "
+             "all, adamw weights"},
+    {"clip", DT_AT_FLOAT(F, c.clip), .min = 0, .max = 1e30,
+     .help = "clip the gradient's global L2 norm to X before each step (torch's clip_grad_norm_); 0: never"},
+    {"schedule", DT_AT_TEXT(F, c.schedule),
+     .help = "const | step:EVERY:GAMMA (epochs) | cosine[:MIN_LR] (to MIN_LR at the run's last step: counted in steps "
+             "with --lr-warmup, --max-steps or --images, else in epochs)"},
+    {"lr-warmup", DT_AT_INT(F, c.lr_warmup), .min = 0, .max = 2e9, .zero = "0: none",
+     .help = "raise the lr linearly over the first N steps, lr x (s+1)/(N+1) at step s (nanoGPT's get_lr), then "
+             "--schedule"},
     {"seed", DT_AT_SEED(F, c.seed), .help = "run seed (weights, split, shuffling, dropout)"},
     {"max-steps", DT_AT_INT(F, c.max_steps), .min = 1, .max = 2e9, .help = "stop after N steps per rank", .zero = "no limit"},
     {"eval-every", DT_AT_INT(F, c.eval_every), .min = 0, .max = 1e6,
@@ -160,8 +180,21 @@ int dt_run_flag_lists(dt_train_flags *f, dt_flag_list lists[DT_RUN_LISTS]) {
     return DT_RUN_LISTS;
 }
 
-/* After parsing: --target-on val's needs, and the configuration checked against the chosen
- * scheme's declarations (one line naming the flag). */
+/* AdamW's flags given to sgd would be ignored: refused, naming the flag; then the values as
+ * dt_optim_init checks them (sgd's given to adamw), before any rank starts. */
+static dt_status optim_values(const dt_train_flags *f) {
+    static const char *const adamw_flags[] = {"beta1", "beta2", "eps"};
+    for (int i = 0; i < 3; i++)
+        if (f->adamw_given[i] && f->c.optim != DT_OPTIM_ADAMW)
+            return dt_fail(DT_ERR_ARG, "--%s: an adamw flag, but --optim %s (give --optim adamw)", adamw_flags[i],
+                           dt_optim_names[f->c.optim]);
+    dt_optim_config oc;
+    dt_train_optim_config(&f->c, &oc);
+    return dt_optim_config_check(&oc);
+}
+
+/* After parsing: --target-on val's needs, the optimiser's flags, and the configuration checked
+ * against the chosen scheme's declarations (one line naming the flag). */
 dt_status dt_scheme_values(dt_train_flags *f, dt_scheme_choice *out) {
     /* a registered scheme's flag named as one of the command's would never reach the scheme */
     for (int i = 0; i < f->nscheme; i++)
@@ -172,7 +205,8 @@ dt_status dt_scheme_values(dt_train_flags *f, dt_scheme_choice *out) {
                            f->scheme[i].help);
     if (f->c.target_on_val && (f->c.val <= 0 || !(f->c.target_acc > 0)))
         return dt_fail(DT_ERR_ARG, "--target-on val: needs --val N (the held-out set) and --target-acc A");
-    return dt_scheme_check(&f->c.scheme, out);
+    dt_status st = optim_values(f);
+    return st != DT_OK ? st : dt_scheme_check(&f->c.scheme, out);
 }
 
 dt_status dt_local_ranks(const dt_train_flags *f, const char *cmd, int argc, char **argv) {

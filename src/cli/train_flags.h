@@ -16,6 +16,7 @@ typedef struct dt_train_flags {
     dt_train_config c;
     const char *out, *run_dir;
     int epochs_given;                /* --epochs (not with --images) */
+    int adamw_given[3];              /* --beta1, --beta2, --eps (only with --optim adamw) */
     int no_augment, no_save, ranks;
     float timeout;                   /* the watchdog's, seconds (0: none) */
     int max_restarts;                /* run: restarts after a lost rank */

@@ -313,6 +313,20 @@ const dt_tensor_view *dt_model_tensor(const dt_model *m, int i) {
     assert(i >= 0 && i < m->nviews);
     return &m->views[i];
 }
+/* Decided by the layer's kind (its parameters are GEMM operands) and the tensor's own name and
+ * shape, not by a list of kinds: a layer kind added later is right by construction (an
+ * embedding's table is no GEMM operand, a norm's scale and every bias have one dimension). */
+int dt_model_tensor_decays(const dt_model *m, int i) {
+    assert(i >= 0 && i < m->nviews);
+    for (int k = 0, vi = 0; k < m->nn; k++) {
+        const dt_node *n = &m->nodes[k];
+        if (i >= vi + n->nparam) { vi += n->nparam; continue; }
+        const dt_ptensor *t = &n->ptens[i - vi];
+        const size_t len = strlen(t->suffix);
+        return n->ops->gemm_params && t->ndim >= 2 && len >= 6 && !strcmp(t->suffix + len - 6, "weight");
+    }
+    return 0;
+}
 size_t dt_model_num_state(const dt_model *m) { return m->ns; }
 float *dt_model_state(dt_model *m) { return m->state; }
 int dt_model_num_state_tensors(const dt_model *m) { return m->nsviews; }

@@ -191,15 +191,14 @@ static dt_status server_apply(dt_step_ctx *c, dp_impl *p, int w, const msg_hdr *
     if (stale > p->stale_max) p->stale_max = stale;
     p->pushes[w]++;
     p->applied += h->count;
-    const float lr = dt_schedule_lr(c->sched, h->epoch_pos, c->run.epochs);
-    /* the run's SGD over this server's slice; the momentum buffer is the slice of c->opt */
-    dt_sgd view = *c->opt;
-    view.n = dp_slice_n(p, k);
-    view.buf = c->opt->buf ? c->opt->buf + p->lo[k] : NULL;
+    /* the lr of the worker's step (h->steps trained before it) */
+    const float lr = dt_schedule_lr_at(c->sched, (long)h->steps, h->epoch_pos, c->run.epochs);
+    /* a step of the run's optimiser over this server's slice: its moments (momentum) are the
+     * slice's of c->opt, its step count the pushes this server applied */
     double t0 = dt_now();
-    dt_sgd_step(&view, dt_model_params(c->model) + p->lo[k], g, lr);
+    dt_optim_begin(c->opt);
+    dt_optim_apply(c->opt, p->lo[k], dp_slice_n(p, k), dt_model_params(c->model) + p->lo[k], g, lr);
     c->comm->c.t_compute += dt_now() - t0;
-    c->opt->started = view.started;
     p->sversion++;
     return DT_OK;
 }

@@ -143,6 +143,9 @@ dt_status dp_optimizer_step(dt_scheme *s, dt_step_ctx *c) {
     p->ep_correct += c->correct;
     p->ep_seen += c->count;
     float *g = dt_model_grads(c->model), *x = dt_model_params(c->model);
+    /* --clip: the worker's gradient of this step, before it is pushed (or summed for a push);
+     * the servers hold slices and cannot see its norm */
+    if (c->opt->cfg.clip > 0) dt_clip_grad_norm(g, p->np, c->opt->cfg.clip);
     dt_status st = DT_OK;
     if (P == 1) {
         st = worker_push(c, p, g, 1);

@@ -51,7 +51,7 @@ static dt_status grad_step(ps_impl *p, dt_step_ctx *c) {
     if (c->comm->rank == 0) {
         const float inv = 1.0f / (float)c->comm->size;
         for (size_t i = 0; i < n; i++) p->sum[i] *= inv;
-        dt_sgd_step(c->opt, dt_model_params(c->model), p->sum, c->lr);
+        dt_optim_step(c->opt, dt_model_params(c->model), p->sum, c->lr); /* --clip: the mean */
     }
     return dt_bcast(c->comm, dt_model_params(c->model), n, 0);
 }
@@ -65,7 +65,7 @@ static dt_status grad_compressed_step(ps_impl *p, dt_step_ctx *c) {
     dt_status st = dt_gather_bytes(comm, p->up.send, p->ups, p->up.bytes);
     if (st == DT_OK && comm->rank == 0) {
         dt_grad_payload_mean(&p->up, p->ups, comm->size, p->sum);
-        dt_sgd_step(c->opt, p->master, p->sum, c->lr);
+        dt_optim_step(c->opt, p->master, p->sum, c->lr);
         dt_codec_encode_delta(p->up.codec, p->master, x, n, p->down); /* rank 0's model: the copy */
     }
     if (st == DT_OK) st = dt_bcast_bytes(comm, p->down, p->up.bytes, 0);
@@ -78,7 +78,7 @@ static dt_status grad_compressed_step(ps_impl *p, dt_step_ctx *c) {
 static dt_status ps_optimizer_step(dt_scheme *s, dt_step_ctx *c) {
     ps_impl *p = s->impl;
     if (p->weight_mode) {
-        dt_sgd_step(c->opt, dt_model_params(c->model), dt_model_grads(c->model), c->lr);
+        dt_optim_step(c->opt, dt_model_params(c->model), dt_model_grads(c->model), c->lr); /* --clip: its own */
         return DT_OK;
     }
     return p->up.codec ? grad_compressed_step(p, c) : grad_step(p, c);

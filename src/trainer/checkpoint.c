@@ -1,4 +1,4 @@
-/* Checkpoints: after every epoch each rank saves its model, momentum, progress, counters and
+/* Checkpoints: after every epoch each rank saves its model, optimiser state, progress, counters and
  * its scheme's own state (and, when a stop was asked within an epoch, where in it the run
  * stands: "train:position"); --resume restores them, so a resumed run repeats the
  * uninterrupted one. One process writes one file; several ranks write a set, committed by rank 0's
@@ -9,6 +9,7 @@
 
 #include "core/paths.h"
 #include "models/model.h"
+#include "optim/optim.h"
 #include "trainer/ckset.h"
 #include "trainer/trainer.h"
 #include "core/alloc.h"
@@ -75,7 +76,8 @@ dt_status dt_trainer_save_checkpoint(dt_trainer *t, const dt_resume_point *at) {
     dt_status st = DT_OK;
     uint32_t crc = 0;
     for (int i = 0; i < nm && st == DT_OK; i++) st = dt_records_put(&l, &mr[i]);
-    if (st == DT_OK && t->opt.buf) st = dt_records_add(&l, "optim:momentum", t->opt.buf, t->opt.n);
+    dt_optim_head head;
+    if (st == DT_OK) st = dt_optim_save(&t->opt, &head, &l);
     if (st == DT_OK) st = dt_records_add(&l, "train:progress", progress, 2);
     if (st == DT_OK && at) st = dt_records_add_raw(&l, "train:position", at, sizeof *at);
     if (st == DT_OK) st = dt_records_add_raw(&l, "train:run", sig, sizeof sig);
@@ -182,7 +184,6 @@ dt_status dt_trainer_load_checkpoint(dt_trainer *t, dt_status st) {
     if (st == DT_OK) st = dt_model_load_records(t->model, f, path);
     if (st != DT_OK) return st;
     const dt_record *prog = dt_tfile_find(f, "train:progress");
-    const dt_record *mom = dt_tfile_find(f, "optim:momentum");
     const dt_record *run = dt_tfile_find(f, "train:run");
     if (!prog || prog->numel != 2)
         return dt_fail(DT_ERR_FORMAT, "%s: not a checkpoint (no train:progress; a weights file?)", path);
@@ -192,8 +193,7 @@ dt_status dt_trainer_load_checkpoint(dt_trainer *t, dt_status st) {
         saved[63] = 0;
         if ((st = signature_check(t, path, saved)) != DT_OK) return st;
     }
-    if (t->opt.buf && (!mom || mom->numel != t->opt.n))
-        return dt_fail(DT_ERR_FORMAT, "%s: has no momentum buffer for this model (saved with --momentum 0?)", path);
+    if ((st = dt_optim_load(&t->opt, f, path)) != DT_OK) return st;
     /* numbers read from a file are checked before they are used (a NaN cast to int is
      * undefined), even under a valid checksum */
     const float epoch = prog->data[0], step = prog->data[1];
@@ -214,7 +214,6 @@ dt_status dt_trainer_load_checkpoint(dt_trainer *t, dt_status st) {
                        "a set mixed from two epochs", t->cfg->resume, path, (int)epoch, (long)step, set.epoch, set.step);
     t->start_epoch = (int)epoch;
     t->ctx.step = (long)step;
-    if (t->opt.buf) { memcpy(t->opt.buf, mom->data, t->opt.n * sizeof(float)); t->opt.started = 1; }
     return DT_OK;
 }
 

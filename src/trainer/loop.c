@@ -116,7 +116,7 @@ static dt_status step_body(dt_trainer *t, const int *bi, int cnt, int augment, d
     if (t->scheme->ops->optimizer_step) st = HOOK(t, optimizer_step);
     else {
         span = dt_span_begin("optimizer_step");
-        dt_sgd_step(&t->opt, dt_model_params(t->model), dt_model_grads(t->model), c->lr);
+        dt_optim_step(&t->opt, dt_model_params(t->model), dt_model_grads(t->model), c->lr);
         dt_span_end(span);
     }
     if (st != DT_OK) return st;
@@ -164,7 +164,8 @@ static dt_status train_epochs(dt_trainer *t) {
             if (stop_training(t)) break;
             int cnt;
             const int *bi = batch_indices(t, order, c->epoch_step, &cnt);
-            c->lr = dt_schedule_lr(&t->sched, c->epoch + (double)c->epoch_step / c->run.steps_per_epoch, cfg->epochs);
+            c->lr = dt_schedule_lr_at(&t->sched, c->step, c->epoch + (double)c->epoch_step / c->run.steps_per_epoch,
+                                      cfg->epochs);
             if ((st = train_step(t, bi, cnt, augment, &rng)) != DT_OK) goto done;
             if (t->worker_stopped) break;
             if (bad_step < 0 && !isfinite(c->loss)) bad_step = c->step;

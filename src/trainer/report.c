@@ -100,8 +100,19 @@ dt_status dt_trainer_log_config(dt_trainer *t) {
     dt_json_int(&j, "batch", c->batch);
     num6(&j, "lr", c->lr);
     dt_json_str(&j, "schedule", c->schedule ? c->schedule : "const");
+    dt_json_int(&j, "lr_warmup", c->lr_warmup);
+    /* "by step": cosine ends at the run's last step (dt_schedule_steps), else epochs count */
+    dt_json_str(&j, "schedule_counts", t->sched.by_step ? "steps" : "epochs");
+    dt_json_str(&j, "optim", dt_optim_names[t->opt.cfg.kind]);
     num6(&j, "momentum", c->momentum);
     dt_json_bool(&j, "nesterov", c->nesterov);
+    if (t->opt.cfg.kind == DT_OPTIM_ADAMW) {
+        num6(&j, "beta1", c->beta1);
+        num6(&j, "beta2", c->beta2);
+        num6(&j, "eps", c->eps);
+    }
+    dt_json_str(&j, "decay_on", dt_decay_on_names[t->opt.cfg.decay_on]);
+    num6(&j, "clip", c->clip);
     dt_json_str(&j, "precision", dt_precision_name((dt_precision)c->precision));
     char engines[256]; /* which layers another engine runs (oneDNN): their sums differ in order */
     dt_model_engines(t->model, engines, sizeof engines);
@@ -229,7 +240,7 @@ dt_status dt_trainer_report_server_epoch(void *host, int epoch, double train_los
     e->epoch = epoch;
     e->loss = train_loss;
     e->train_acc = train_acc;
-    e->lr = dt_schedule_lr(&t->sched, epoch, t->cfg->epochs);
+    e->lr = dt_schedule_lr_at(&t->sched, (long)epoch * t->ctx.run.steps_per_epoch - 1, epoch, t->cfg->epochs);
     e->seconds = dt_now() - t->t_start;
     e->server_report = 1;
     /* every counted message is one the server sent or received: the run's traffic so far */

@@ -16,7 +16,8 @@
 
 void dt_train_config_defaults(dt_train_config *c) {
     *c = (dt_train_config){.model = "cnn1", .data = "mnist", .split = "random", .epochs = 10, .batch = 64,
-                           .lr = 0.05f, .schedule = "const", .seed = 1, .augment = -1, .eval_every = 1};
+                           .lr = 0.05f, .schedule = "const", .seed = 1, .augment = -1, .eval_every = 1,
+                           .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8};
 }
 
 void dt_data_dir(const char *name, const char *override_dir, char *out, size_t len) {
@@ -133,6 +134,36 @@ static void make_context(dt_trainer *t) {
                                             .step = dt_trainer_report_server_step};
 }
 
+void dt_train_optim_config(const dt_train_config *cfg, dt_optim_config *oc) {
+    dt_optim_config_defaults(oc);
+    oc->kind = (dt_optim_kind)cfg->optim;
+    oc->weight_decay = cfg->weight_decay;
+    oc->decay_on = (dt_decay_on)cfg->decay_on;
+    oc->momentum = cfg->momentum;
+    oc->nesterov = cfg->nesterov;
+    oc->beta1 = cfg->beta1;
+    oc->beta2 = cfg->beta2;
+    oc->eps = cfg->eps;
+    oc->clip = cfg->clip;
+}
+
+/* The run's optimiser, from the configuration's flags. */
+static dt_status init_optim(dt_trainer *t) {
+    dt_optim_config oc;
+    dt_train_optim_config(t->cfg, &oc);
+    return dt_optim_init(&t->opt, &oc, t->model);
+}
+
+/* The schedule counts steps with a warm-up or when the run's length is given in steps
+ * (--max-steps, --images): cosine then ends at the run's last step, as nanoGPT's lr_decay_iters. */
+static dt_status schedule_steps(dt_trainer *t) {
+    const dt_train_config *cfg = t->cfg;
+    if (cfg->lr_warmup <= 0 && cfg->max_steps <= 0) return DT_OK;
+    const long all = (long)cfg->epochs * t->ctx.run.steps_per_epoch;
+    const long steps = cfg->max_steps > 0 && cfg->max_steps < all ? cfg->max_steps : all;
+    return dt_schedule_steps(&t->sched, cfg->lr_warmup, steps - 1);
+}
+
 /* Equal step counts on every training rank, so synchronous schemes never wait for a rank
  * that has finished; one process keeps its last partial batch. */
 static dt_status steps_per_epoch(dt_trainer *t) {
@@ -239,8 +270,7 @@ static dt_status init_run(dt_trainer *t, const dt_train_config *cfg) {
     if (cfg->test_limit > 0 && cfg->test_limit < t->test.n) dt_dataset_truncate(&t->test, cfg->test_limit);
     if ((st = hold_out(t)) != DT_OK) return st;
     if ((st = dt_schedule_parse(cfg->schedule ? cfg->schedule : "const", cfg->lr, &t->sched)) != DT_OK) return st;
-    if ((st = dt_sgd_init(&t->opt, dt_model_num_params(t->model), cfg->momentum, cfg->weight_decay, cfg->nesterov)) != DT_OK)
-        return st;
+    if ((st = init_optim(t)) != DT_OK) return st;
     make_context(t);
     if ((st = make_scheme(t)) != DT_OK) return st;
     if ((st = make_shard(t)) != DT_OK) return st;
@@ -259,7 +289,8 @@ static dt_status init_run(dt_trainer *t, const dt_train_config *cfg) {
         if ((st = dt_trace_parse_steps(cfg->trace_steps, &from, &to)) != DT_OK) return st;
         if ((st = dt_trace_open(from, to)) != DT_OK) return st;
     }
-    return derive_length(t);
+    if ((st = derive_length(t)) != DT_OK) return st;
+    return schedule_steps(t);
 }
 
 dt_status dt_trainer_init(dt_trainer *t, const dt_train_config *cfg, dt_scheme_choice *checked) {
@@ -288,7 +319,7 @@ void dt_trainer_free(dt_trainer *t) {
     dt_scheme_free(t->scheme);
     dt_scheme_choice_free(&t->choice);
     dt_model_free(t->model);
-    dt_sgd_free(&t->opt);
+    dt_optim_free(&t->opt);
     dt_dataset_free(&t->train);
     dt_dataset_free(&t->test);
     dt_dataset_free(&t->val);

@@ -57,7 +57,7 @@ typedef struct dt_trainer {
     dt_train_config own;     /* the caller's, with what --images derives (epochs, max_steps) */
     dt_comm comm;
     dt_model *model;
-    dt_sgd opt;
+    dt_optim opt;
     dt_schedule sched;
     dt_scheme_choice choice; /* the scheme's configuration checked, until create takes it */
     dt_scheme *scheme;
@@ -107,6 +107,8 @@ dt_status dt_stop_end(dt_trainer *t);  /* collective: what is pending completed 
 
 /* Resolves the data folder for a dataset name (--data-dir, $DTRAIN_DATA/NAME, ./data/NAME). */
 void dt_data_dir(const char *name, const char *override_dir, char *out, size_t len);
+/* The optimiser's configuration of a run (its flags: --optim, --momentum, --beta1, ...). */
+void dt_train_optim_config(const dt_train_config *cfg, dt_optim_config *oc);
 /* Loads a model from a name or a spec file path. */
 dt_status dt_model_open(const char *name_or_path, dt_model **out);
 
@@ -193,7 +195,7 @@ void dt_target_summary_json(const dt_trainer *t, dt_json *j);
 /* Collective with several ranks. at NULL: at the end of epoch ctx.epoch; else within it,
  * before its step at->epoch_step, with the epoch's sums and random streams */
 dt_status dt_trainer_save_checkpoint(dt_trainer *t, const dt_resume_point *at);
-/* Before start: model, momentum, progress. Collective with several ranks: every rank calls
+/* Before start: model, optimiser state, progress. Collective with several ranks: every rank calls
  * it, passing what its own set-up said (st), and gets that back if it failed. */
 dt_status dt_trainer_load_checkpoint(dt_trainer *t, dt_status st);
 dt_status dt_trainer_load_run_state(dt_trainer *t);    /* after start: counters, the scheme's state */
