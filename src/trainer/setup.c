@@ -190,9 +190,10 @@ dt_status dt_train_check_paths(const dt_train_config *cfg, int rank) {
     return st;
 }
 
-/* Temporaries of killed writers (FILE.tmp.PID, its parts' too) go when a run starts, not only
- * when it first saves: a run that fails or diverges before then would keep them forever.
- * Each rank sweeps its own parts (they may be on its own disk, where its pids mean something). */
+/* Temporaries of killed writers (FILE.tmp.PID.RANDOM, its parts' too) go when a run starts,
+ * not only when it first saves: a run that fails or diverges before then would keep them
+ * forever. Each rank sweeps its own parts (they may be on its own disk, where its pids mean
+ * something). */
 static void remove_stale(const dt_trainer *t) {
     const dt_train_config *cfg = t->cfg;
     if (!cfg->checkpoint) return;
