@@ -88,6 +88,10 @@ typedef struct dt_trainer {
      * norm then (spreads: how many measured), and whether the run's one warning was given */
     double spread_min, spread_min_norm;
     int spreads, drift_said;
+    /* diverge.c: at this rank's first non-finite loss, the first tensor whose gradient was
+     * non-finite (its parameters may stay finite: --compress int8 sends such a value as 0) */
+    int grad_noted;
+    char nonfinite_grad[sizeof((dt_tensor_view *)0)->name];
     /* stop.c: the stop agreement (--checkpoint) */
     MPI_Comm stop_comm;
     MPI_Request stop_req;
@@ -157,6 +161,8 @@ void dt_trainer_on_step_eval(dt_trainer *t, const dt_step_eval *e);
  * loss, or -1): DT_ERR_DIVERGED on every rank when any rank's loss or parameters are not
  * finite, rank 0 logging where it began */
 dt_status dt_trainer_check_divergence(dt_trainer *t, long bad_step);
+/* After a backward pass whose loss was not finite (the first one): which gradient was not. */
+void dt_trainer_note_nonfinite(dt_trainer *t);
 /* diverge.c: the final (agreed) model is finite, or DT_ERR_DIVERGED (every rank holds it) */
 dt_status dt_trainer_check_final(dt_trainer *t);
 /* diverge.c: after the agreed model was made (t->eval_params) and its spread measured, at an
