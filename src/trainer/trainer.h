@@ -18,6 +18,7 @@
 #include "comm/world.h"
 #include "core/tensorfile.h"
 #include "dtrain.h"
+#include "trainer/ckset.h"
 
 typedef struct dt_epoch_stats {
     int epoch;
@@ -202,6 +203,10 @@ dt_status dt_trainer_save_checkpoint(dt_trainer *t, const dt_resume_point *at);
 /* Before start: model, momentum, progress. Collective with several ranks: every rank calls
  * it, passing what its own set-up said (st), and gets that back if it failed. */
 dt_status dt_trainer_load_checkpoint(dt_trainer *t, dt_status st);
+/* What load_checkpoint does with a part once read, without MPI (fuzz/fuzz_resume.c reads parts
+ * through it): every record checked before it is used, then the model, momentum and where the
+ * run stands taken; set: the manifest that named the part (NULL: one process's file). */
+dt_status dt_trainer_read_part(dt_trainer *t, const dt_tfile *f, const char *path, const dt_ckset *set);
 dt_status dt_trainer_load_run_state(dt_trainer *t);    /* after start: counters, the scheme's state */
 
 #endif
