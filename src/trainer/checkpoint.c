@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/paths.h"
 #include "models/model.h"
@@ -71,6 +72,56 @@ static dt_status data_check(const dt_trainer *t, const char *path, const dt_tfil
         return dt_fail(DT_ERR_ARG, "--train-limit, --val: %s was saved within epoch %d by a run training on %d examples, "
                        "this run trains on %d (%s)", path, t->start_epoch + 1, (int)saved.examples, (int)mine.examples, why);
     return DT_OK;
+}
+
+/* What is at path, in words, for the line that refuses to replace it; 1 when it is a
+ * checkpoint (a set's manifest, or one process's file). full 0: from its first bytes only. */
+static int describe(const char *path, int full, char *what, size_t len) {
+    char head[sizeof DT_CKSET_MAGIC] = "";
+    FILE *f;
+    if (dt_open_regular(path, &f, NULL) != DT_OK) { snprintf(what, len, "a file dtrain cannot read"); return 0; }
+    const size_t got = fread(head, 1, sizeof head - 1, f);
+    fclose(f);
+    const int manifest = dt_ckset_is_manifest(head, got), tensors = got >= 8 && !memcmp(head, "DTRTNS01", 8);
+    if (!manifest && !tensors) { snprintf(what, len, "a file dtrain did not write"); return 0; }
+    snprintf(what, len, manifest ? "a checkpoint set" : "a checkpoint of one process");
+    if (!full) return 1;
+    char *text = NULL;
+    size_t n = 0;
+    dt_ckset set;
+    dt_tfile tf = {0};
+    int ours = 1;
+    if (manifest && dt_ckset_slurp(path, &text, &n) == DT_OK && dt_ckset_parse(text, n, path, -1, &set) == DT_OK)
+        snprintf(what, len, "a checkpoint set of %d ranks (after epoch %d)", set.ranks, set.epoch);
+    else if (tensors && dt_tfile_read(path, &tf) == DT_OK) {
+        const dt_record *prog = dt_tfile_find(&tf, "train:progress");
+        ours = prog && prog->numel == 2;
+        if (ours) snprintf(what, len, "a checkpoint of one process (after epoch %g)", (double)prog->data[0]);
+        else snprintf(what, len, "a weights file");
+    }
+    free(text);
+    dt_tfile_free(&tf);
+    return ours;
+}
+
+dt_status dt_checkpoint_check_target(const dt_train_config *cfg) {
+    const char *path = cfg->checkpoint;
+    struct stat cs, rs;
+    if (!path || stat(path, &cs) != 0) return DT_OK; /* nothing there yet */
+    const int resumed = cfg->resume && stat(cfg->resume, &rs) == 0 && rs.st_dev == cs.st_dev && rs.st_ino == cs.st_ino;
+    char what[128];
+    /* the file this run resumes is read as its checkpoint before anything is written (its
+     * run, model and data checked): here only what is no checkpoint at all */
+    const int checkpoint = describe(path, !resumed, what, sizeof what);
+    if (!checkpoint)
+        return dt_fail(DT_ERR_ARG, "--checkpoint %s: exists and is not a checkpoint (%s): not replaced; give a path where "
+                       "no file is", path, what);
+    if (resumed) return DT_OK;
+    if (cfg->resume)
+        return dt_fail(DT_ERR_ARG, "--checkpoint %s: holds %s, and this run resumes another (--resume %s): its first save "
+                       "would replace it; resume %s itself, or give another --checkpoint", path, what, cfg->resume, path);
+    return dt_fail(DT_ERR_ARG, "--checkpoint %s: holds %s, which this run's first save would replace: resume it (--resume "
+                   "%s, or --resume auto), or give another --checkpoint", path, what, path);
 }
 
 /* Collective (several ranks): every part is durable before rank 0's manifest names it, and a

@@ -119,6 +119,12 @@ dt_status dt_model_open(const char *name_or_path, dt_model **out);
  * --resume), checked before anything else: not MPI, so `dtrain run` checks them (as rank 0)
  * before it starts any rank. */
 dt_status dt_train_check_paths(const dt_train_config *cfg, int rank);
+/* --checkpoint FILE: every save replaces it (with several ranks, the set's manifest), so a run
+ * may find there only the checkpoint it resumes (--resume FILE, or --resume auto); anything
+ * else is refused in one line, left as it is: a file that is no checkpoint, and a checkpoint
+ * this run does not resume (a forgotten --resume would lose it, and its set's parts). No MPI:
+ * rank 0, and dtrain run before it starts a rank. */
+dt_status dt_checkpoint_check_target(const dt_train_config *cfg);
 
 /* Collective over MPI_COMM_WORLD (MPI must be initialised). checked: cfg's scheme as
  * dt_scheme_check chose it, taken (NULL: checked here). */
