@@ -477,7 +477,8 @@ typedef struct dt_train_config {
     int augment;             /* -1: the dataset's default */
     const char *weights_out; /* final weights, NULL: none */
     const char *log_path;    /* JSON lines, NULL: none */
-    const char *checkpoint;  /* written after every epoch, NULL: none (".rankR" added for N > 1) */
+    const char *checkpoint;  /* written after every epoch, NULL: none (N > 1: a manifest, its parts beside it); a
+                              * file already there must be the checkpoint resume names, or the run is refused */
     const char *resume;      /* checkpoint to continue from, NULL: none */
     const char *trace;       /* timeline of every rank (Chrome trace-event JSON), NULL: none */
     const char *trace_steps; /* "A:B": steps A..B-1 of each rank traced (NULL: 10:60) */

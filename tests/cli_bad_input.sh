@@ -103,7 +103,16 @@ done
 edit "$T/good.weights" "$T/bad.weights" dup conv1.bias
 expect_error "eval: a record written twice" "bad.weights: record 'conv1.bias' appears twice" -- \
     "$DTRAIN" eval --weights "$T/bad.weights" --data-dir "$T/good"
-rm -f "$T/secret" "$T/path.weights" "$T/esc.weights" "$T/esc.spec" "$T/bad.weights"
+# a checkpoint forged without the record naming the run that saved it (train:run), or its
+# counters (train:counters), checksum recomputed: refused naming the file and the record
+# (before, resumed silently)
+"$DTRAIN" train --model cnn1 --data mnist --data-dir "$T/good" --epochs 1 --batch 2 --no-save --checkpoint "$T/good.ck" --quiet
+for r in train:run train:counters; do
+    edit "$T/good.ck" "$T/forged.ck" drop "$r"
+    expect_error "--resume: a checkpoint without $r" "$T/forged.ck: checkpoint has no record '$r'" -- \
+        train --data-dir "$T/good" --epochs 2 --no-save --resume "$T/forged.ck"
+done
+rm -f "$T/secret" "$T/path.weights" "$T/esc.weights" "$T/esc.spec" "$T/bad.weights" "$T/good.ck" "$T/forged.ck"
 # outputs are checked before training, not after it (a directory, a folder that is not there)
 mkdir -p "$T/adir"
 expect_error "--log is a directory" "--log $T/adir: is a directory" -- train --data-dir "$T/good" --log "$T/adir"

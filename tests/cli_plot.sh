@@ -226,6 +226,12 @@ expect_error "--out fig.txt" "--out $T/fig.txt: expected a file name ending in .
     "$PLOT" --out "$T/fig.txt" "$T/fast.jsonl"
 expect_error "--label count" "--label: 1 given for 3 lines" -- plot_bad --label A "${RUNS[@]}"
 expect_error "unwritable output" "p.svg: cannot write" -- "$PLOT" --out "$T/no/such/dir/p.svg" "$T/fast.jsonl"
+# under umask 777 the figure is 0600, not 000 (before: a file its owner could not open)
+out=$(umask 777 && "$PLOT" --out "$T/masked.svg" "$T/fast.jsonl" 2>&1)
+check "umask 777: the figure written" $? "$out"
+m=$(stat -c %a "$T/masked.svg"); [ "$m" = 600 ]; check "... mode 0600, readable by its owner" $? "mode $m"
+left=$(ls -A "$T" | grep '\.tmp\.'); [ -z "$left" ]; check "... no temporary left" $? "$left"
+rm -f "$T/masked.svg"
 # any JSON at all: one line naming the file and line, exit 2, no traceback (a line nested
 # 100,000 deep, beside a good log; a FIFO in a log's place, which an open() would wait on)
 "$PY" -c 'print("[" * 100000 + "]" * 100000)' >"$T/deep.jsonl"

@@ -6,7 +6,8 @@
 # bit for bit, training no step twice (redone_steps 0, every epoch's report the same).
 # The signal may reach one rank only: the ranks agree on the stop. Also with one process,
 # under dtrain run (the supervisor passes the signal on and waits for the save), for lock-step
-# eventgrad, and on a loaded machine. Without --checkpoint a signal still ends the run.
+# eventgrad, and on a loaded machine. Without --checkpoint a signal still ends the run. A set
+# saved within an epoch refuses another --seed or --split.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/fault_helpers.sh"
 require_mnist
@@ -66,6 +67,7 @@ stop_case() {
         "step and steps of the epoch: ${step:-none}"
     [ "$how" = one ] || compare "$label: ... the set's manifest names that step" "$(sed -n 's/^step //p' "$d/ck")" == \
         "${step%% *}" "$(head -4 "$d/ck" | tr '\n' ' ')"
+    mkdir -p "$d/mid" && cp "$d"/ck* "$d/mid/" # kept for the checks of another --seed or --split below
     "${launch[@]}" "$@" "${C[@]}" --checkpoint "$d/ck" --resume auto --out "$d/r.w" --log "$d/r.jsonl" >"$d/2.out" 2>"$d/2.err"
     compare "$label: the job run again resumes and finishes" "$?" == 0 "$(head -c 300 "$d/2.err")"
     identical "$label: resumed == uninterrupted, bit for bit" "$d/straight.w" "$d/r.w"
@@ -82,6 +84,17 @@ N=1 stop_case one one
 N=2 stop_case allreduce-run run --algo allreduce
 N=2 stop_case allreduce-rank1 rank1 --algo allreduce
 N=3 stop_case eventgrad-sync-rank1 rank1 --algo eventgrad --sync --threshold adaptive --warmup-steps 5
+
+# a set saved within an epoch continues that epoch's order of examples: resumed with another
+# --seed or --split it is refused in one line naming the flag and both values (before,
+# accepted: some examples trained twice, others never)
+expect_error "mid-epoch, one process: another --seed" "--seed: $T/one/mid/ck was saved within epoch 1 by a run with --seed 4, this run has --seed 5" -- \
+    "$DTRAIN" train "${C[@]}" --seed 5 --no-save --resume "$T/one/mid/ck"
+expect_error "mid-epoch, 2 ranks: another --split" "--split: $T/allreduce-run/mid/ck.e0.s" -- \
+    "$DTRAIN" run -n 2 --algo allreduce "${C[@]}" --split class --no-save --resume "$T/allreduce-run/mid/ck"
+grep -q "by a run with --split random, this run has --split class" "$T/.expect_err"; check "... naming both values" $? "$(cat "$T/.expect_err")"
+expect_error "mid-epoch, 2 ranks: another --seed" "by a run with --seed 4, this run has --seed 7" -- \
+    "$DTRAIN" run -n 2 --algo allreduce "${C[@]}" --seed 7 --no-save --resume "$T/allreduce-run/mid/ck"
 
 # on a loaded machine: every core busy with other work
 hogs=()

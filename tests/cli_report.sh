@@ -5,6 +5,7 @@
 # validation mean, not the test mean; --area: the loss-curve area by images seen (trapezoid),
 # blank for a diverged run and one whose loss never fell below --loss-below; bad input gets one
 # line, exit 2 and no file. scripts/table (report --runs) and scripts/dtrainlog.py's commands.
+# Outputs are readable by their owner under any umask.
 . "$(dirname "$0")/lib.sh"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 REPORT=$ROOT/scripts/report
@@ -258,5 +259,19 @@ EOF2
 check "--budgets: the last evaluation within each budget, blank unless every seed has one, winners" $? "$(cat "$T/verdict")"
 expect_error "--budgets bad value" "--budgets 10,-1: expected MB values > 0" -- "$REPORT" --budgets 10,-1 "$T/budget"
 expect_error "--budgets with --area" "--budgets: a table of its own" -- "$REPORT" --budgets 10 --area "$T/budget"
+
+# outputs' modes: 0666 less the umask, the owner's read and write always kept: under umask 777
+# a table and a figure are 0600, not 000 (before: 000, a file its owner could not open), under
+# 022 0644; no temporary left either way
+mkdir -p "$T/modes"
+for mask in 022 077 777; do
+    out=$(umask $mask && "$REPORT" --csv "$T/modes/t$mask.csv" --md "$T/modes/t$mask.md" "$T/sweep" 2>&1 &&
+          "$REPORT" --area --loss-below 1.2 --fig "$T/modes/h$mask.png" "$T/area" 2>&1)
+    check "umask $mask: report writes its table and figure" $? "$out"
+    want=0600; [ $mask = 022 ] && want=0644
+    modes=$(stat -c '%a' "$T/modes/t$mask.csv" "$T/modes/t$mask.md" "$T/modes/h$mask.png" | sort -u | tr '\n' ' ')
+    [ "$modes" = "${want#0} " ]; check "... each of mode $want" $? "$modes"
+done
+left=$(ls -A "$T/modes" | grep tmp); [ -z "$left" ]; check "... no temporary left" $? "$left"
 
 finish

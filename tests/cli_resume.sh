@@ -6,7 +6,7 @@
 # ranks' parts of the checkpoint set. A set is committed by rank 0's manifest once every part
 # is saved: a save that never committed leaves the previous set in use, and a set mixed from
 # two epochs is refused in one line, never a hang. Also: a checkpoint refuses another --algo,
-# downpour refuses --checkpoint.
+# a DiLoCo set plain fedavg (and the reverse), downpour refuses --checkpoint.
 . "$(dirname "$0")/lib.sh"
 
 # 480 examples per rank at batch 16: 30 steps per epoch (fedavg's K=7 ends mid-round)
@@ -71,6 +71,14 @@ expect_error "resume under another --history: one error line" "saved with anothe
     --resume "$T/eventgrad-sync/ck" --no-save
 expect_error "resume without the checkpoint's --compress: one error line" "this run has --algo allreduce --compress none" -- \
     "$DTRAIN" run -n 2 --algo allreduce "${C[@]}" --epochs 2 --resume "$T/allreduce-topk/ck" --no-save
+# DiLoCo's outer optimizer keeps a master and its momentum that the plain average has not: a
+# set of one resumed as the other is refused naming the flags and both values (before, a
+# DiLoCo set resumed as plain fedavg dropped them silently)
+expect_error "a DiLoCo set resumed as plain fedavg: one error line" "--outer-lr, --outer-momentum: $T/fedavg-diloco/ck.e1.rank0 was saved by fedavg with --outer-lr 0.7 --outer-momentum 0.9 (DiLoCo's outer optimizer), this run has --outer-lr 1 --outer-momentum 0 (the plain average)" -- \
+    "$DTRAIN" run -n 2 --algo fedavg --local-steps 7 "${C[@]}" --epochs 2 --resume "$T/fedavg-diloco/ck" --no-save
+expect_error "a plain fedavg set resumed with an outer optimizer: one error line" "saved by fedavg with --outer-lr 1 --outer-momentum 0 (the plain average), this run has --outer-lr 0.7 --outer-momentum 0.9 (DiLoCo's outer optimizer)" -- \
+    "$DTRAIN" run -n 2 --algo fedavg --local-steps 7 --aggregate loss --outer-lr 0.7 --outer-momentum 0.9 "${C[@]}" --epochs 2 \
+    --resume "$T/fedavg-k7-loss/ck" --no-save
 # checkpoint sets (3 ranks, allreduce: deterministic)
 d="$T/sets"
 mkdir -p "$d"

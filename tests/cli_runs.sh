@@ -4,7 +4,8 @@
 # the config line records when, how (the command) and where (out, log, checkpoint, run_dir);
 # weights files name their model and dataset, so eval needs neither flag and refuses a
 # contradicting one; the default weights name has the scheme and replaces only an earlier run's
-# weights of the same kind; --run-dir keeps command, log, weights and console in one folder.
+# weights of the same kind; --checkpoint replaces only the checkpoint the run resumes; --run-dir
+# keeps command, log, weights and console in one folder.
 . "$(dirname "$0")/lib.sh"
 require_mnist
 C=(--train-limit 2000 --test-limit 500 --batch 32 --lr 0.05 --seed 3)
@@ -44,6 +45,39 @@ cmp -s "$T/README.md" "$T/README.copy"; check "... the file unchanged" $? ""
 expect_error "run: --log on a file that is not a log" "--log $T/README.md: exists and is not a dtrain log" -- \
     "$DTRAIN" run -n 2 --algo allreduce "${C[@]}" --epochs 1 --no-save --log "$T/README.md"
 rm -f "$T/README.copy"
+
+# 3b. --checkpoint never replaces what this run does not resume: a file that is no checkpoint
+#     (a text file, a weights file; with --resume auto too), a checkpoint of one process or a
+#     set of two ranks without --resume or with --resume of another file: refused before any
+#     training in one line, every file (a set's parts too) unchanged. --resume auto (a requeued
+#     job) continues the set it finds there. (Before, each was overwritten, a set's parts removed.)
+M=(--model mlp --train-limit 1000 --test-limit 200 --batch 32 --seed 3 --quiet)
+"$DTRAIN" train "${M[@]}" --epochs 1 --checkpoint "$T/one" --out "$T/m.w"
+run -n 2 --algo allreduce "${M[@]}" --epochs 1 --checkpoint "$T/set" --no-save
+printf 'notes\n' >"$T/notes.txt"
+sums() { (cd "$T" && md5sum notes.txt m.w one set set.e1.rank0 set.e1.rank1); }
+before=$(sums)
+expect_error "--checkpoint on a text file" "--checkpoint $T/notes.txt: exists and is not a checkpoint (a file dtrain did not write)" -- \
+    "$DTRAIN" train "${M[@]}" --epochs 1 --no-save --checkpoint "$T/notes.txt"
+expect_error "... with --resume auto" "--checkpoint $T/notes.txt: exists and is not a checkpoint" -- \
+    "$DTRAIN" train "${M[@]}" --epochs 1 --no-save --checkpoint "$T/notes.txt" --resume auto
+expect_error "... by run -n 2" "--checkpoint $T/notes.txt: exists and is not a checkpoint" -- \
+    "$DTRAIN" run -n 2 --algo allreduce "${M[@]}" --epochs 1 --no-save --checkpoint "$T/notes.txt"
+expect_error "--checkpoint on a weights file" "--checkpoint $T/m.w: exists and is not a checkpoint (a weights file)" -- \
+    "$DTRAIN" train "${M[@]}" --epochs 1 --no-save --checkpoint "$T/m.w"
+expect_error "--checkpoint on a checkpoint, no --resume" "--checkpoint $T/one: holds a checkpoint of one process (after epoch 1), which this run's first save would replace: resume it" -- \
+    "$DTRAIN" train "${M[@]}" --epochs 2 --no-save --checkpoint "$T/one"
+expect_error "... resuming another file" "--checkpoint $T/one: holds a checkpoint of one process (after epoch 1), and this run resumes another (--resume $T/set)" -- \
+    "$DTRAIN" run -n 2 --algo allreduce "${M[@]}" --epochs 2 --no-save --checkpoint "$T/one" --resume "$T/set"
+expect_error "--checkpoint on a set of two ranks, no --resume (run -n 2)" "--checkpoint $T/set: holds a checkpoint set of 2 ranks (after epoch 1)" -- \
+    "$DTRAIN" run -n 2 --algo allreduce "${M[@]}" --epochs 2 --no-save --checkpoint "$T/set"
+expect_error "... (train, one process)" "--checkpoint $T/set: holds a checkpoint set of 2 ranks" -- \
+    "$DTRAIN" train "${M[@]}" --epochs 2 --no-save --checkpoint "$T/set"
+[ "$(sums)" = "$before" ]; check "... every file unchanged, the set's parts too" $? "$(sums | tr '\n' ' ')"
+run -n 2 --algo allreduce "${M[@]}" --epochs 2 --no-save --checkpoint "$T/set" --resume auto
+check "--resume auto continues the set it finds (a requeued job)" $? ""
+grep -qx "epoch 2" "$T/set" && [ -e "$T/set.e2.rank1" ]; check "... and saves its next epoch there" $? "$(head -2 "$T/set" | tr '\n' ' ')"
+rm -f "$T"/set* "$T/one" "$T/m.w" "$T/notes.txt"
 
 # 4. eval takes model and data from the weights file; contradicting flags refused
 acc=$(py "$T/a.jsonl" '[r for r in L if r["type"] == "summary"][-1]["test_acc"]')

@@ -53,6 +53,16 @@ compare "... and logs no epoch of it" "$(line_count "$T/nan.jsonl" epoch)" == 0
 rc=$?
 [ $rc -eq 3 ] && [ "$(wc -l <"$T/nan2.err")" -eq 1 ] && grep -q "training diverged in epoch 1" "$T/nan2.err" && [ ! -e "$T/nan2.weights" ]
 check "allreduce on 2 ranks, --lr 1e6: one line, exit status 3, no weights" $? "rc=$rc: $(cat "$T/nan2.err")"
+# --compress int8 sends a non-finite value as 0: the parameters stay finite, and the line names
+# the first tensor whose gradient was not (before, it named no tensor)
+"$DTRAIN" run -n 2 --algo allreduce --compress int8 --model mlp --data mnist --train-limit 2000 --epochs 1 --lr 1e6 --quiet \
+    --no-save --log "$T/nan4.jsonl" >"$T/nan4.out" 2>"$T/nan4.err"
+rc=$?
+[ $rc -eq 3 ] && [ "$(wc -l <"$T/nan4.err")" -eq 1 ] &&
+    grep -q "training diverged in epoch 1: non-finite values from step [0-9]* on rank [01], first in the gradient of fc[12]\.\(weight\|bias\), the parameters still finite" "$T/nan4.err"
+check "allreduce --compress int8, --lr 1e6: one line naming the tensor" $? "rc=$rc: $(cat "$T/nan4.err")"
+t=$(log_query "$T/nan4.jsonl" '[one("diverged")[k] for k in ("tensor", "in")]')
+echo "$t" | grep -q '^\["fc[12]\.\(weight\|bias\)","gradient"\]$'; check "... and the log's diverged line" $? "$t"
 # downpour's epochs are not checked (its servers apply pushes asynchronously): its final model is
 "$DTRAIN" run -n 2 --algo downpour --model mlp --data mnist --train-limit 2000 --epochs 1 --lr 1e6 --quiet \
     --out "$T/nan3.weights" --log "$T/nan3.jsonl" >"$T/nan3.out" 2>"$T/nan3.err"

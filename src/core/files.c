@@ -4,13 +4,16 @@
 #include "core/paths.h"
 #include "core/alloc.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 dt_status dt_open_regular_fd(const char *path, int *out, unsigned long long *size) {
@@ -72,15 +75,27 @@ dt_status dt_open_own(const char *path, int how, int *out) {
     return DT_OK;
 }
 
+/* A temporary's name is PATH.tmp.PID.RANDOM: the pid says whether its writer still runs (a
+ * killed writer's file is removed later), the random part makes the name unguessable, so
+ * nothing can be planted at it in advance. Older builds named it PATH.tmp.PID. */
+#define TMP_RANDOM 12
+
 int dt_tmp_writer_gone(const char *pid_text) {
     char *end = NULL;
     const long pid = strtol(pid_text, &end, 10);
-    if (end == pid_text || *end || pid <= 0 || pid == (long)getpid()) return 0;
+    if (end == pid_text || pid <= 0 || pid == (long)getpid()) return 0;
+    if (*end == '.') { /* this build's: the random part, whole */
+        size_t k = 1;
+        while (isalnum((unsigned char)end[k])) k++;
+        if (k != TMP_RANDOM + 1 || end[k]) return 0;
+    } else if (*end) {
+        return 0;
+    }
     return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
 }
 
-/* Temporary files PATH.tmp.PID left by a writer that was killed (its process is gone) are
- * removed before the next write of PATH; one whose process still runs is left alone. */
+/* Temporary files PATH.tmp.PID[.RANDOM] left by a writer that was killed (its process is
+ * gone) are removed before the next write of PATH; one whose process still runs is left alone. */
 void dt_remove_stale_tmp(const char *path) {
     char dir[4096];
     dt_path_folder(path, dir, sizeof dir);
@@ -98,29 +113,67 @@ void dt_remove_stale_tmp(const char *path) {
     closedir(d);
 }
 
-/* The temporary is created new (O_EXCL, O_NOFOLLOW): a symbolic link planted at its name
- * would otherwise have the file written wherever it points, and then itself renamed into
- * place; anything found there is refused and left as it is. */
+/* TMP_RANDOM letters and digits from the kernel's random source; from the clock, the pid and
+ * a counter where it has none (still not a name anyone can plant in advance at a useful time). */
+static void random_part(char *out) {
+    static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    static unsigned long long counter;
+    unsigned char bytes[TMP_RANDOM];
+    if (getrandom(bytes, sizeof bytes, GRND_NONBLOCK) != (ssize_t)sizeof bytes) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        unsigned long long x = (unsigned long long)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (unsigned long long)ts.tv_sec ^
+                               ((unsigned long long)getpid() << 32) ^ ++counter;
+        for (size_t i = 0; i < sizeof bytes; i++) {
+            x ^= x >> 29; x *= 0xBF58476D1CE4E5B9ull; x ^= x >> 32;
+            bytes[i] = (unsigned char)x;
+        }
+    }
+    for (size_t i = 0; i < sizeof bytes; i++) out[i] = abc[bytes[i] % (sizeof abc - 1)];
+    out[TMP_RANDOM] = 0;
+}
+
+/* Creates path's temporary under a new unguessable name (O_CREAT | O_EXCL: never through a
+ * symbolic link or into anything found there; a name taken, which only a planted file can
+ * do, is passed over for another). The owner may always read and write it: it is read back,
+ * and a checkpoint or weights file its owner cannot read is lost work (umask 0777 would
+ * give mode 000); the group's and others' bits follow the umask. */
+static dt_status create_temp(const char *path, char *tmp, size_t len, int *fd) {
+    for (int attempt = 0; attempt < 100; attempt++) {
+        char part[TMP_RANDOM + 1];
+        random_part(part);
+        if ((size_t)snprintf(tmp, len, "%s.tmp.%ld.%s", path, (long)getpid(), part) >= len)
+            return dt_fail(DT_ERR_IO, "%s: the path is too long", path);
+        *fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (*fd < 0 && errno == EEXIST) continue;
+        if (*fd < 0) return dt_fail(DT_ERR_IO, "%s: cannot create file beside it: %s", path, strerror(errno));
+        struct stat sb;
+        if (fstat(*fd, &sb) == 0 && (sb.st_mode & 0600) != 0600) (void)fchmod(*fd, (sb.st_mode & 07777) | 0600);
+        return DT_OK;
+    }
+    return dt_fail(DT_ERR_IO, "%s: cannot create a temporary file beside it: 100 names were taken", path);
+}
+
+/* The temporary is written, synced and renamed into place: a reader finds the old file or the
+ * whole new one. Its name cannot be known in advance (create_temp), so nothing planted there
+ * makes the write fail after a run's work, or redirects it. */
 dt_status dt_write_atomic(const char *path, dt_status (*fill)(void *ctx, void *file), void *ctx) {
     struct stat sb;
     if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
         return dt_fail(DT_ERR_IO, "%s: is %s, expected a regular file (it would be replaced)", path, dt_node_kind(sb.st_mode));
     dt_remove_stale_tmp(path);
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 32);
+    const size_t tlen = strlen(path) + 64;
+    char *tmp = malloc(tlen);
     if (!tmp) return dt_nomem("the temporary name of %s", path);
-    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
-    int fd;
-    dt_status st = dt_open_own(tmp, O_EXCL, &fd);
+    int fd = -1;
+    dt_status st = create_temp(path, tmp, tlen, &fd);
     FILE *f = st == DT_OK ? fdopen(fd, "wb") : NULL;
     if (st == DT_OK && !f) {
-        st = dt_fail(DT_ERR_IO, "%s: cannot open: %s", tmp, strerror(errno));
+        st = dt_fail(DT_ERR_IO, "%s: cannot open its temporary file: %s", path, strerror(errno));
         close(fd);
         unlink(tmp);
     }
     if (!f) {
-        /* the temporary's own message names it: say whose it is */
-        st = dt_fail(st, "%s: cannot create file: %s", path, dt_last_error());
         free(tmp);
         return st;
     }

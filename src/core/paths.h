@@ -49,16 +49,19 @@ dt_status dt_open_regular_fd(const char *path, int *fd, unsigned long long *size
 dt_status dt_open_own(const char *path, int how, int *fd);
 
 /* Creates path atomically from the bytes a callback writes to a FILE*: a temporary
- * PATH.tmp.PID beside it, created new (dt_open_own: a link or anything planted at that name
- * is refused), synced, renamed into place, and the folder synced. A path that exists and is
- * not a regular file is refused, never replaced. */
+ * PATH.tmp.PID.RANDOM beside it (12 random letters or digits: a name nobody can plant
+ * anything at in advance), created new (O_EXCL, never through a link), synced, renamed into
+ * place, and the folder synced. A path that exists and is not a regular file is refused,
+ * never replaced. Its owner can always read and write it (0644 or 0600 with the group's and
+ * others' bits as the umask says: umask 0777 gives 0600, not a file its owner cannot read). */
 dt_status dt_write_atomic(const char *path, dt_status (*fill)(void *ctx, void *file), void *ctx);
 
-/* 1 when pid_text (what follows ".tmp." in a temporary file's name) is the whole number of a
- * process that is gone and not this one: that writer was killed, its file is stale. */
+/* 1 when pid_text (what follows ".tmp." in a temporary file's name: PID.RANDOM, or an older
+ * build's PID) names a process that is gone and not this one: that writer was killed, its
+ * file is stale. */
 int dt_tmp_writer_gone(const char *pid_text);
 
-/* Removes path's temporaries PATH.tmp.PID whose writer is gone (dt_tmp_writer_gone). */
+/* Removes path's temporaries PATH.tmp.PID[.RANDOM] whose writer is gone (dt_tmp_writer_gone). */
 void dt_remove_stale_tmp(const char *path);
 
 #endif

@@ -36,6 +36,7 @@ typedef struct {
     double round_loss; /* sum of the round's batch losses (--aggregate loss) */
     long round_batches;
     double saved[3];   /* checkpoints: since, round_loss, round_batches (records keep pointers) */
+    double saved_outer[2]; /* ... and --outer-lr, --outer-momentum */
     float *buf;        /* [w*x | w*state | w] */
     dt_param_avg *avg; /* --compress */
     /* the outer optimizer (DiLoCo); master NULL: the plain average */
@@ -182,7 +183,10 @@ static dt_status fedavg_save(dt_scheme *s, dt_step_ctx *c, dt_records *out) {
     f->saved[0] = (double)f->since;
     f->saved[1] = f->round_loss;
     f->saved[2] = (double)f->round_batches;
+    f->saved_outer[0] = f->outer_lr;
+    f->saved_outer[1] = f->outer_momentum;
     dt_status st = dt_records_add_raw(out, "round", f->saved, sizeof f->saved);
+    if (st == DT_OK) st = dt_records_add_raw(out, "outer", f->saved_outer, sizeof f->saved_outer);
     const size_t np = dt_model_num_params(c->model);
     if (st == DT_OK && f->master) st = dt_records_add(out, "outer_master", f->master, np);
     if (st == DT_OK && f->master) st = dt_records_add(out, "outer_momentum", f->velocity, np);
@@ -191,10 +195,34 @@ static dt_status fedavg_save(dt_scheme *s, dt_step_ctx *c, dt_records *out) {
     return st;
 }
 
+/* "the plain average" or "DiLoCo's outer optimizer", for messages */
+static const char *outer_kind(int outer) { return outer ? "DiLoCo's outer optimizer" : "the plain average"; }
+
+/* The plain average and an outer optimizer keep different state: a set of one resumed as the
+ * other would drop the master and its momentum, or find none to take. Sets of an earlier build
+ * have no "outer" record: their master's record says which they are. */
+static dt_status outer_check(const fedavg_impl *f, const dt_tfile *tf, const char *path) {
+    double saved[2] = {1, 0};
+    const int recorded = dt_tfile_find(tf, "outer") != NULL, mine = f->master != NULL;
+    if (recorded) {
+        dt_status st = dt_tfile_take(tf, path, "outer", saved, sizeof saved);
+        if (st != DT_OK) return st;
+    }
+    const int theirs = recorded ? !(saved[0] == 1 && saved[1] == 0) : dt_tfile_find(tf, "outer_master") != NULL;
+    if (theirs == mine) return DT_OK;
+    if (!recorded)
+        return dt_fail(DT_ERR_ARG, "--outer-lr, --outer-momentum: %s was saved by fedavg with %s, this run has --outer-lr "
+                       "%g --outer-momentum %g (%s)", path, outer_kind(theirs), f->outer_lr, f->outer_momentum, outer_kind(mine));
+    return dt_fail(DT_ERR_ARG, "--outer-lr, --outer-momentum: %s was saved by fedavg with --outer-lr %g --outer-momentum %g "
+                   "(%s), this run has --outer-lr %g --outer-momentum %g (%s)", path, saved[0], saved[1], outer_kind(theirs),
+                   f->outer_lr, f->outer_momentum, outer_kind(mine));
+}
+
 static dt_status fedavg_load(dt_scheme *s, dt_step_ctx *c, const dt_tfile *tf, const char *path) {
     fedavg_impl *f = s->impl;
     double round[3];
-    dt_status st = dt_tfile_take(tf, path, "round", round, sizeof round);
+    dt_status st = outer_check(f, tf, path);
+    if (st == DT_OK) st = dt_tfile_take(tf, path, "round", round, sizeof round);
     if (st != DT_OK) return st;
     /* numbers from a file are checked before the cast (a NaN or 1e300 cast to long is
      * undefined), even under a valid checksum */

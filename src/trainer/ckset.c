@@ -158,7 +158,7 @@ static void sweep(const char *path, int rank, int keep, long keep_mid, int parts
     DIR *d = opendir(dir);
     if (!d) return;
     for (struct dirent *e; (e = readdir(d));) {
-        /* BASE.eE[.sS].rankR, or the same with .tmp.PID */
+        /* BASE.eE[.sS].rankR, or the same with .tmp.PID.RANDOM (dt_write_atomic's temporary) */
         const char *n = e->d_name;
         if (strncmp(n, base, blen) != 0 || strncmp(n + blen, ".e", 2) != 0) continue;
         char *q;

@@ -6,9 +6,9 @@
 
 #include "trainer/trainer.h"
 
-/* The first non-finite parameter tensor of this rank's model, or NULL. */
-static const char *nonfinite_tensor(const dt_model *m) {
-    const float *x = dt_model_params((dt_model *)m);
+/* The first tensor of x (the model's parameters, or their gradients) holding a non-finite
+ * value, or NULL. */
+static const char *nonfinite_in(const dt_model *m, const float *x) {
     for (int i = 0; i < dt_model_num_tensors(m); i++) {
         const dt_tensor_view *v = dt_model_tensor(m, i);
         for (size_t k = 0; k < v->numel; k++)
@@ -17,9 +17,20 @@ static const char *nonfinite_tensor(const dt_model *m) {
     return NULL;
 }
 
+static const char *nonfinite_tensor(const dt_model *m) { return nonfinite_in(m, dt_model_params((dt_model *)m)); }
+
+/* Read while a scheme's non-blocking exchange of the gradients may be under way (buckets
+ * started during backward): only read, once a run, and only to name a tensor. */
+void dt_trainer_note_nonfinite(dt_trainer *t) {
+    const char *g = nonfinite_in(t->model, dt_model_grads(t->model));
+    snprintf(t->nonfinite_grad, sizeof t->nonfinite_grad, "%s", g ? g : "");
+    t->grad_noted = 1;
+}
+
 /* The log's "diverged" record: where non-finite values were found first (step and rank null
- * when unknown: the final model's check), in the epoch the run stands in. */
-static void log_diverged(dt_trainer *t, long step, int rank, const char *tensor) {
+ * when unknown: the final model's check), in the epoch the run stands in; in: "parameters",
+ * "gradient" (the parameters stayed finite) or "loss" (no tensor held one). */
+static void log_diverged(dt_trainer *t, long step, int rank, const char *tensor, const char *in) {
     dt_json j;
     dt_json_init(&j);
     dt_json_begin(&j, NULL);
@@ -30,6 +41,7 @@ static void log_diverged(dt_trainer *t, long step, int rank, const char *tensor)
     if (rank >= 0) dt_json_int(&j, "rank", rank);
     else dt_json_null(&j, "rank");
     dt_json_str(&j, "tensor", tensor);
+    dt_json_str(&j, "in", in);
     dt_json_end(&j);
     if (dt_json_text(&j)) dt_trainer_log(t, dt_json_text(&j));
     dt_json_free(&j);
@@ -50,14 +62,24 @@ dt_status dt_trainer_check_divergence(dt_trainer *t, long bad_step) {
     if (isinf(first)) return DT_OK;
     const int who = (int)fmod(first, t->comm.size);
     const long step = (long)(first / t->comm.size);
-    char name[sizeof((dt_tensor_view *)0)->name] = "";
-    if (t->comm.rank == who && tensor) snprintf(name, sizeof name, "%s", tensor);
-    err = MPI_Bcast(name, (int)sizeof name, MPI_CHAR, who, t->comm.comm);
+    /* where: a parameter tensor; else the gradient of one (the parameters stayed finite); else
+     * the loss alone */
+    struct { int in; char name[sizeof((dt_tensor_view *)0)->name]; } at = {0, ""};
+    if (t->comm.rank == who) {
+        at.in = tensor ? 1 : t->nonfinite_grad[0] ? 2 : 3;
+        snprintf(at.name, sizeof at.name, "%s", tensor ? tensor : t->nonfinite_grad);
+    }
+    err = MPI_Bcast(&at, (int)sizeof at, MPI_BYTE, who, t->comm.comm);
     if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Bcast (divergence check)");
-    log_diverged(t, step, who, name[0] ? name : NULL);
-    return dt_fail(DT_ERR_DIVERGED, "training diverged in epoch %d: non-finite values from step %ld on rank %d%s%s "
-                   "(nothing written for this epoch; try a smaller --lr)", t->ctx.epoch + 1, step, who,
-                   name[0] ? ", first in " : "", name);
+    static const char *const in[] = {NULL, "parameters", "gradient", "loss"};
+    const int k = at.in >= 1 && at.in <= 3 ? at.in : 3;
+    log_diverged(t, step, who, at.name[0] ? at.name : NULL, in[k]);
+    char where[128];
+    if (k == 1) snprintf(where, sizeof where, ", first in %s", at.name);
+    else if (k == 2) snprintf(where, sizeof where, ", first in the gradient of %s, the parameters still finite", at.name);
+    else snprintf(where, sizeof where, " in the loss (no parameter or gradient held one)");
+    return dt_fail(DT_ERR_DIVERGED, "training diverged in epoch %d: non-finite values from step %ld on rank %d%s "
+                   "(nothing written for this epoch; try a smaller --lr)", t->ctx.epoch + 1, step, who, where);
 }
 
 /* The last guard, for schemes whose epochs are not checked (downpour's servers apply pushes
@@ -65,7 +87,7 @@ dt_status dt_trainer_check_divergence(dt_trainer *t, long bad_step) {
 dt_status dt_trainer_check_final(dt_trainer *t) {
     const char *bad = nonfinite_tensor(t->model);
     if (!bad) return DT_OK;
-    log_diverged(t, -1, -1, bad);
+    log_diverged(t, -1, -1, bad, "parameters");
     return dt_fail(DT_ERR_DIVERGED, "training diverged: the final model holds non-finite values, first in %s "
                    "(no weights written; try a smaller --lr)", bad);
 }

@@ -110,6 +110,8 @@ static dt_status step_body(dt_trainer *t, const int *bi, int cnt, int augment, d
     dt_model_set_grads_ready(t->model, NULL, NULL);
     dt_span_end(span);
     if (t->grads_st != DT_OK) return t->grads_st;
+    /* before the scheme exchanges them: a codec may send a non-finite value as a finite one */
+    if (!isfinite(c->loss) && !t->grad_noted) dt_trainer_note_nonfinite(t);
     c->correct = ok;
     c->count = cnt;
     if ((st = HOOK(t, after_backward)) != DT_OK) return st;

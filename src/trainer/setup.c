@@ -213,6 +213,7 @@ dt_status dt_train_check_paths(const dt_train_config *cfg, int rank) {
     if (st == DT_OK && rank == 0 && cfg->log_path) st = dt_check_log(cfg->log_path);
     /* one process writes this file; several ranks their parts beside it and rank 0 it */
     if (st == DT_OK && cfg->checkpoint) st = dt_check_output("--checkpoint", cfg->checkpoint, 0);
+    if (st == DT_OK && rank == 0 && cfg->checkpoint) st = dt_checkpoint_check_target(cfg);
     if (st == DT_OK && cfg->resume) st = dt_check_input("--resume", cfg->resume);
     long from, to;
     if (st == DT_OK && (cfg->trace || cfg->trace_steps)) st = dt_trace_parse_steps(cfg->trace_steps, &from, &to);
@@ -221,9 +222,10 @@ dt_status dt_train_check_paths(const dt_train_config *cfg, int rank) {
     return st;
 }
 
-/* Temporaries of killed writers (FILE.tmp.PID, its parts' too) go when a run starts, not only
- * when it first saves: a run that fails or diverges before then would keep them forever.
- * Each rank sweeps its own parts (they may be on its own disk, where its pids mean something). */
+/* Temporaries of killed writers (FILE.tmp.PID.RANDOM, its parts' too) go when a run starts,
+ * not only when it first saves: a run that fails or diverges before then would keep them
+ * forever. Each rank sweeps its own parts (they may be on its own disk, where its pids mean
+ * something). */
 static void remove_stale(const dt_trainer *t) {
     const dt_train_config *cfg = t->cfg;
     if (!cfg->checkpoint) return;

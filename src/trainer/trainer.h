@@ -18,6 +18,7 @@
 #include "comm/world.h"
 #include "core/tensorfile.h"
 #include "dtrain.h"
+#include "trainer/ckset.h"
 
 typedef struct dt_epoch_stats {
     int epoch;
@@ -88,6 +89,10 @@ typedef struct dt_trainer {
      * norm then (spreads: how many measured), and whether the run's one warning was given */
     double spread_min, spread_min_norm;
     int spreads, drift_said;
+    /* diverge.c: at this rank's first non-finite loss, the first tensor whose gradient was
+     * non-finite (its parameters may stay finite: --compress int8 sends such a value as 0) */
+    int grad_noted;
+    char nonfinite_grad[sizeof((dt_tensor_view *)0)->name];
     /* stop.c: the stop agreement (--checkpoint) */
     MPI_Comm stop_comm;
     MPI_Request stop_req;
@@ -116,6 +121,12 @@ dt_status dt_model_open(const char *name_or_path, dt_model **out);
  * --resume), checked before anything else: not MPI, so `dtrain run` checks them (as rank 0)
  * before it starts any rank. */
 dt_status dt_train_check_paths(const dt_train_config *cfg, int rank);
+/* --checkpoint FILE: every save replaces it (with several ranks, the set's manifest), so a run
+ * may find there only the checkpoint it resumes (--resume FILE, or --resume auto); anything
+ * else is refused in one line, left as it is: a file that is no checkpoint, and a checkpoint
+ * this run does not resume (a forgotten --resume would lose it, and its set's parts). No MPI:
+ * rank 0, and dtrain run before it starts a rank. */
+dt_status dt_checkpoint_check_target(const dt_train_config *cfg);
 
 /* Collective over MPI_COMM_WORLD (MPI must be initialised). checked: cfg's scheme as
  * dt_scheme_check chose it, taken (NULL: checked here). */
@@ -159,6 +170,8 @@ void dt_trainer_on_step_eval(dt_trainer *t, const dt_step_eval *e);
  * loss, or -1): DT_ERR_DIVERGED on every rank when any rank's loss or parameters are not
  * finite, rank 0 logging where it began */
 dt_status dt_trainer_check_divergence(dt_trainer *t, long bad_step);
+/* After a backward pass whose loss was not finite (the first one): which gradient was not. */
+void dt_trainer_note_nonfinite(dt_trainer *t);
 /* diverge.c: the final (agreed) model is finite, or DT_ERR_DIVERGED (every rank holds it) */
 dt_status dt_trainer_check_final(dt_trainer *t);
 /* diverge.c: after the agreed model was made (t->eval_params) and its spread measured, at an
@@ -198,6 +211,10 @@ dt_status dt_trainer_save_checkpoint(dt_trainer *t, const dt_resume_point *at);
 /* Before start: model, optimiser state, progress. Collective with several ranks: every rank calls
  * it, passing what its own set-up said (st), and gets that back if it failed. */
 dt_status dt_trainer_load_checkpoint(dt_trainer *t, dt_status st);
+/* What load_checkpoint does with a part once read, without MPI (fuzz/fuzz_resume.c reads parts
+ * through it): every record checked before it is used, then the model, momentum and where the
+ * run stands taken; set: the manifest that named the part (NULL: one process's file). */
+dt_status dt_trainer_read_part(dt_trainer *t, const dt_tfile *f, const char *path, const dt_ckset *set);
 dt_status dt_trainer_load_run_state(dt_trainer *t);    /* after start: counters, the scheme's state */
 
 #endif
