@@ -36,8 +36,10 @@ static void make_run(void) {
     t.comm.size = 1;
     t.ctx.run.steps_per_epoch = STEPS;
     t.train.n = 100;
+    dt_optim_config oc;
+    dt_train_optim_config(&t.own, &oc);
     if (dt_model_from_spec(SPEC, "fuzz", &t.model) != DT_OK || dt_scheme_make(&t.own.scheme, &t.scheme) != DT_OK ||
-        dt_sgd_init(&t.opt, dt_model_num_params(t.model), 0.9f, 0.0f, 0) != DT_OK)
+        dt_optim_init(&t.opt, &oc, t.model) != DT_OK)
         abort();
     dt_model_init(t.model, 1);
 }
