@@ -109,7 +109,7 @@ for text in kjv fortunes; do
     "$GET" $text "$T/texts" >"$T/$text.out" 2>&1; rc=$?
     sum=$(sha256sum "$T/texts/$text/$text.txt" 2>/dev/null | cut -d' ' -f1)
     want=$(grep -o "^${text^^}_SHA256=[0-9a-f]*" "$GET" | cut -d= -f2)
-    [ "$rc" = 0 ] && [ -n "$sum" ] && [ "$sum" = "$want" ] && [ -z "$(find "$T/texts" -name '*.tmp')" ]
+    [ "$rc" = 0 ] && [ -n "$sum" ] && [ "$sum" = "$want" ] && [ -z "$(find "$T/texts" -name '.*')" ]
     check "get-data $text: the text, its SHA-256 as pinned" $? "exit $rc, $sum: $(tail -1 "$T/$text.out")"
     "$GET" $text "$T/texts" >"$T/$text.out" 2>&1; rc=$?
     [ "$rc" = 0 ] && grep -q "already complete" "$T/$text.out"
