@@ -332,7 +332,7 @@ static void run_oracle(const char *dir, const char *model_name, int train, const
               correct, want_correct);
     for (int i = 0; i < nt; i++) {
         const dt_tensor_view *v = dt_model_tensor(m, i);
-        char nm[64];
+        char nm[96];
         snprintf(nm, sizeof nm, "grad:%s", v->name);
         compare(var, model_name, nm, grads + v->offset, ofind(&f, "grad:", v->name)->data, v->numel);
     }
@@ -346,7 +346,7 @@ static void run_oracle(const char *dir, const char *model_name, int train, const
         const orec *o = ofind(&f, "state:", v->name);
         CHECK_MSG(o != NULL, "model state tensor %s has no state: record in %s", v->name, path);
         if (!o || !shape_matches("state", v, o)) continue;
-        char nm[64];
+        char nm[96];
         snprintf(nm, sizeof nm, "state:%s", v->name);
         compare(var, model_name, nm, state + v->offset, o->data, v->numel);
     }
