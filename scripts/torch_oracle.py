@@ -3,11 +3,13 @@
 
 Run by hand (NOT by the tests) with Debian's python3 that has torch:
 
-    /usr/bin/python3 scripts/torch_oracle.py [OUTDIR]
+    /usr/bin/python3 scripts/torch_oracle.py [OUTDIR [MODEL...]]
 
-OUTDIR defaults to tests/data next to this script's parent directory. For each model it
-writes OUTDIR/<model>_oracle.bin; tests/test_oracle.c builds the same model in C, copies the
-parameters in by name, runs one forward + backward and compares everything.
+OUTDIR defaults to tests/data next to this script's parent directory. For each model (or
+only the ones named) it writes OUTDIR/<model>_oracle.bin; tests/test_oracle.c builds the same
+model in C, copies the parameters in by name, runs one forward + backward and compares
+everything. (The fp32 files of cnn1 and resblock-tiny come out a few float32 units different
+on another CPU: name the models to write, not to churn the others.)
 
 Models
 ------
@@ -15,6 +17,15 @@ cnn1           MNIST 1x28x28, batch 8, evaluated in eval() mode (dropout off).
 resblock-tiny  3x8x8 input, 10 classes, batch 4, TRAIN mode (batch-norm uses batch
                statistics, biased variance, eps 1e-5; running stats updated with momentum
                0.1 and the unbiased variance, starting from mean 0 / var 1).
+gpt-micro      nanoGPT's GPT with gpt-tiny's structure, smaller (2 layers, 4 heads, width 32,
+               context 16, vocabulary 256: the files stay ~330 kB): dtrain's dt_gpt_spec(2, 4,
+               32, 16, 256). Batch 3 windows of random token ids, a target at every position
+               (F.cross_entropy over the 48 rows), the head tied to the token embedding (one
+               parameter: named_parameters() lists transformer.wte.weight only). nanoGPT's
+               initialisation, then the other weights times 8 (so that attention and the logits
+               are far from uniform: std 0.16) and every layer norm's weight U(0.5, 1.5) and
+               bias U(-0.2, 0.2).
+               GELU in GPT-2's tanh form (dtrain's), as nanoGPT had it.
 
 Inputs are N(0,1), labels uniform in 0..9, loss = F.cross_entropy (mean). Everything is
 float32, torch.manual_seed(SEED), one CPU thread. Weights use PyTorch's default
@@ -37,13 +48,15 @@ File format (all little-endian)
 
 Record names
 ------------
-    input               float32 [batch, C, H, W]
-    labels              float32 [batch]  (class indices stored as floats)
+    input               float32 [batch, C, H, W] (gpt-micro: [batch, 1, T, 1] token ids)
+    labels              float32 [rows]  (class indices stored as floats; rows = batch, or
+                        batch x T for a language model's targets)
     param:<name>        parameter value, <name> is PyTorch's (e.g. "conv1.weight")
-    logits              [batch, classes]
+    logits              [rows, classes]
     loss                0-d, mean cross-entropy
     grad:<name>         gradient of the mean loss w.r.t. parameter <name>
-    input_grad          gradient of the mean loss w.r.t. the input, [batch, C, H, W]
+    input_grad          gradient of the mean loss w.r.t. the input, [batch, C, H, W] (token
+                        ids have none: zeros)
     state:<bn>.running_mean / state:<bn>.running_var
                         batch-norm buffers after the one forward pass (resblock-tiny only)
 
@@ -64,6 +77,7 @@ Two more files per model, same parameters, input and labels:
                              precision (oneDNN bf16 convolutions); a looser check that both
                              read bf16 the same way (autocast also rounds weight gradients).
 """
+import math
 import os
 import struct
 import sys
@@ -128,10 +142,90 @@ class ResblockTiny(nn.Module):
         return self.fc(x)
 
 
-# name, constructor, input shape (C, H, W), classes, batch, train mode
+class CausalSelfAttention(nn.Module):
+    """nanoGPT's, without dropout; the causal mask made in forward (torch 1.13 has no
+    scaled_dot_product_attention; nanoGPT's own module keeps it as a buffer 'attn.bias', which
+    its loader drops)."""
+
+    def __init__(self, width, heads):
+        super().__init__()
+        self.c_attn = nn.Linear(width, 3 * width)
+        self.c_proj = nn.Linear(width, width)
+        self.heads = heads
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+        att = F.softmax(att.masked_fill(~mask, float("-inf")), dim=-1)
+        y = self.r(att @ v)  # dtrain's attention layer: its output stored (bf16)
+        return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+
+
+class Mlp(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.c_fc = nn.Linear(width, 4 * width)
+        self.c_proj = nn.Linear(4 * width, width)
+
+    def forward(self, x):
+        return self.c_proj(self.r(F.gelu(self.c_fc(x), approximate="tanh")))
+
+
+class Block(nn.Module):
+    def __init__(self, width, heads):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(width)
+        self.attn = CausalSelfAttention(width, heads)
+        self.ln_2 = nn.LayerNorm(width)
+        self.mlp = Mlp(width)
+
+    def forward(self, x):
+        x = self.r(x + self.attn(self.ln_1(x)))
+        return self.r(x + self.mlp(self.ln_2(x)))
+
+
+class Gpt(nn.Module):
+    """nanoGPT's GPT (model.py): its module names, so its state_dict keys are dtrain's tensor
+    names (plus lm_head.weight, the tied transformer.wte.weight)."""
+
+    def __init__(self, layers, heads, width, context, vocab):
+        super().__init__()
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(vocab, width), wpe=nn.Embedding(context, width),
+            h=nn.ModuleList([Block(width, heads) for _ in range(layers)]), ln_f=nn.LayerNorm(width)))
+        self.lm_head = nn.Linear(width, vocab, bias=False)
+        self.transformer.wte.weight = self.lm_head.weight
+        for m in self.modules():  # nanoGPT's _init_weights
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, 0.0, 0.02)
+            if isinstance(m, nn.Linear) and m.bias is not None:
+                nn.init.zeros_(m.bias)
+        for n, p in self.named_parameters():
+            if n.endswith("c_proj.weight"):
+                nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * layers))
+
+    def forward(self, idx):
+        t = idx.size(1)
+        tok = self.r(self.transformer.wte(idx))  # dtrain's embed layer's output, stored
+        x = self.r(tok + self.transformer.wpe(torch.arange(t)))
+        for block in self.transformer.h:
+            x = block(x)
+        return self.lm_head(self.transformer.ln_f(x))
+
+
+def gpt_micro():
+    return Gpt(2, 4, 32, 16, 256)
+
+
+# name, constructor, input shape (C, H, W), classes, batch, train mode; a language model's
+# input shape is (1, T, 1): T token ids below its classes (the vocabulary)
 MODELS = [
     ("cnn1", Cnn1, (1, 28, 28), 10, 8, False),
     ("resblock-tiny", ResblockTiny, (3, 8, 8), 10, 4, True),
+    ("gpt-micro", gpt_micro, (1, 16, 1), 256, 3, True),
 ]
 
 
@@ -167,13 +261,29 @@ def round_outputs(model):
     """Forward hooks: every conv, linear and batch-norm output through RoundBf16; the models'
     add and average pool call model.r."""
     for mod in model.modules():
-        if isinstance(mod, (nn.Conv2d, nn.Linear, nn.BatchNorm2d)):
+        if isinstance(mod, (nn.Conv2d, nn.Linear, nn.BatchNorm2d, nn.LayerNorm)):
             mod.register_forward_hook(lambda m, i, o: RoundBf16.apply(o))
         mod.r = RoundBf16.apply
 
 
 def identity(x):
     return x
+
+
+class LmInput(nn.Module):
+    """A language model on dtrain's input layout ([batch, 1, T, 1] ids) with its logits as rows
+    ([batch * T, vocab]); its parameters keep their names."""
+
+    def __init__(self, lm):
+        super().__init__()
+        self.lm = lm
+
+    def forward(self, x):
+        z = self.lm(x.view(x.size(0), -1))
+        return z.view(-1, z.size(-1))
+
+    def named_parameters(self, *args, **kwargs):
+        return self.lm.named_parameters(*args, **kwargs)
 
 
 def build(name, ctor, shape, classes, batch, train, seed, mode="fp32"):
@@ -184,15 +294,26 @@ def build(name, ctor, shape, classes, batch, train, seed, mode="fp32"):
         mod.r = identity
     with torch.no_grad():
         for mod in model.modules():
-            if isinstance(mod, nn.BatchNorm2d):
+            if isinstance(mod, (nn.BatchNorm2d, nn.LayerNorm)):
                 mod.weight.uniform_(0.5, 1.5)
                 mod.bias.uniform_(-0.2, 0.2)
+        if isinstance(model, Gpt):  # attention and logits far from uniform: a test that can fail
+            for n, p in model.named_parameters():
+                if "ln" not in n:
+                    p.mul_(8.0)
     model.train(train)
-    x = torch.randn(batch, *shape, dtype=torch.float32)
-    y = torch.randint(0, classes, (batch,), dtype=torch.int64)
+    lm = isinstance(model, Gpt)
+    if lm:  # token ids, a target at every position
+        x = torch.randint(0, classes, (batch, *shape), dtype=torch.int64)
+        y = torch.randint(0, classes, (batch * shape[1],), dtype=torch.int64)
+    else:
+        x = torch.randn(batch, *shape, dtype=torch.float32)
+        y = torch.randint(0, classes, (batch,), dtype=torch.int64)
     params = [(n, t2np(p)) for n, p in model.named_parameters()]
 
-    xg = x.clone().requires_grad_(True)
+    xg = x.clone().requires_grad_(not lm)
+    if lm:
+        model = LmInput(model)
     if mode == "bf16":
         with torch.no_grad():  # dtrain rounds its fp32 master weights for each pass
             for mod in model.modules():
@@ -201,7 +322,7 @@ def build(name, ctor, shape, classes, batch, train, seed, mode="fp32"):
                         p.copy_(bf16(p))
         round_outputs(model)
         xin = xg + (bf16(x) - x)  # rounded input, gradient passed through unrounded
-        logits = model(xin)
+        logits = model(xg if lm else xin)  # token ids are not rounded
     elif mode == "autocast":
         with torch.autocast("cpu", dtype=torch.bfloat16):
             logits = model(xg)
@@ -217,7 +338,7 @@ def build(name, ctor, shape, classes, batch, train, seed, mode="fp32"):
     recs.append(record("logits", t2np(logits)))
     recs.append(record("loss", np.float32(loss.item())))
     recs += [record("grad:" + n, t2np(p.grad)) for n, p in model.named_parameters()]
-    recs.append(record("input_grad", t2np(xg.grad)))
+    recs.append(record("input_grad", np.zeros(x.shape, np.float32) if lm else t2np(xg.grad)))
     for n, b in model.named_buffers():
         if n.endswith(".running_mean") or n.endswith(".running_var"):
             recs.append(record("state:" + n, t2np(b)))
@@ -232,8 +353,14 @@ def main():
     torch.set_default_dtype(torch.float32)
     here = os.path.dirname(os.path.abspath(__file__))
     outdir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "..", "tests", "data")
+    only = sys.argv[2:]
+    unknown = [n for n in only if n not in [m[0] for m in MODELS]]
+    if unknown:
+        sys.exit("torch_oracle.py: unknown model %s (expected: %s)" % (unknown[0], ", ".join(m[0] for m in MODELS)))
     os.makedirs(outdir, exist_ok=True)
     for i, (name, ctor, shape, classes, batch, train) in enumerate(MODELS):
+        if only and name not in only:
+            continue
         for mode, suffix in (("fp32", ""), ("bf16", "_bf16"), ("autocast", "_autocast")):
             blob, loss = build(name, ctor, shape, classes, batch, train, SEED + i, mode)
             path = os.path.join(outdir, name + "_oracle" + suffix + ".bin")
