@@ -18,9 +18,10 @@ resblock-tiny  3x8x8 input, 10 classes, batch 4, TRAIN mode (batch-norm uses bat
                statistics, biased variance, eps 1e-5; running stats updated with momentum
                0.1 and the unbiased variance, starting from mean 0 / var 1).
 gpt-micro      nanoGPT's GPT with gpt-tiny's structure, smaller (2 layers, 4 heads, width 32,
-               context 16, vocabulary 256: the files stay ~330 kB): dtrain's dt_gpt_spec(2, 4,
-               32, 16, 256). Batch 3 windows of random token ids, a target at every position
-               (F.cross_entropy over the 48 rows), the head tied to the token embedding (one
+               context 40, vocabulary 256: the files stay ~430 kB; 40 positions take dtrain's
+               attention through two blocks of rows, 32 and 8): dtrain's dt_gpt_spec(2, 4, 32,
+               40, 256). Batch 3 windows of random token ids, a target at every position
+               (F.cross_entropy over the 120 rows), the head tied to the token embedding (one
                parameter: named_parameters() lists transformer.wte.weight only). nanoGPT's
                initialisation, then the other weights times 8 (so that attention and the logits
                are far from uniform: std 0.16) and every layer norm's weight U(0.5, 1.5) and
@@ -87,6 +88,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+sys.dont_write_bytecode = True  # no __pycache__ in the work tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+from pytorch_train import Gpt  # noqa: E402  nanoGPT's GPT, dtrain's names; self.r at dtrain's stored outputs
+
 SEED = 20240607
 MAGIC = b"DTORACL1"
 
@@ -142,82 +147,8 @@ class ResblockTiny(nn.Module):
         return self.fc(x)
 
 
-class CausalSelfAttention(nn.Module):
-    """nanoGPT's, without dropout; the causal mask made in forward (torch 1.13 has no
-    scaled_dot_product_attention; nanoGPT's own module keeps it as a buffer 'attn.bias', which
-    its loader drops)."""
-
-    def __init__(self, width, heads):
-        super().__init__()
-        self.c_attn = nn.Linear(width, 3 * width)
-        self.c_proj = nn.Linear(width, width)
-        self.heads = heads
-
-    def forward(self, x):
-        B, T, C = x.size()
-        q, k, v = self.c_attn(x).split(C, dim=2)
-        q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-        mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
-        att = F.softmax(att.masked_fill(~mask, float("-inf")), dim=-1)
-        y = self.r(att @ v)  # dtrain's attention layer: its output stored (bf16)
-        return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
-
-
-class Mlp(nn.Module):
-    def __init__(self, width):
-        super().__init__()
-        self.c_fc = nn.Linear(width, 4 * width)
-        self.c_proj = nn.Linear(4 * width, width)
-
-    def forward(self, x):
-        return self.c_proj(self.r(F.gelu(self.c_fc(x), approximate="tanh")))
-
-
-class Block(nn.Module):
-    def __init__(self, width, heads):
-        super().__init__()
-        self.ln_1 = nn.LayerNorm(width)
-        self.attn = CausalSelfAttention(width, heads)
-        self.ln_2 = nn.LayerNorm(width)
-        self.mlp = Mlp(width)
-
-    def forward(self, x):
-        x = self.r(x + self.attn(self.ln_1(x)))
-        return self.r(x + self.mlp(self.ln_2(x)))
-
-
-class Gpt(nn.Module):
-    """nanoGPT's GPT (model.py): its module names, so its state_dict keys are dtrain's tensor
-    names (plus lm_head.weight, the tied transformer.wte.weight)."""
-
-    def __init__(self, layers, heads, width, context, vocab):
-        super().__init__()
-        self.transformer = nn.ModuleDict(dict(
-            wte=nn.Embedding(vocab, width), wpe=nn.Embedding(context, width),
-            h=nn.ModuleList([Block(width, heads) for _ in range(layers)]), ln_f=nn.LayerNorm(width)))
-        self.lm_head = nn.Linear(width, vocab, bias=False)
-        self.transformer.wte.weight = self.lm_head.weight
-        for m in self.modules():  # nanoGPT's _init_weights
-            if isinstance(m, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(m.weight, 0.0, 0.02)
-            if isinstance(m, nn.Linear) and m.bias is not None:
-                nn.init.zeros_(m.bias)
-        for n, p in self.named_parameters():
-            if n.endswith("c_proj.weight"):
-                nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * layers))
-
-    def forward(self, idx):
-        t = idx.size(1)
-        tok = self.r(self.transformer.wte(idx))  # dtrain's embed layer's output, stored
-        x = self.r(tok + self.transformer.wpe(torch.arange(t)))
-        for block in self.transformer.h:
-            x = block(x)
-        return self.lm_head(self.transformer.ln_f(x))
-
-
 def gpt_micro():
-    return Gpt(2, 4, 32, 16, 256)
+    return Gpt(2, 4, 32, 40, 256)
 
 
 # name, constructor, input shape (C, H, W), classes, batch, train mode; a language model's
@@ -225,7 +156,7 @@ def gpt_micro():
 MODELS = [
     ("cnn1", Cnn1, (1, 28, 28), 10, 8, False),
     ("resblock-tiny", ResblockTiny, (3, 8, 8), 10, 4, True),
-    ("gpt-micro", gpt_micro, (1, 16, 1), 256, 3, True),
+    ("gpt-micro", gpt_micro, (1, 40, 1), 256, 3, True),
 ]
 
 

@@ -246,8 +246,10 @@ int main(void) {
     gradcheck("attention-1head", "input seq=6 c=12\nattention heads=1\nlinear out=3\n", 2, 1, 200, 1.0, 0.9999, 0.1);
     gradcheck("attention-2heads", "input seq=7 c=24\nattention heads=2\nlinear out=3\n", 2, 1, 200, 1.0, 0.9999, 0.1);
     gradcheck("attention-4heads", "input seq=5 c=24\nattention heads=4\nlinear out=3\n", 3, 1, 200, 1.0, 0.9999, 0.1);
+    /* 70 positions: the GEMMs by blocks of 32 rows and columns, a last block of 6 */
+    gradcheck("attention-blocks", "input seq=70 c=6\nattention heads=2\nlinear out=3\n", 1, 1, 300, 1.0, 0.9999, 0.1);
     /* the input gradient through the fused projection, added to (the residual) */
-    gradcheck("attention-block", "input seq=5 c=8 \nlinear out=24 name=qkv\nattention heads=2\nlinear out=8\nadd in=input\n"
+    gradcheck("attention-residual", "input seq=5 c=8 \nlinear out=24 name=qkv\nattention heads=2\nlinear out=8\nadd in=input\n"
               "layernorm\nlinear out=3\n", 2, 1, 200, 1.0, 0.9999, 0.1);
     gradcheck("tied-head", "input seq=5\nembed vocab=6 out=4 name=wte\nlinear out=6 bias=0 tie=wte\n", 3, 1, 200, 1.0,
               0.9999, 0.1);
@@ -266,6 +268,7 @@ int main(void) {
     if (gpt) gradcheck("gpt-2-layers", gpt, 3, 1, 60, 1.0, 0.9999, 0.1);
     free(gpt);
     causal("attention", "input seq=7 c=24\nattention heads=2\n", 0);
+    causal("attention-blocks", "input seq=70 c=6\nattention heads=2\n", 0);
     causal("gpt", NULL, 1);
     return test_summary("test_gradcheck");
 }

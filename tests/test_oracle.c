@@ -23,11 +23,12 @@
 #include "dtrain.h"
 #include "models/model.h"
 
-/* The model of an oracle file: a zoo name, or gpt-micro (dt_gpt_spec(2, 4, 32, 16, 256), the
- * structure of gpt-tiny at a size whose oracle file stays small: scripts/torch_oracle.py). */
+/* The model of an oracle file: a zoo name, or gpt-micro (dt_gpt_spec(2, 4, 32, 40, 256), the
+ * structure of gpt-tiny at a size whose oracle file stays small, 40 positions to take the
+ * attention layer through more than one block: scripts/torch_oracle.py). */
 static dt_status open_model(const char *name, dt_model **m) {
     if (strcmp(name, "gpt-micro") != 0) return dt_model_from_name(name, m);
-    char *spec = dt_gpt_spec(2, 4, 32, 16, 256);
+    char *spec = dt_gpt_spec(2, 4, 32, 40, 256);
     if (!spec) return DT_ERR_NOMEM;
     const dt_status st = dt_model_from_spec(spec, name, m);
     free(spec);
@@ -60,15 +61,16 @@ static const variant BF16 = {DT_PRECISION_BF16, "_bf16", 0x1p-7, 0x1p-7};
  * a hundred times its size, each off by bf16's rounding) and from dtrain's rules by 0.51, as it
  * also rounds weight gradients and runs oneDNN's bf16 kernels. */
 static const variant AUTOCAST = {DT_PRECISION_BF16, "_autocast", 0.75, 0.75};
-/* gpt-micro against the same rules: 2^-9 of max|ref|, half a bf16 rounding unit. Measured: at
- * most 2.5e-7 of max|ref| (its GEMMs and sums ran in the order PyTorch's did, or rounded the same
- * way: no value came out one bf16 unit apart, as resblock-tiny's batch-norm sums do); the margin
- * leaves room for a few that will where another BLAS kernel sums in another order, and the fp32
- * engine is still 7 of these tolerances away (1.9 of resblock-tiny's: too loose for a GPT). */
-static const variant BF16_GPT = {DT_PRECISION_BF16, "_bf16", 0x1p-9, 0x1p-9};
+/* gpt-micro against the same rules: 2^-8 of max|ref|, one bf16 rounding unit. Measured: 5.1e-4
+ * here (Zen's OpenBLAS kernels, AVX2), 2.1e-3 with other kernels (OPENBLAS_CORETYPE=Sandybridge)
+ * or the portable tier (libm's exp): a value summed in another order, or exp'd by another exp,
+ * rounds to the other bf16 neighbour now and then, and the token embedding's gradient, a sum
+ * over every position, moves by up to a unit of its own. Two units (resblock-tiny's 2^-7) would
+ * be too loose: the fp32 engine is 4.9 units from this file, 2.4 of those. */
+static const variant BF16_GPT = {DT_PRECISION_BF16, "_bf16", 0x1p-8, 0x1p-8};
 /* The fp32 engine against the bf16 rules' file, measured only (probe). */
 static const variant FP32_VS_BF16 = {DT_PRECISION_FP32, "_bf16", 0x1p-7, 0x1p-7};
-static const variant FP32_VS_BF16_GPT = {DT_PRECISION_FP32, "_bf16", 0x1p-9, 0x1p-9};
+static const variant FP32_VS_BF16_GPT = {DT_PRECISION_FP32, "_bf16", 0x1p-8, 0x1p-8};
 
 /* The largest error of a run as a fraction of its scale tolerance; with probe set, errors
  * are only measured, not failed (to show that a tolerance tells the precisions apart). */
