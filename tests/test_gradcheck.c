@@ -8,6 +8,7 @@
 
 #include "check.h"
 #include "dtrain.h"
+#include "layers/vmath.h"
 #include "models/model.h"
 
 typedef struct {
@@ -204,8 +205,42 @@ static void causal(const char *label, const char *spec, int tokens) {
     dt_model_free(m);
 }
 
+/* The vectorised kernels under GELU, the attention and the loss against their definitions in
+ * double, to float precision (finite differences see only a few percent: GELU's gradient with
+ * 2 k1 x^2 for 3 k1 x^2 passed them), on 1027 values from -8 to 8 (a tail of 3 past the last
+ * 8-wide piece), written and added to. */
+static void kernels(void) {
+    enum { N = 1027 };
+    static float x[N], y[N], g[N], dy[N];
+    const double k0 = sqrt(2.0 / 3.14159265358979323846), k1 = 0.044715;
+    for (int i = 0; i < N; i++) { x[i] = -8.0f + 16.0f * i / (N - 1); dy[i] = 0.5f + (float)(i % 7) / 7.0f; g[i] = 1.0f; }
+    dt_vgelu(y, x, N);
+    dt_vgelu_grad(g, x, dy, N, 1);
+    double wy = 0, wg = 0, we = 0;
+    for (int i = 0; i < N; i++) {
+        const double v = x[i], u = k0 * (v + k1 * v * v * v), t = tanh(u);
+        const double ry = 0.5 * v * (1 + t), rd = 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * k0 * (1 + 3 * k1 * v * v);
+        /* GELU's scale is x's (for x << 0 it is x times a tail, where 1 + tanh cancels in float, as
+         * in PyTorch); its gradient's 1 */
+        wy = fmax(wy, fabs(y[i] - ry) / (1e-3 + fabs(v)));
+        wg = fmax(wg, fabs(g[i] - (1.0 + dy[i] * rd)) / (1.0 + fabs(dy[i] * rd)));
+    }
+    /* exp, shifted, and its sum: a softmax's */
+    double sum = 0;
+    for (int i = 0; i < N; i++) sum += exp((double)x[i] - 3.0);
+    const float s = dt_vexp_sum(y, x, N, 3.0f);
+    for (int i = 0; i < N; i++) we = fmax(we, fabs(y[i] - exp((double)x[i] - 3.0)) / exp((double)x[i] - 3.0));
+    printf("kernels: GELU %.1e, its gradient %.1e, exp %.1e, exp's sum %.1e (relative), max %g\n", wy, wg, we,
+           fabs(s - sum) / sum, (double)dt_vmax(x, N));
+    CHECK_MSG(wy < 2e-6 && wg < 4e-6, "GELU: %.3g, its gradient %.3g from the definition", wy, wg);
+    /* (x - 3 is rounded to float first: half an ulp of the argument, 5e-7 of exp near 8) */
+    CHECK_MSG(we < 1e-6 && fabs(s - sum) < 1e-5 * sum, "exp: %.3g, its sum %.3g", we, fabs(s - sum) / sum);
+    CHECK(dt_vmax(x, N) == 8.0f && dt_vmax(x, 5) == x[4]);
+}
+
 int main(void) {
     dt_runtime_init();
+    kernels();
     gradcheck("linear", "input c=3 h=2 w=2\nlinear out=5\n", 4, 1, 200, 1.0, 0.9999, 0.1);
     gradcheck("linear-nobias", "input c=6 h=1 w=1\nlinear out=4 bias=0\n", 3, 1, 200, 1.0, 0.9999, 0.1);
     gradcheck("conv", "input c=2 h=7 w=7\nconv out=3 k=3\nflatten\n", 2, 1, 200, 1.0, 0.9999, 0.1);
