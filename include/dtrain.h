@@ -162,6 +162,9 @@ float *dt_model_params(dt_model *m);
 float *dt_model_grads(dt_model *m);
 int dt_model_num_tensors(const dt_model *m);
 const dt_tensor_view *dt_model_tensor(const dt_model *m, int i);
+/* The spec kind of the layer tensor i belongs to ("linear", "embed", "layernorm", ...): which
+ * tensors are embeddings or norms, for an optimiser that decays only the others' weights. */
+const char *dt_model_tensor_kind(const dt_model *m, int i);
 /* Non-trained state (batch-norm running statistics), one buffer, its own views. */
 size_t dt_model_num_state(const dt_model *m);
 float *dt_model_state(dt_model *m);

@@ -90,6 +90,10 @@ static void test_zoo(void) {
                             "transformer.h.0.mlp.c_proj.weight", "transformer.h.0.mlp.c_proj.bias"};
         for (int i = 0; i < 14; i++) CHECK_MSG(!strcmp(dt_model_tensor(m, i)->name, gn[i]), "tensor %d is %s", i, dt_model_tensor(m, i)->name);
         CHECK(!strcmp(dt_model_tensor(m, 51)->name, "transformer.ln_f.bias"));
+        /* the kinds an optimiser decays by: embeddings, norms, linears */
+        CHECK(!strcmp(dt_model_tensor_kind(m, 0), "embed") && !strcmp(dt_model_tensor_kind(m, 1), "posembed"));
+        CHECK(!strcmp(dt_model_tensor_kind(m, 3), "layernorm") && !strcmp(dt_model_tensor_kind(m, 4), "linear"));
+        CHECK(!strcmp(dt_model_tensor_kind(m, 51), "layernorm"));
         /* nanoGPT's initialisation: N(0, 0.02), the residual projections 0.02/sqrt(2 * 4) */
         dt_model_init(m, 1);
         for (int i = 0; i < 7; i += 6) {

@@ -352,6 +352,14 @@ const dt_tensor_view *dt_model_tensor(const dt_model *m, int i) {
     assert(i >= 0 && i < m->nviews);
     return &m->views[i];
 }
+const char *dt_model_tensor_kind(const dt_model *m, int i) {
+    assert(i >= 0 && i < m->nviews);
+    /* views are in node order, a node's own tensors together */
+    for (int k = 0, v = 0; k < m->nn; k++)
+        for (int t = 0; t < m->nodes[k].nparam; t++)
+            if (dt_node_owns(&m->nodes[k], t) && v++ == i) return m->nodes[k].ops->kind;
+    return "?";
+}
 size_t dt_model_num_state(const dt_model *m) { return m->ns; }
 float *dt_model_state(dt_model *m) { return m->state; }
 int dt_model_num_state_tensors(const dt_model *m) { return m->nsviews; }
