@@ -7,12 +7,16 @@ one thread, and prints one line:
 
     pytorch model=<m> batch=<b> precision=<p> images_per_s=<float> maxrss_kb=<int>
 
+(a language model, gpt-tiny or gpt-small: images_per_s counts windows of T tokens, and the line
+also has positions=<T> tokens_per_s=<float>)
+
 Only forward + cross-entropy + backward + optimizer.step (with
 zero_grad(set_to_none=True)) is timed; data generation is done up front.
 Run with Debian's /usr/bin/python3 (python3-torch).
 """
 import argparse
 import ctypes
+import math
 import resource
 import sys
 import time
@@ -130,8 +134,104 @@ def alexnet_cifar():
         nn.Linear(1024, 10))
 
 
+def _same(x):
+    return x
+
+
+class CausalSelfAttention(nn.Module):
+    """nanoGPT's (model.py), without dropout: torch 1.13 has no scaled_dot_product_attention,
+    so its manual path, the causal mask a buffer (not persistent: state_dict keys stay
+    dtrain's tensor names; nanoGPT's own module saves it as attn.bias, which its loader drops)."""
+    r = staticmethod(_same)  # scripts/torch_oracle.py rounds here: dtrain stores this output
+
+    def __init__(self, width, heads, context):
+        super().__init__()
+        self.c_attn = nn.Linear(width, 3 * width)
+        self.c_proj = nn.Linear(width, width)
+        self.heads = heads
+        self.register_buffer("bias", torch.tril(torch.ones(context, context)).view(1, 1, context, context),
+                             persistent=False)
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = F.softmax(att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf")), dim=-1)
+        y = self.r(att @ v)
+        return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+
+
+class Mlp(nn.Module):
+    r = staticmethod(_same)
+
+    def __init__(self, width):
+        super().__init__()
+        self.c_fc = nn.Linear(width, 4 * width)
+        self.c_proj = nn.Linear(4 * width, width)
+
+    def forward(self, x):
+        return self.c_proj(self.r(F.gelu(self.c_fc(x), approximate="tanh")))  # GPT-2's GELU, dtrain's
+
+
+class Block(nn.Module):
+    r = staticmethod(_same)
+
+    def __init__(self, width, heads, context):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(width)
+        self.attn = CausalSelfAttention(width, heads, context)
+        self.ln_2 = nn.LayerNorm(width)
+        self.mlp = Mlp(width)
+
+    def forward(self, x):
+        x = self.r(x + self.attn(self.ln_1(x)))
+        return self.r(x + self.mlp(self.ln_2(x)))
+
+
+class Gpt(nn.Module):
+    """nanoGPT's GPT (model.py, bias=True, dropout 0): its module names, so its state_dict keys
+    are dtrain's tensor names (and lm_head.weight, the tied transformer.wte.weight); its
+    initialisation."""
+    r = staticmethod(_same)
+
+    def __init__(self, layers, heads, width, context, vocab):
+        super().__init__()
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(vocab, width), wpe=nn.Embedding(context, width),
+            h=nn.ModuleList([Block(width, heads, context) for _ in range(layers)]), ln_f=nn.LayerNorm(width)))
+        self.lm_head = nn.Linear(width, vocab, bias=False)
+        self.transformer.wte.weight = self.lm_head.weight
+        for m in self.modules():  # nanoGPT's _init_weights
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, 0.0, 0.02)
+            if isinstance(m, nn.Linear) and m.bias is not None:
+                nn.init.zeros_(m.bias)
+        for n, p in self.named_parameters():
+            if n.endswith("c_proj.weight"):
+                nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * layers))
+
+    def forward(self, idx):
+        t = idx.size(1)
+        tok = self.r(self.transformer.wte(idx))
+        x = self.r(tok + self.transformer.wpe(torch.arange(t)))
+        for block in self.transformer.h:
+            x = block(x)
+        return self.lm_head(self.transformer.ln_f(x))
+
+
+def gpt_tiny():
+    return Gpt(4, 4, 128, 64, 256)    # nanoGPT's CPU configuration on bytes: 834,304 parameters
+
+
+def gpt_small():
+    return Gpt(6, 6, 384, 256, 256)
+
+
 MODELS = {
-    # name: (constructor, input shape per image)
+    # name: (constructor, input shape per image); a language model's: (T,) token ids
+    "gpt-tiny": (gpt_tiny, (64,)),
+    "gpt-small": (gpt_small, (256,)),
     "mlp": (mlp, (1, 28, 28)),
     "cnn1": (cnn1, (1, 28, 28)),
     "cnn2": (cnn2, (1, 28, 28)),
@@ -184,16 +284,24 @@ def main(argv=None):
     opt = torch.optim.SGD(model.parameters(), lr=args.lr,
                           momentum=args.momentum)
 
-    # Pre-generated random data: a small pool of distinct batches, cycled.
+    # Pre-generated random data: a small pool of distinct batches, cycled. A language model:
+    # token ids and a target at every position (its loss over batch x T rows, as dtrain's).
     nbatches = min(args.warmup + args.steps, 8)
-    xs = [torch.randn(args.batch, *shape) for _ in range(nbatches)]
-    ys = [torch.randint(0, 10, (args.batch,)) for _ in range(nbatches)]
+    lm = isinstance(model, Gpt)
+    if lm:
+        vocab = model.lm_head.out_features
+        xs = [torch.randint(0, vocab, (args.batch, *shape)) for _ in range(nbatches)]
+        ys = [torch.randint(0, vocab, (args.batch * shape[0],)) for _ in range(nbatches)]
+    else:
+        xs = [torch.randn(args.batch, *shape) for _ in range(nbatches)]
+        ys = [torch.randint(0, 10, (args.batch,)) for _ in range(nbatches)]
 
     def step(i):
         x, y = xs[i % nbatches], ys[i % nbatches]
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
-            loss = F.cross_entropy(model(x), y)
+            z = model(x)
+            loss = F.cross_entropy(z.view(-1, z.size(-1)) if lm else z, y)
         loss.backward()
         opt.step()
         return loss
@@ -215,8 +323,9 @@ def main(argv=None):
 
     ips = args.batch * args.steps / dt
     maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    tokens = f" positions={shape[0]} tokens_per_s={ips * shape[0]:.1f}" if lm else ""
     print(f"pytorch model={args.model} batch={args.batch} precision={args.precision} "
-          f"images_per_s={ips:.1f} maxrss_kb={maxrss}", flush=True)
+          f"images_per_s={ips:.1f}{tokens} maxrss_kb={maxrss}", flush=True)
     return 0
 
 

@@ -5,6 +5,7 @@ Input file, one line per run (written by bench/run):
     rep=<r> dtrain model=<m> batch=<b> precision=<p> images_per_s=<f> fwd_flops=<f> maxrss_kb=<i>
         activation_kb=<i> blas=<core> kernels=<tier> engines=<kind:engine:count,...>
     rep=<r> pytorch model=<m> batch=<b> precision=<p> images_per_s=<f> maxrss_kb=<i> blas=<core>
+    (a language model's lines also have positions=<T> tokens_per_s=<f>; images are its windows)
     rep=<r> dtrain FAILED model=<m> rc=<rc>          (failed or unparsable run)
 
 Peaks: --peak CORE=GFLOPS (repeatable), e.g. --peak Haswell=106.0 --peak SkylakeX=203.1
@@ -107,6 +108,12 @@ def main():
         print(f"   {'':22s} median (min - max)")
         print(f"   {'dtrain images/s':22s} {stat3(dips)}")
         print(f"   {'pytorch images/s':22s} {stat3(pips)}")
+        # a language model: windows of T tokens (images/s above), and tokens a second
+        dtok = [float(r["kv"]["tokens_per_s"]) for r in d.values() if "tokens_per_s" in r["kv"]]
+        ptok = [float(r["kv"]["tokens_per_s"]) for r in p.values() if "tokens_per_s" in r["kv"]]
+        if dtok or ptok:
+            print(f"   {'dtrain tokens/s':22s} {stat3(dtok)}")
+            print(f"   {'pytorch tokens/s':22s} {stat3(ptok)}")
         print(f"   {'ratio dtrain/pytorch':22s} {stat3(ratios, 2)}   (median of per-repeat ratios)")
         if train_flops:
             print(f"   {'train MFLOP/image':22s} {train_flops * 1e-6:.2f}   (3 x forward {fwd * 1e-6:.2f})")

@@ -20,14 +20,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             float *x = calloc((size_t)c * h * w, sizeof *x);
             if (!x) abort();
             for (size_t i = 0; i < (size_t)c * h * w; i++) x[i] = (float)(i % 7) - 3.0f;
-            const uint8_t y = (uint8_t)(classes - 1 < 255 ? classes - 1 : 255);
+            /* a label per prediction: each position of a sequence model's output */
+            uint8_t *y = malloc((size_t)dt_model_positions(m));
+            if (!y) abort();
+            memset(y, classes - 1 < 255 ? classes - 1 : 255, (size_t)dt_model_positions(m));
             dt_model_forward(m, x, 1, 1);
-            dt_model_backward(m, &y, NULL);
+            dt_model_backward(m, y, NULL);
             /* and in bf16, whose staging buffers are sized from the same shapes */
             if (dt_model_set_precision(m, DT_PRECISION_BF16) != DT_OK) abort();
             dt_model_forward(m, x, 1, 1);
-            dt_model_backward(m, &y, NULL);
+            dt_model_backward(m, y, NULL);
             free(x);
+            free(y);
         }
         dt_model_free(m);
     }

@@ -153,7 +153,7 @@ dt_status dt_split(const uint8_t *labels, int n, int classes, int nranks, dt_spl
 
 /* ---------------------------------------------------------------- models */
 typedef struct dt_tensor_view {
-    char name[48];          /* "conv1.weight" */
+    char name[64];          /* "conv1.weight", "transformer.h.0.attn.c_attn.weight" */
     size_t offset;          /* into the parameter (or state) buffer, in floats */
     size_t numel;
     int ndim;
@@ -187,15 +187,29 @@ const dt_tensor_view *dt_model_tensor(const dt_model *m, int i);
  * or more dimensions of a layer whose parameters are GEMM operands (conv, linear); never a bias,
  * a norm's parameters or an embedding. */
 int dt_model_tensor_decays(const dt_model *m, int i);
+/* The spec kind of the layer tensor i belongs to ("linear", "embed", "layernorm", ...): which
+ * tensors are embeddings or norms, for an optimiser that decays only the others' weights. */
+const char *dt_model_tensor_kind(const dt_model *m, int i);
 /* Non-trained state (batch-norm running statistics), one buffer, its own views. */
 size_t dt_model_num_state(const dt_model *m);
 float *dt_model_state(dt_model *m);
 int dt_model_num_state_tensors(const dt_model *m);
 const dt_tensor_view *dt_model_state_tensor(const dt_model *m, int i);
 
+/* c x h x w per example; a sequence model's input (spec 'input seq=T') is c = 1, h = T, w = 1:
+ * T token ids, each an exact integer in a float. */
 void dt_model_input_shape(const dt_model *m, int *c, int *h, int *w);
+/* Classes of each prediction: a classifier's outputs; a language model's vocabulary (the
+ * last layer's features at each position). */
 int dt_model_num_classes(const dt_model *m);
-/* Forward FLOPs per image (multiply-add = 2). */
+/* Predictions per example: T when the last layer's output is a sequence (a language model
+ * predicts the next token at every position), else 1. Targets and labels are [batch][positions]. */
+int dt_model_positions(const dt_model *m);
+/* The vocabulary of the token ids the model reads (its embed layer's vocab=), 0 when its input
+ * is not token ids. */
+int dt_model_vocab(const dt_model *m);
+/* Forward FLOPs per example (multiply-add = 2; attention's QK^T and PV as full T x T products,
+ * as PyTorch's profiler counts them: docs/model-spec.md). */
 double dt_model_flops(const dt_model *m);
 /* Dropout seed (each rank its own stream). */
 void dt_model_set_seed(dt_model *m, uint64_t seed);
@@ -222,12 +236,16 @@ size_t dt_model_activation_bytes(const dt_model *m);
  * Writes at most cap bytes (NUL included); returns the length it needed, as snprintf. */
 size_t dt_model_engines(const dt_model *m, char *buf, size_t cap);
 
-/* Forward pass; returns the logits (batch x classes), valid until the next call. */
+/* Forward pass; returns the logits (batch x positions x classes), valid until the next call. */
 const float *dt_model_forward(dt_model *m, const float *x, int batch, int train);
-/* Softmax cross-entropy on the last forward's logits and labels, then backward: fills the
- * gradient buffer (overwritten, not accumulated). Returns the mean loss; *correct (if not
- * NULL) receives the number of correct predictions. dx_out, if not NULL, receives the
- * gradient with respect to the input (batch * c * h * w), for tests. */
+/* Softmax cross-entropy on the last forward's logits and targets, then backward: fills the
+ * gradient buffer (overwritten, not accumulated). The targets are batch x positions class
+ * indices, row-major ([batch][positions]); the loss is the mean over those rows (PyTorch's
+ * F.cross_entropy over the flattened rows). Returns it; *correct (if not NULL) receives the
+ * number of rows whose arg-max is the target. The uint8 forms (classifiers: labels) convert
+ * into a buffer dt_model_reserve made, so a step allocates nothing either way. dx_out, if not
+ * NULL, receives the gradient with respect to the input (batch * c * h * w), for tests. */
+float dt_model_backward_targets(dt_model *m, const uint16_t *targets, int *correct);
 float dt_model_backward(dt_model *m, const uint8_t *labels, int *correct);
 float dt_model_backward_input(dt_model *m, const uint8_t *labels, int *correct, float *dx_out);
 /* Called during backward after each layer, from the last to the first, with `from`: the
@@ -237,6 +255,7 @@ float dt_model_backward_input(dt_model *m, const uint8_t *labels, int *correct, 
 typedef void (*dt_grads_ready_fn)(void *arg, size_t from);
 void dt_model_set_grads_ready(dt_model *m, dt_grads_ready_fn fn, void *arg);
 /* Loss and correct count of the last forward without backward. */
+float dt_model_loss_targets(const dt_model *m, const uint16_t *targets, int *correct);
 float dt_model_loss(const dt_model *m, const uint8_t *labels, int *correct);
 
 /* Prints layers, output shapes, parameter count, FLOPs to a FILE*. */

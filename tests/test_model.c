@@ -73,6 +73,43 @@ static void test_zoo(void) {
     free(a);
     CHECK(dt_model_flops(m) > 1.0e6 && dt_model_flops(m) < 1.1e6);
     dt_model_free(m);
+    /* nanoGPT's CPU configuration, the head tied to the token embedding (not counted twice) */
+    CHECK_MSG(count_of("gpt-tiny") == 834304, "gpt-tiny: %zu parameters", count_of("gpt-tiny"));
+    CHECK(dt_model_from_name("gpt-tiny", &m) == DT_OK);
+    if (m) {
+        int c, h, w;
+        dt_model_input_shape(m, &c, &h, &w);
+        CHECK(c == 1 && h == 64 && w == 1 && dt_model_positions(m) == 64 && dt_model_num_classes(m) == 256);
+        CHECK(dt_model_vocab(m) == 256 && dt_model_num_tensors(m) == 2 + 4 * 12 + 2);
+        /* nanoGPT's state_dict keys, in its order (but lm_head.weight: the same tensor) */
+        const char *gn[] = {"transformer.wte.weight", "transformer.wpe.weight", "transformer.h.0.ln_1.weight",
+                            "transformer.h.0.ln_1.bias", "transformer.h.0.attn.c_attn.weight",
+                            "transformer.h.0.attn.c_attn.bias", "transformer.h.0.attn.c_proj.weight",
+                            "transformer.h.0.attn.c_proj.bias", "transformer.h.0.ln_2.weight", "transformer.h.0.ln_2.bias",
+                            "transformer.h.0.mlp.c_fc.weight", "transformer.h.0.mlp.c_fc.bias",
+                            "transformer.h.0.mlp.c_proj.weight", "transformer.h.0.mlp.c_proj.bias"};
+        for (int i = 0; i < 14; i++) CHECK_MSG(!strcmp(dt_model_tensor(m, i)->name, gn[i]), "tensor %d is %s", i, dt_model_tensor(m, i)->name);
+        CHECK(!strcmp(dt_model_tensor(m, 51)->name, "transformer.ln_f.bias"));
+        /* the kinds an optimiser decays by: embeddings, norms, linears */
+        CHECK(!strcmp(dt_model_tensor_kind(m, 0), "embed") && !strcmp(dt_model_tensor_kind(m, 1), "posembed"));
+        CHECK(!strcmp(dt_model_tensor_kind(m, 3), "layernorm") && !strcmp(dt_model_tensor_kind(m, 4), "linear"));
+        CHECK(!strcmp(dt_model_tensor_kind(m, 51), "layernorm"));
+        /* nanoGPT's initialisation: N(0, 0.02), the residual projections 0.02/sqrt(2 * 4) */
+        dt_model_init(m, 1);
+        for (int i = 0; i < 7; i += 6) {
+            const dt_tensor_view *v = dt_model_tensor(m, i == 0 ? 0 : 6); /* wte; h.0.attn.c_proj.weight */
+            double ss = 0;
+            for (size_t j = 0; j < v->numel; j++) ss += (double)dt_model_params(m)[v->offset + j] * dt_model_params(m)[v->offset + j];
+            const double sd = sqrt(ss / v->numel), want = i == 0 ? 0.02 : 0.02 / sqrt(8.0);
+            CHECK_MSG(fabs(sd - want) < 0.03 * want, "%s: std %g, want %g", v->name, sd, want);
+        }
+        CHECK(dt_model_params(m)[dt_model_tensor(m, 2)->offset] == 1.0f && dt_model_params(m)[dt_model_tensor(m, 5)->offset] == 0.0f);
+        /* FLOPs: 2 x (parameters but the embeddings) a position, attention's 4 T^2 C, softmax,
+         * norms, GELU and the adds: 115.7 MFLOP an example (dtrain info) */
+        CHECK_MSG(fabs(dt_model_flops(m) - 115712000.0) < 1, "gpt-tiny: %.0f FLOPs", dt_model_flops(m));
+        dt_model_free(m);
+    }
+    CHECK(count_of("gpt-small") == 256 * 384 + 256 * 384 + 6 * (12 * 384 * 384 + 13 * 384) + 2 * 384);
     /* resnet18 state: 2 per batch-norm */
     CHECK(dt_model_from_name("resnet18-cifar", &m) == DT_OK);
     CHECK(dt_model_num_state_tensors(m) == 2 * 20);
@@ -103,6 +140,27 @@ static void test_spec_errors(void) {
     expect_spec_error("input c=1 h=8 w=8\ndropout p=1.5\n", "dropout p=1.5 must be in [0, 1)");
     expect_spec_error("input c=1 h=8 w=8\n", "the model has no layers");
     expect_spec_error("# nothing\n", "no 'input c=C h=H w=W' line");
+    /* sequences */
+    expect_spec_error("input seq=8\nconv out=2 k=1\n", "conv takes an image, not a sequence");
+    expect_spec_error("input seq=8 c=4\nbatchnorm\n", "batchnorm takes an image, not a sequence");
+    expect_spec_error("input c=3 h=8 w=8\nattention heads=1\n", "attention takes a sequence");
+    expect_spec_error("input seq=8 h=3\nlinear out=2\n", "input seq=T takes no h= or w=");
+    expect_spec_error("input seq=0\nlinear out=2\n", "input: expected c=C h=H w=W or seq=T");
+    expect_spec_error("input seq=8 c=30\nattention heads=4\n", "10 features (C) do not divide into heads=4");
+    expect_spec_error("input seq=8 c=32\nattention heads=4\n", "32 is not a multiple of 3");
+    expect_spec_error("input seq=8 c=12\nattention heads=0\n", "bad value '0' for heads=");
+    expect_spec_error("input seq=8\nembed vocab=10 out=4\nembed vocab=10 out=4\n", "embed reads the model input");
+    expect_spec_error("input seq=8 c=2\nembed vocab=10 out=4\n", "embed takes token ids");
+    expect_spec_error("input seq=8\nembed out=4\n", "embed needs vocab=V");
+    expect_spec_error("input seq=8\nembed vocab=10 out=4\nlinear out=10 tie=wte\n", "tie=wte: no earlier layer has that name");
+    expect_spec_error("input seq=8\nembed vocab=10 out=4 name=e\nlinear out=9 bias=0 tie=e\n",
+                      "tie=e: its weight is [10, 4], this layer's would be [9, 4]");
+    expect_spec_error("input seq=8\nembed vocab=10 out=4 name=e\nlinear out=4 name=f\nlinear out=4 tie=f\n",
+                      "tie=f: 'f' is a linear layer; only an embed's weight can be shared");
+    expect_spec_error("input seq=8\nembed vocab=4 out=4 name=e\nlinear out=4 tie=e\nlinear out=4 tie=e\n",
+                      "tie=e: its weight is already shared");
+    expect_spec_error("input seq=8\nembed vocab=4 out=4\nlayernorm tie=x\n", "unknown key 'tie' for layernorm");
+    expect_spec_error("input seq=8\nembed vocab=4 out=4\nlinear out=4 std=-1\n", "bad value '-1' for std=");
     dt_model *m = NULL;
     CHECK(dt_model_from_file("/nonexistent/x.spec", &m) == DT_ERR_IO);
     CHECK(strstr(dt_last_error(), "/nonexistent/x.spec") != NULL);
@@ -302,22 +360,30 @@ static void on_ready(void *arg, size_t from) {
     if (r->final_grads && memcmp(r->grads + from, r->final_grads + from, (r->np - from) * sizeof(float)) != 0) r->early++;
 }
 
+/* A GPT's tied head (its weight is the token embedding's, at the buffer's start) writes that
+ * gradient first and the embedding, the first layer, adds to it last: `from` must not reach the
+ * embedding before then (allreduce would send a half-summed gradient). */
 static void test_grads_ready(void) {
-    const char *names[] = {"cnn1", "resblock-tiny"};
-    for (int k = 0; k < 4; k++) { /* each model in fp32, then in bf16 */
+    char *gpt = dt_gpt_spec(2, 2, 8, 6, 11);
+    const char *names[] = {"cnn1", "resblock-tiny", gpt};
+    for (int k = 0; k < 6; k++) { /* each model in fp32, then in bf16 */
+        const char *name = names[k % 3];
         dt_model *m = NULL;
-        CHECK(dt_model_from_name(names[k % 2], &m) == DT_OK);
+        CHECK(k % 3 == 2 ? dt_model_from_spec(name, "gpt", &m) == DT_OK : dt_model_from_name(name, &m) == DT_OK);
         if (!m) continue;
+        if (k % 3 == 2) name = "gpt";
         dt_model_init(m, 3);
-        CHECK(dt_model_set_precision(m, k < 2 ? DT_PRECISION_FP32 : DT_PRECISION_BF16) == DT_OK);
+        CHECK(dt_model_set_precision(m, k < 3 ? DT_PRECISION_FP32 : DT_PRECISION_BF16) == DT_OK);
         const int batch = 4;
         CHECK(dt_model_reserve(m, batch) == DT_OK);
         int c, h, w;
         dt_model_input_shape(m, &c, &h, &w);
         const size_t in = (size_t)c * h * w;
         float *x = malloc((size_t)batch * in * sizeof(float));
-        uint8_t y[4] = {1, 7, 3, 0};
-        for (size_t i = 0; i < (size_t)batch * in; i++) x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+        uint8_t y[4 * 6];
+        for (int i = 0; i < batch * dt_model_positions(m); i++) y[i] = (uint8_t)((i * 7 + 1) % dt_model_num_classes(m));
+        for (size_t i = 0; i < (size_t)batch * in; i++)
+            x[i] = dt_model_vocab(m) ? (float)(i * 5 % 11) : (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
         const size_t np = dt_model_num_params(m);
         ready_log r = {.np = np, .last_from = np, .grads = dt_model_grads(m)};
         r.final_grads = malloc(np * sizeof(float));
@@ -330,8 +396,8 @@ static void test_grads_ready(void) {
         dt_model_set_seed(m, 0);
         dt_model_forward(m, x, batch, 1);
         dt_model_backward(m, y, NULL);
-        CHECK_MSG(r.calls >= dt_model_num_tensors(m) / 2, "%s: %d calls", names[k % 2], r.calls);
-        CHECK_MSG(r.grew == 0 && r.early == 0 && r.last_from == 0, "%s: grew %d, early %d, last %zu", names[k % 2], r.grew,
+        CHECK_MSG(r.calls >= dt_model_num_tensors(m) / 2, "%s: %d calls", name, r.calls);
+        CHECK_MSG(r.grew == 0 && r.early == 0 && r.last_from == 0, "%s: grew %d, early %d, last %zu", name, r.grew,
                   r.early, r.last_from);
         /* without the hook nothing is called */
         dt_model_set_grads_ready(m, NULL, NULL);
@@ -342,6 +408,61 @@ static void test_grads_ready(void) {
         free(x);
         dt_model_free(m);
     }
+    free(gpt);
+}
+
+/* A tied head's weight is written under both its names (PyTorch's state_dict has both), read
+ * from either, and refused when the two differ; in .weights and .safetensors alike. */
+static void test_tied_weights(void) {
+    char *spec = dt_gpt_spec(1, 2, 8, 4, 5);
+    dt_model *a = NULL, *b = NULL;
+    CHECK(spec && dt_model_from_spec(spec, "gpt", &a) == DT_OK && dt_model_from_spec(spec, "gpt", &b) == DT_OK);
+    free(spec);
+    if (!a || !b) { dt_model_free(a); dt_model_free(b); return; }
+    dt_model_init(a, 1);
+    dt_model_init(b, 2);
+    char dir[] = "/tmp/dtrain-tie-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    const size_t bytes = dt_model_num_params(a) * sizeof(float);
+    for (int k = 0; k < 2; k++) {
+        char path[256], edited[256];
+        snprintf(path, sizeof path, "%s/g.%s", dir, k ? "safetensors" : "weights");
+        snprintf(edited, sizeof edited, "%s/e.weights", dir);
+        CHECK(dt_model_save(a, path) == DT_OK);
+        dt_tfile f;
+        CHECK(dt_weights_read(path, &f) == DT_OK);
+        const dt_record *wte = dt_tfile_find(&f, "transformer.wte.weight"), *head = dt_tfile_find(&f, "lm_head.weight");
+        CHECK_MSG(wte && head && head->numel == 5 * 8 && head->shape[0] == 5 && head->shape[1] == 8 &&
+                  !memcmp(wte->data, head->data, wte->numel * sizeof(float)), "%s: lm_head.weight", path);
+        memset(dt_model_params(b), 0, bytes);
+        CHECK(dt_model_load(b, path) == DT_OK && !memcmp(dt_model_params(a), dt_model_params(b), bytes));
+        if (k == 1 || !wte || !head) { dt_tfile_free(&f); continue; }
+        /* lm_head.weight alone stands in for the embedding's */
+        dt_record *r = malloc((size_t)f.n * sizeof *r);
+        int n = 0;
+        for (int i = 0; i < f.n; i++)
+            if (strcmp(f.recs[i].name, "transformer.wte.weight") != 0) r[n++] = f.recs[i];
+        CHECK(dt_tfile_write(edited, r, n) == DT_OK);
+        memset(dt_model_params(b), 0, bytes);
+        CHECK(dt_model_load(b, edited) == DT_OK && !memcmp(dt_model_params(a), dt_model_params(b), bytes));
+        /* both, different: one weight cannot be two */
+        head->data[3] += 1.0f;
+        CHECK(dt_tfile_write(edited, f.recs, f.n) == DT_OK);
+        CHECK(dt_model_load(b, edited) == DT_ERR_FORMAT);
+        CHECK_MSG(strstr(dt_last_error(), "'transformer.wte.weight' and 'lm_head.weight' differ") != NULL, "%s",
+                  dt_last_error());
+        free(r);
+        unlink(edited);
+        dt_tfile_free(&f);
+    }
+    char p1[256], p2[256];
+    snprintf(p1, sizeof p1, "%s/g.weights", dir);
+    snprintf(p2, sizeof p2, "%s/g.safetensors", dir);
+    unlink(p1);
+    unlink(p2);
+    CHECK(rmdir(dir) == 0);
+    dt_model_free(a);
+    dt_model_free(b);
 }
 
 /* Weights files name their model (and its spec text), dataset and scheme in text records;
@@ -503,6 +624,7 @@ int main(void) {
     test_spec_errors();
     test_weights_file();
     test_weights_meta();
+    test_tied_weights();
     test_weights_refused();
     test_messages_escaped();
     test_sgd();

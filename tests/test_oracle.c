@@ -21,6 +21,19 @@
 
 #include "check.h"
 #include "dtrain.h"
+#include "models/model.h"
+
+/* The model of an oracle file: a zoo name, or gpt-micro (dt_gpt_spec(2, 4, 32, 40, 256), the
+ * structure of gpt-tiny at a size whose oracle file stays small, 40 positions to take the
+ * attention layer through more than one block: scripts/torch_oracle.py). */
+static dt_status open_model(const char *name, dt_model **m) {
+    if (strcmp(name, "gpt-micro") != 0) return dt_model_from_name(name, m);
+    char *spec = dt_gpt_spec(2, 4, 32, 40, 256);
+    if (!spec) return DT_ERR_NOMEM;
+    const dt_status st = dt_model_from_spec(spec, name, m);
+    free(spec);
+    return st;
+}
 
 #define TOL_REL 1e-4
 #define TOL_SCALE 1e-3
@@ -34,6 +47,9 @@ typedef struct variant {
 } variant;
 
 static const variant FP32 = {DT_PRECISION_FP32, "", TOL_REL, TOL_SCALE};
+/* A GPT (gpt-micro: gpt-tiny's structure, smaller) within 1e-5 of each tensor's max|ref|,
+ * as issue 45 asks; measured: at most ~1e-6 (printed below). */
+static const variant FP32_GPT = {DT_PRECISION_FP32, "", 1e-5, 1e-5};
 /* --precision bf16 against dtrain's rules written out in PyTorch (scripts/torch_oracle.py):
  * two bf16 rounding units (2 x 2^-8). Measured: at most 2.5e-3 of max|ref| (resblock-tiny's
  * conv1 weight gradient; most tensors 1e-7), from sums taken in another order, which round a
@@ -45,8 +61,16 @@ static const variant BF16 = {DT_PRECISION_BF16, "_bf16", 0x1p-7, 0x1p-7};
  * a hundred times its size, each off by bf16's rounding) and from dtrain's rules by 0.51, as it
  * also rounds weight gradients and runs oneDNN's bf16 kernels. */
 static const variant AUTOCAST = {DT_PRECISION_BF16, "_autocast", 0.75, 0.75};
+/* gpt-micro against the same rules: 2^-8 of max|ref|, one bf16 rounding unit. Measured: 5.1e-4
+ * here (Zen's OpenBLAS kernels, AVX2), 2.1e-3 with other kernels (OPENBLAS_CORETYPE=Sandybridge)
+ * or the portable tier (libm's exp): a value summed in another order, or exp'd by another exp,
+ * rounds to the other bf16 neighbour now and then, and the token embedding's gradient, a sum
+ * over every position, moves by up to a unit of its own. Two units (resblock-tiny's 2^-7) would
+ * be too loose: the fp32 engine is 4.9 units from this file, 2.4 of those. */
+static const variant BF16_GPT = {DT_PRECISION_BF16, "_bf16", 0x1p-8, 0x1p-8};
 /* The fp32 engine against the bf16 rules' file, measured only (probe). */
 static const variant FP32_VS_BF16 = {DT_PRECISION_FP32, "_bf16", 0x1p-7, 0x1p-7};
+static const variant FP32_VS_BF16_GPT = {DT_PRECISION_FP32, "_bf16", 0x1p-8, 0x1p-8};
 
 /* The largest error of a run as a fraction of its scale tolerance; with probe set, errors
  * are only measured, not failed (to show that a tolerance tells the precisions apart). */
@@ -241,7 +265,9 @@ static void run_oracle(const char *dir, const char *model_name, int train, const
 
     dt_model *m = NULL;
     float *dx = NULL;
-    dt_status st = dt_model_from_name(model_name, &m);
+    uint8_t *labels = NULL;
+    uint16_t *targets = NULL;
+    dt_status st = open_model(model_name, &m);
     CHECK_MSG(st == DT_OK && m, "dt_model_from_name(%s): %s", model_name, dt_last_error());
     if (st != DT_OK || !m) goto done;
     dt_model_init(m, 1); /* running stats mean 0 / var 1, as in PyTorch */
@@ -259,21 +285,26 @@ static void run_oracle(const char *dir, const char *model_name, int train, const
     CHECK_MSG(xin && lab && lgt && los && dxr, "%s lacks input/labels/logits/loss/input_grad", path);
     if (!(xin && lab && lgt && los && dxr)) goto done;
     int c = 0, h = 0, w = 0, classes = dt_model_num_classes(m);
+    /* a language model: a target at every position (rows = batch x T), token ids in */
+    const int rows = f.batch * dt_model_positions(m), lm = dt_model_vocab(m) > 0;
     dt_model_input_shape(m, &c, &h, &w);
     int in_ok = xin->ndim == 4 && xin->dims[0] == f.batch && xin->dims[1] == c &&
                 xin->dims[2] == h && xin->dims[3] == w && dxr->numel == xin->numel;
     CHECK_MSG(in_ok, "input shape: model %dx%dx%d, oracle record has ndim %d numel %zu",
               c, h, w, xin->ndim, xin->numel);
-    int out_ok = lgt->ndim == 2 && lgt->dims[0] == f.batch && lgt->dims[1] == classes;
-    CHECK_MSG(out_ok, "logits: model has %d classes, oracle logits numel %zu", classes, lgt->numel);
-    CHECK_MSG(lab->numel == (size_t)f.batch, "labels: %zu, batch %d", lab->numel, f.batch);
+    int out_ok = lgt->ndim == 2 && lgt->dims[0] == rows && lgt->dims[1] == classes;
+    CHECK_MSG(out_ok, "logits: model has %d rows of %d classes, oracle logits numel %zu", rows, classes, lgt->numel);
+    CHECK_MSG(lab->numel == (size_t)rows, "labels: %zu, rows %d", lab->numel, rows);
     CHECK_MSG(los->ndim == 0 && los->numel == 1, "loss record is not a scalar");
-    if (!in_ok || !out_ok || lab->numel != (size_t)f.batch) goto done;
-    uint8_t labels[4096];
-    for (int i = 0; i < f.batch; i++) {
+    if (!in_ok || !out_ok || lab->numel != (size_t)rows) goto done;
+    labels = malloc((size_t)rows);
+    targets = malloc((size_t)rows * sizeof *targets);
+    if (!labels || !targets) goto done;
+    for (int i = 0; i < rows; i++) {
         float v = lab->data[i];
-        CHECK_MSG(v >= 0 && v < classes && v == floorf(v), "label %d = %g", i, (double)v);
+        CHECK_MSG(v >= 0 && v < classes && v == floorf(v) && v < 256, "label %d = %g", i, (double)v);
         labels[i] = (uint8_t)v;
+        targets[i] = (uint16_t)v;
     }
 
     /* Parameters: every model tensor in the file and vice versa, same shapes. */
@@ -311,7 +342,7 @@ static void run_oracle(const char *dir, const char *model_name, int train, const
     if (!logits) goto done;
     compare(var, model_name, "logits", logits, lgt->data, lgt->numel);
     int want_correct = 0;
-    for (int i = 0; i < f.batch; i++) {
+    for (int i = 0; i < rows; i++) {
         int best = 0;
         for (int k = 1; k < classes; k++)
             if (lgt->data[i * classes + k] > lgt->data[i * classes + best]) best = k;
@@ -326,13 +357,23 @@ static void run_oracle(const char *dir, const char *model_name, int train, const
     if (!dx) goto done;
     for (size_t i = 0; i < xin->numel; i++) dx[i] = NAN;
     int correct = -1;
-    float loss = dt_model_backward_input(m, labels, &correct, dx);
+    /* a language model through the targets' own API (uint16; the uint8 labels are widened into
+     * the same), the loss alone first */
+    if (lm) {
+        int c2 = -1;
+        const float l2 = dt_model_loss_targets(m, targets, &c2);
+        compare(var, model_name, "loss (dt_model_loss_targets)", &l2, los->data, 1);
+        CHECK_MSG(c2 == want_correct, "%s: dt_model_loss_targets: correct = %d, oracle argmax gives %d", model_name, c2,
+                  want_correct);
+    }
+    float loss = lm ? dt_model_backward_targets(m, targets, &correct) : dt_model_backward_input(m, labels, &correct, dx);
+    if (lm) memset(dx, 0, xin->numel * sizeof *dx); /* token ids have no gradient: the file's zeros */
     compare(var, model_name, "loss", &loss, los->data, 1);
     CHECK_MSG(correct == want_correct, "%s: correct = %d, oracle argmax gives %d", model_name,
               correct, want_correct);
     for (int i = 0; i < nt; i++) {
         const dt_tensor_view *v = dt_model_tensor(m, i);
-        char nm[64];
+        char nm[96];
         snprintf(nm, sizeof nm, "grad:%s", v->name);
         compare(var, model_name, nm, grads + v->offset, ofind(&f, "grad:", v->name)->data, v->numel);
     }
@@ -346,7 +387,7 @@ static void run_oracle(const char *dir, const char *model_name, int train, const
         const orec *o = ofind(&f, "state:", v->name);
         CHECK_MSG(o != NULL, "model state tensor %s has no state: record in %s", v->name, path);
         if (!o || !shape_matches("state", v, o)) continue;
-        char nm[64];
+        char nm[96];
         snprintf(nm, sizeof nm, "state:%s", v->name);
         compare(var, model_name, nm, state + v->offset, o->data, v->numel);
     }
@@ -361,6 +402,8 @@ static void run_oracle(const char *dir, const char *model_name, int train, const
     if (train) CHECK_MSG(nstate_rec > 0, "%s: train-mode oracle without state records", path);
 
 done:
+    free(labels);
+    free(targets);
     free(dx);
     if (m) dt_model_free(m);
     ofile_free(&f);
@@ -376,14 +419,18 @@ int main(void) {
     run_oracle(dir, "resblock-tiny", 1, &BF16);
     run_oracle(dir, "cnn1", 0, &AUTOCAST);
     run_oracle(dir, "resblock-tiny", 1, &AUTOCAST);
+    run_oracle(dir, "gpt-micro", 0, &FP32_GPT);
+    run_oracle(dir, "gpt-micro", 0, &BF16_GPT);
+    run_oracle(dir, "gpt-micro", 0, &AUTOCAST);
     /* the bf16 tolerance is tight enough that the fp32 engine fails it on each model */
     probe = 1;
-    for (int i = 0; i < 2; i++) {
+    const char *probed[] = {"cnn1", "resblock-tiny", "gpt-micro"};
+    for (int i = 0; i < 3; i++) {
         worst_share = 0;
-        run_oracle(dir, i ? "resblock-tiny" : "cnn1", i, &FP32_VS_BF16);
+        run_oracle(dir, probed[i], i == 1, i == 2 ? &FP32_VS_BF16_GPT : &FP32_VS_BF16);
         printf("fp32 engine against the bf16 oracle: worst error %.1f bf16 tolerances\n", worst_share);
         CHECK_MSG(worst_share > 4, "fp32 is only %.2f bf16-tolerances from the bf16 oracle of %s: the bf16 "
-                  "check would not notice bf16 being off", worst_share, i ? "resblock-tiny" : "cnn1");
+                  "check would not notice bf16 being off", worst_share, probed[i]);
     }
     probe = 0;
     return test_summary("test_oracle");

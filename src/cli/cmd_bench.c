@@ -53,22 +53,24 @@ int dt_cmd_bench(int argc, char **argv) {
     int c, h, w;
     dt_model_input_shape(m, &c, &h, &w);
     size_t in = (size_t)c * h * w;
+    /* a language model: token ids in, a target at every position */
+    const int vocab = dt_model_vocab(m), positions = dt_model_positions(m);
     float *x = malloc((size_t)batch * in * sizeof(float));
-    uint8_t *y = malloc((size_t)batch);
+    uint16_t *y = malloc((size_t)batch * positions * sizeof *y);
     dt_sgd opt;
     dt_status st = (x && y) ? dt_model_reserve(m, batch) : dt_nomem("the batch of %d", batch);
     if (st == DT_OK) st = dt_sgd_init(&opt, dt_model_num_params(m), momentum, 0, 0);
     if (st != DT_OK) { free(x); free(y); dt_model_free(m); return dt_cli_fail(); }
     dt_rng r;
     dt_rng_seed(&r, 7);
-    for (size_t i = 0; i < (size_t)batch * in; i++) x[i] = 2 * dt_rng_uniform(&r) - 1;
-    for (int i = 0; i < batch; i++) y[i] = (uint8_t)dt_rng_below(&r, (uint32_t)dt_model_num_classes(m));
+    for (size_t i = 0; i < (size_t)batch * in; i++) x[i] = vocab ? (float)dt_rng_below(&r, (uint32_t)vocab) : 2 * dt_rng_uniform(&r) - 1;
+    for (int i = 0; i < batch * positions; i++) y[i] = (uint16_t)dt_rng_below(&r, (uint32_t)dt_model_num_classes(m));
     dt_model_init(m, 1);
     double t0 = 0;
     for (int s = 0; s < warmup + steps; s++) {
         if (s == warmup) t0 = dt_now();
         dt_model_forward(m, x, batch, 1);
-        dt_model_backward(m, y, NULL);
+        dt_model_backward_targets(m, y, NULL);
         dt_sgd_step(&opt, dt_model_params(m), dt_model_grads(m), lr);
     }
     double secs = dt_now() - t0;
@@ -76,11 +78,14 @@ int dt_cmd_bench(int argc, char **argv) {
     getrusage(RUSAGE_SELF, &ru);
     char engines[256];
     dt_model_engines(m, engines, sizeof engines);
-    printf("dtrain model=%s batch=%d precision=%s images_per_s=%.1f fwd_flops=%.0f maxrss_kb=%ld activation_kb=%zu "
+    /* a language model's windows are images_per_s; its tokens a second too */
+    char tokens[64] = "";
+    if (vocab) snprintf(tokens, sizeof tokens, " positions=%d tokens_per_s=%.1f", h, (double)steps * batch * h / secs);
+    printf("dtrain model=%s batch=%d precision=%s images_per_s=%.1f%s fwd_flops=%.0f maxrss_kb=%ld activation_kb=%zu "
            "blas=%s kernels=%s engines=%s\n",
-           model, batch, dt_precision_name(dt_model_precision(m)), (double)steps * batch / secs, dt_model_flops(m),
-           ru.ru_maxrss, dt_model_activation_bytes(m) / 1024, openblas_get_corename(), dt_layer_kernels(),
-           *engines ? engines : "own");
+           model, batch, dt_precision_name(dt_model_precision(m)), (double)steps * batch / secs, tokens,
+           dt_model_flops(m), ru.ru_maxrss, dt_model_activation_bytes(m) / 1024, openblas_get_corename(),
+           dt_layer_kernels(), *engines ? engines : "own");
     dt_sgd_free(&opt);
     free(x); free(y);
     dt_model_free(m);

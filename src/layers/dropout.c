@@ -95,6 +95,7 @@ const dt_layer_ops dt_layer_dropout = {
     .kind = "dropout", .auto_prefix = "dropout", .ninputs = 1, .setup = dropout_setup,
     .forward = dropout_forward, .backward = dropout_backward, .aux_bytes = dropout_aux,
     .bwd_skips = DT_SKIPS_X | DT_SKIPS_Y, .bf16_io = dropout_bf16_io,
+    .seq = DT_SEQ_ANY,
 };
 const dt_layer_ops dt_layer_dropout2d = {
     .kind = "dropout2d", .auto_prefix = "dropout", .ninputs = 1, .setup = dropout_setup,

@@ -60,8 +60,10 @@ static void add_backward(dt_node *n, const dt_pass *p) {
         else if (p->dx[j]) dt_store(p->dx[j], n->dy, len, p->dx_acc[j]);
 }
 
+/* a sequence's [T][C] becomes T*C features, position-major (PyTorch's flatten(1) of [B, T, C]) */
 static dt_status flatten_setup(dt_node *n) {
     n->oc = (int)dt_node_in_size(n); n->oh = 1; n->ow = 1;
+    n->seq = 0;
     n->flops = 0;
     return DT_OK;
 }
@@ -79,12 +81,15 @@ static void copy_backward(dt_node *n, const dt_pass *p) {
 const dt_layer_ops dt_layer_relu = {
     .kind = "relu", .auto_prefix = "relu", .ninputs = 1, .setup = same_shape,
     .forward = relu_forward, .backward = relu_backward, .bwd_skips = DT_SKIPS_X, .bf16_io = always_bf16,
+    .seq = DT_SEQ_ANY,
 };
 const dt_layer_ops dt_layer_add = {
     .kind = "add", .auto_prefix = "add", .ninputs = 2, .setup = same_shape,
     .forward = add_forward, .backward = add_backward, .bwd_skips = DT_SKIPS_X | DT_SKIPS_Y, .bf16_io = always_bf16,
+    .seq = DT_SEQ_ANY,
 };
 const dt_layer_ops dt_layer_flatten = {
     .kind = "flatten", .auto_prefix = "flatten", .ninputs = 1, .setup = flatten_setup,
     .forward = copy_forward, .backward = copy_backward, .bwd_skips = DT_SKIPS_X | DT_SKIPS_Y, .bf16_io = always_bf16,
+    .seq = DT_SEQ_ANY,
 };

@@ -1,6 +1,11 @@
 /* The layer interface: one file per layer kind behind this small table of functions.
  * A model is a list of nodes in topological order; each node reads one or two earlier
- * nodes (or the model input) and owns its output and output-gradient buffers. */
+ * nodes (or the model input) and owns its output and output-gradient buffers.
+ *
+ * An activation is an image (C x H x W per example, channel-major) or a SEQUENCE of T
+ * positions of C features: oc = C, oh = T, ow = 1, stored position-major ([T][C] per example),
+ * dt_node.seq = 1. A layer learns whether its input is one from dt_node.iseq (the graph fills
+ * it from the producer or the model input) and says in dt_layer_ops.seq what it takes. */
 #ifndef DT_LAYER_H
 #define DT_LAYER_H
 
@@ -8,7 +13,7 @@
 
 #include "dtrain.h"
 
-#define DT_NODE_NAME 40
+#define DT_NODE_NAME 56 /* names of at most 39 characters (spec.c), so NAME.running_mean fits a view */
 #define DT_MAX_PTENSORS 2
 
 typedef struct dt_node dt_node;
@@ -72,7 +77,18 @@ typedef struct dt_layer_ops {
     /* 1: at this batch, forward and backward take the bf16 activations as they are stored
      * (dt_pass.x16 ...), without fp32 copies (conv on oneDNN's bf16 kernels). May be NULL. */
     int (*bf16_io)(dt_node *n, int batch);
+    /* What the layer takes (DT_SEQ_*): the graph refuses a sequence to an image-only layer
+     * (conv, pooling, batch-norm: their channel-major loops would read [T][C] wrongly) and an
+     * image to a sequence-only one, in one line naming the layer. */
+    int seq;
+    /* 1: reads the model input as token ids (embed): under --precision bf16 the input is handed
+     * over as it is, not rounded to bf16 (which holds integers exactly only up to 256). */
+    int ids_input;
 } dt_layer_ops;
+
+#define DT_SEQ_NO 0   /* images only (the default) */
+#define DT_SEQ_ANY 1  /* either; a sequence stays one unless setup says otherwise (flatten) */
+#define DT_SEQ_ONLY 2 /* sequences only (attention, position embedding, embed) */
 
 #define DT_SKIPS_X 1 /* backward reads no input activation (p->x) */
 #define DT_SKIPS_Y 2 /* backward reads not its own output (n->y) */
@@ -83,9 +99,18 @@ struct dt_node {
     int in[2];             /* producer node indices; -1 is the model input */
     int ic, ih, iw;        /* input shape (of in[0]) */
     int oc, oh, ow;        /* output shape */
+    int iseq, seq;         /* 1: the input (in[0]) / the output is a sequence (ih, oh positions) */
     /* hyper-parameters (meaning per layer) */
     int out, k, stride, pad, bias;
+    int heads, vocab;      /* attention heads=, embed vocab= */
     float p, eps, momentum;
+    float std;             /* std=: weights drawn from N(0, std^2), biases 0; 0: PyTorch's default */
+    /* linear tie=NAME: 1 + the index of the embed node whose weight this layer uses as its own
+     * weight (ptens[0] then names no tensor of the buffer: w[0], g[0] are the embed's); 0: none */
+    int tie;
+    /* 1: a later layer shares this node's weight (tie) and, backward running from the last node,
+     * writes its gradient first: this node's backward adds to g[0] instead of overwriting it */
+    int gacc;
     /* tensors declared in setup, and where they live once the model is allocated */
     int nparam, nstate;
     dt_ptensor ptens[DT_MAX_PTENSORS], stens[DT_MAX_PTENSORS];
@@ -114,6 +139,12 @@ struct dt_node {
 #define DT_MAX_PARAMS ((size_t)1 << 26)
 
 static inline size_t dt_node_in_size(const dt_node *n) { return (size_t)n->ic * n->ih * n->iw; }
+/* Does node n own parameter tensor t (in the model's buffer), or is it a tied weight? */
+static inline int dt_node_owns(const dt_node *n, int t) { return !(t == 0 && n->tie); }
+/* A layer that works per position (linear, layer norm): rows of features per example (the
+ * positions of a sequence, else 1) and features per row (C of a sequence, else everything). */
+static inline int dt_node_rows(const dt_node *n) { return n->iseq ? n->ih : 1; }
+static inline int dt_node_row_len(const dt_node *n) { return n->iseq ? n->ic : (int)dt_node_in_size(n); }
 static inline size_t dt_node_out_size(const dt_node *n) { return (size_t)n->oc * n->oh * n->ow; }
 static inline size_t dt_ptensor_numel(const dt_ptensor *t) {
     size_t k = 1;
@@ -123,13 +154,16 @@ static inline size_t dt_ptensor_numel(const dt_ptensor *t) {
 
 /* Helpers shared by several layers. */
 void dt_init_uniform(float *w, size_t n, float bound, dt_rng *rng);
+/* N(0, std^2) draws (Box-Muller on the same stream), as nanoGPT's normal_(0, 0.02) */
+void dt_init_normal(float *w, size_t n, float std, dt_rng *rng);
 /* Writes or adds (acc) src into dst. */
 void dt_store(float *dst, const float *src, size_t n, int acc);
 
 /* The layer table, and lookup by spec keyword. */
 extern const dt_layer_ops dt_layer_conv, dt_layer_linear, dt_layer_maxpool, dt_layer_avgpool,
     dt_layer_gavgpool, dt_layer_relu, dt_layer_dropout, dt_layer_dropout2d, dt_layer_batchnorm,
-    dt_layer_add, dt_layer_flatten;
+    dt_layer_add, dt_layer_flatten, dt_layer_embed, dt_layer_posembed, dt_layer_layernorm, dt_layer_attention,
+    dt_layer_gelu;
 const dt_layer_ops *dt_layer_find(const char *kind);
 /* "conv, linear, ..." for error messages. */
 const char *dt_layer_kinds(void);

@@ -57,7 +57,7 @@ dt_linear_dnnl *dt_linear_dnnl_plan(const dt_node *n, int batch) {
     if (!engine) return NULL;
     dt_linear_dnnl *p = calloc(1, sizeof *p);
     if (!p) { dt_fail(DT_ERR_NOMEM, "oneDNN linear plan"); return NULL; }
-    const dnnl_dim_t N = batch, in = (dnnl_dim_t)dt_node_in_size(n), out = n->out;
+    const dnnl_dim_t N = (dnnl_dim_t)batch * dt_node_rows(n), in = dt_node_row_len(n), out = n->out; /* per position */
     p->bias = n->bias;
     dnnl_primitive_attr_t attr = NULL, fattr = NULL;
     dnnl_post_ops_t relu = NULL;

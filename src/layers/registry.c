@@ -1,12 +1,13 @@
 /* The table of layer kinds and helpers they share. */
 #include "layers/layer.h"
 
+#include <math.h>
 #include <string.h>
 
 static const dt_layer_ops *const all_layers[] = {
     &dt_layer_conv, &dt_layer_linear, &dt_layer_maxpool, &dt_layer_avgpool, &dt_layer_gavgpool,
     &dt_layer_relu, &dt_layer_dropout, &dt_layer_dropout2d, &dt_layer_batchnorm, &dt_layer_add,
-    &dt_layer_flatten,
+    &dt_layer_flatten, &dt_layer_embed, &dt_layer_posembed, &dt_layer_layernorm, &dt_layer_attention, &dt_layer_gelu,
 };
 #define NLAYERS (sizeof all_layers / sizeof all_layers[0])
 
@@ -30,6 +31,15 @@ const char *dt_layer_kinds(void) {
 
 void dt_init_uniform(float *w, size_t n, float bound, dt_rng *rng) {
     for (size_t i = 0; i < n; i++) w[i] = (2.0f * dt_rng_uniform(rng) - 1.0f) * bound;
+}
+
+void dt_init_normal(float *w, size_t n, float std, dt_rng *rng) {
+    for (size_t i = 0; i < n; i += 2) {
+        /* 1 - u in (0, 1]: log never sees 0 */
+        const double r = sqrt(-2.0 * log(1.0 - (double)dt_rng_uniform(rng))), a = 6.283185307179586 * dt_rng_uniform(rng);
+        w[i] = (float)(std * r * cos(a));
+        if (i + 1 < n) w[i + 1] = (float)(std * r * sin(a));
+    }
 }
 
 void dt_store(float *dst, const float *src, size_t n, int acc) {

@@ -5,9 +5,10 @@
 
 #include <stdint.h>
 
-/* The batch's mean loss; d(mean loss)/d(logits) into dlogits when it is not NULL; the count
- * of arg-max hits into *correct when it is not NULL. */
-float dt_softmax_xent(const float *logits, const uint8_t *labels, int batch, int classes, float *dlogits,
+/* The mean loss over rows of classes logits each (a classifier's examples, or every position
+ * of every example of a language model), targets one class index per row; d(mean loss)/d(logits)
+ * into dlogits when it is not NULL; the count of arg-max hits into *correct when it is not NULL. */
+float dt_softmax_xent(const float *logits, const uint16_t *targets, int rows, int classes, float *dlogits,
                       int *correct);
 
 #endif

@@ -50,18 +50,45 @@ void dt_model_free(dt_model *m) {
         if (m->nodes[i].ops->release) m->nodes[i].ops->release(&m->nodes[i]);
     free(m->nodes); free(m->params); free(m->grads); free(m->state);
     free(m->views); free(m->sviews); free(m->dx_acc);
-    free(m->work); free(m->act_block); free(m->stage);
+    free(m->work); free(m->act_block); free(m->stage); free(m->targets);
     free(m);
 }
 
-dt_status dt_model_build(dt_node *nodes, int nn, int in_c, int in_h, int in_w, const char *origin,
+/* The checks of sequences and tied weights that need more than one node: a layer's kind
+ * against what its input is (dt_layer_ops.seq), and a tie=NAME against the layer it names. */
+static dt_status check_seq(const dt_node *n) {
+    if (n->iseq && n->ops->seq == DT_SEQ_NO)
+        return dt_fail(DT_ERR_ARG, "%s takes an image, not a sequence (%d positions of %d features): it has no "
+                       "meaning per position", n->ops->kind, n->ih, n->ic);
+    if (!n->iseq && n->ops->seq == DT_SEQ_ONLY)
+        return dt_fail(DT_ERR_ARG, "%s takes a sequence ('input seq=T' and the layers after it), not an image of "
+                       "%dx%dx%d", n->ops->kind, n->ic, n->ih, n->iw);
+    return DT_OK;
+}
+
+static dt_status check_tie(dt_node *nodes, int i) {
+    dt_node *n = &nodes[i], *e = &nodes[n->tie - 1];
+    if (e->ops != &dt_layer_embed)
+        return dt_fail(DT_ERR_ARG, "tie=%s: '%s' is a %s layer; only an embed's weight can be shared", e->name,
+                       e->name, e->ops->kind);
+    if (e->gacc) return dt_fail(DT_ERR_ARG, "tie=%s: its weight is already shared by another layer", e->name);
+    if (n->nparam < 1 || e->ptens[0].ndim != n->ptens[0].ndim ||
+        memcmp(e->ptens[0].shape, n->ptens[0].shape, sizeof e->ptens[0].shape) != 0)
+        return dt_fail(DT_ERR_ARG, "tie=%s: its weight is [%d, %d], this layer's would be [%d, %d] (out=%d, "
+                       "%d inputs)", e->name, e->ptens[0].shape[0], e->ptens[0].shape[1], n->ptens[0].shape[0],
+                       n->ptens[0].shape[1], n->out, n->ptens[0].shape[1]);
+    e->gacc = 1; /* backward runs from the last node: n writes the gradient first, e adds */
+    return DT_OK;
+}
+
+dt_status dt_model_build(dt_node *nodes, int nn, int in_c, int in_h, int in_w, int in_seq, const char *origin,
                          dt_model **out) {
     *out = NULL;
     dt_status st = DT_OK;
     dt_model *m = calloc(1, sizeof *m);
     if (!m) { free(nodes); return dt_nomem("a model of %d layers", nn); }
     m->nodes = nodes; m->nn = nn;
-    m->in_c = in_c; m->in_h = in_h; m->in_w = in_w;
+    m->in_c = in_c; m->in_h = in_h; m->in_w = in_w; m->in_seq = in_seq;
     if (nn < 1) { st = dt_fail(DT_ERR_FORMAT, "%s: the model has no layers", origin); goto fail; }
     /* shapes, in topological order */
     int *uses;
@@ -73,13 +100,14 @@ dt_status dt_model_build(dt_node *nodes, int nn, int in_c, int in_h, int in_w, c
             uses[n->in[j] + 1]++;
         }
         const int src = n->in[0];
-        if (src < 0) { n->ic = in_c; n->ih = in_h; n->iw = in_w; }
-        else { n->ic = nodes[src].oc; n->ih = nodes[src].oh; n->iw = nodes[src].ow; }
+        if (src < 0) { n->ic = in_c; n->ih = in_h; n->iw = in_w; n->iseq = in_seq; }
+        else { n->ic = nodes[src].oc; n->ih = nodes[src].oh; n->iw = nodes[src].ow; n->iseq = nodes[src].seq; }
+        n->seq = n->iseq; /* a layer that changes it says so in its setup */
         if (n->ops->ninputs == 2) {
             int s1 = n->in[1];
             int c1 = s1 < 0 ? in_c : nodes[s1].oc, h1 = s1 < 0 ? in_h : nodes[s1].oh,
-                w1 = s1 < 0 ? in_w : nodes[s1].ow;
-            if (c1 != n->ic || h1 != n->ih || w1 != n->iw) {
+                w1 = s1 < 0 ? in_w : nodes[s1].ow, q1 = s1 < 0 ? in_seq : nodes[s1].seq;
+            if (c1 != n->ic || h1 != n->ih || w1 != n->iw || q1 != n->iseq) {
                 st = dt_fail(DT_ERR_FORMAT, "%s: layer '%s': inputs have shapes %dx%dx%d and %dx%dx%d, expected equal",
                              origin, n->name, n->ic, n->ih, n->iw, c1, h1, w1);
                 free(uses); goto fail;
@@ -93,7 +121,9 @@ dt_status dt_model_build(dt_node *nodes, int nn, int in_c, int in_h, int in_w, c
                          (size_t)DT_MAX_VALUES);
             free(uses); goto fail;
         }
-        st = n->ops->setup(n);
+        st = check_seq(n);
+        if (st == DT_OK) st = n->ops->setup(n);
+        if (st == DT_OK && n->tie) st = check_tie(nodes, i);
         for (int t = 0; st == DT_OK && t < n->nparam; t++)
             if (dt_ptensor_numel(&n->ptens[t]) > DT_MAX_VALUES)
                 st = dt_fail(DT_ERR_ARG, "its %s has %zu values, more than dtrain handles (%zu)", n->ptens[t].suffix,
@@ -109,9 +139,9 @@ dt_status dt_model_build(dt_node *nodes, int nn, int in_c, int in_h, int in_w, c
                          n->iw, msg);
             free(uses); goto fail;
         }
-        m->nviews += n->nparam;
+        for (int t = 0; t < n->nparam; t++)
+            if (dt_node_owns(n, t)) { m->nviews++; m->np += dt_ptensor_numel(&n->ptens[t]); }
         m->nsviews += n->nstate;
-        for (int t = 0; t < n->nparam; t++) m->np += dt_ptensor_numel(&n->ptens[t]);
         for (int t = 0; t < n->nstate; t++) m->ns += dt_ptensor_numel(&n->stens[t]);
     }
     /* The whole model is limited as well as each tensor: a few bytes of spec asking for
@@ -155,6 +185,11 @@ dt_status dt_model_build(dt_node *nodes, int nn, int in_c, int in_h, int in_w, c
     for (int i = 0; i < nn; i++) {
         dt_node *n = &nodes[i];
         for (int t = 0; t < n->nparam; t++) {
+            if (!dt_node_owns(n, t)) { /* the embed's, an earlier node: set already */
+                n->w[t] = nodes[n->tie - 1].w[0];
+                n->g[t] = nodes[n->tie - 1].g[0];
+                continue;
+            }
             set_view(&m->views[vi++], n->name, &n->ptens[t], po);
             n->w[t] = m->params + po;
             n->g[t] = m->grads + po;
@@ -219,16 +254,20 @@ dt_status dt_model_reserve(dt_model *m, int max_batch) {
     }
     void *block = NULL;
     float *wbuf = NULL, *sbuf = NULL;
-    if (posix_memalign(&block, 64, total ? total : 64) != 0 ||
+    /* the uint8 labels' uint16 copy (dt_model_backward): made here, not in a step */
+    uint16_t *targets = malloc((size_t)max_batch * dt_model_positions(m) * sizeof *targets);
+    if (!targets || posix_memalign(&block, 64, total ? total : 64) != 0 ||
         posix_memalign((void **)&wbuf, 64, (work ? work : 1) * sizeof(float)) != 0 ||
         (stage && posix_memalign((void **)&sbuf, 64, stage * sizeof(float)) != 0)) {
-        free(block); free(wbuf);
+        free(block); free(wbuf); free(targets);
         return dt_nomem("the activations of batch %d (%.1f MB)",
                        max_batch, (total + (work + stage) * sizeof(float)) / 1e6);
     }
     free(m->act_block);
     free(m->work);
     free(m->stage);
+    free(m->targets);
+    m->targets = targets;
     m->act_block = block;
     m->work = wbuf;
     m->work_floats = work;
@@ -318,14 +357,25 @@ const dt_tensor_view *dt_model_tensor(const dt_model *m, int i) {
  * embedding's table is no GEMM operand, a norm's scale and every bias have one dimension). */
 int dt_model_tensor_decays(const dt_model *m, int i) {
     assert(i >= 0 && i < m->nviews);
-    for (int k = 0, vi = 0; k < m->nn; k++) {
-        const dt_node *n = &m->nodes[k];
-        if (i >= vi + n->nparam) { vi += n->nparam; continue; }
-        const dt_ptensor *t = &n->ptens[i - vi];
-        const size_t len = strlen(t->suffix);
-        return n->ops->gemm_params && t->ndim >= 2 && len >= 6 && !strcmp(t->suffix + len - 6, "weight");
-    }
+    /* views are in node order, a node's own tensors together (a tied head owns none) */
+    for (int k = 0, v = 0; k < m->nn; k++)
+        for (int j = 0; j < m->nodes[k].nparam; j++) {
+            const dt_node *n = &m->nodes[k];
+            if (!dt_node_owns(n, j) || v++ != i) continue;
+            const dt_ptensor *t = &n->ptens[j];
+            const size_t len = strlen(t->suffix);
+            return n->ops->gemm_params && t->ndim >= 2 && len >= 6 && !strcmp(t->suffix + len - 6, "weight");
+        }
     return 0;
+}
+
+const char *dt_model_tensor_kind(const dt_model *m, int i) {
+    assert(i >= 0 && i < m->nviews);
+    /* views are in node order, a node's own tensors together */
+    for (int k = 0, v = 0; k < m->nn; k++)
+        for (int t = 0; t < m->nodes[k].nparam; t++)
+            if (dt_node_owns(&m->nodes[k], t) && v++ == i) return m->nodes[k].ops->kind;
+    return "?";
 }
 size_t dt_model_num_state(const dt_model *m) { return m->ns; }
 float *dt_model_state(dt_model *m) { return m->state; }
@@ -337,8 +387,18 @@ const dt_tensor_view *dt_model_state_tensor(const dt_model *m, int i) {
 void dt_model_input_shape(const dt_model *m, int *c, int *h, int *w) {
     *c = m->in_c; *h = m->in_h; *w = m->in_w;
 }
+int dt_model_positions(const dt_model *m) {
+    const dt_node *last = &m->nodes[m->nn - 1];
+    return last->seq ? last->oh : 1;
+}
 int dt_model_num_classes(const dt_model *m) {
-    return (int)dt_node_out_size(&m->nodes[m->nn - 1]);
+    const dt_node *last = &m->nodes[m->nn - 1];
+    return last->seq ? last->oc : (int)dt_node_out_size(last);
+}
+int dt_model_vocab(const dt_model *m) {
+    for (int i = 0; i < m->nn; i++)
+        if (m->nodes[i].ops->ids_input && m->nodes[i].in[0] < 0) return m->nodes[i].vocab;
+    return 0;
 }
 double dt_model_flops(const dt_model *m) {
     double f = 0;
@@ -374,19 +434,40 @@ const float *dt_model_forward(dt_model *m, const float *x, int batch, int train)
     return m->logits;
 }
 
-float dt_model_loss(const dt_model *m, const uint8_t *labels, int *correct) {
-    const dt_node *last = &m->nodes[m->nn - 1];
-    return dt_softmax_xent(m->logits, labels, m->batch, (int)dt_node_out_size(last), NULL, correct);
+/* The uint8 labels of a classifier (or of a sequence model with fewer than 257 classes) as the
+ * uint16 targets the loss takes, in the buffer dt_model_reserve made. */
+static const uint16_t *widen(const dt_model *m, const uint8_t *labels) {
+    const size_t rows = (size_t)m->batch * dt_model_positions(m);
+    for (size_t i = 0; i < rows; i++) m->targets[i] = labels[i];
+    return m->targets;
 }
 
-float dt_model_backward_input(dt_model *m, const uint8_t *labels, int *correct, float *dx_out) {
+float dt_model_loss_targets(const dt_model *m, const uint16_t *targets, int *correct) {
+    return dt_softmax_xent(m->logits, targets, m->batch * dt_model_positions(m), dt_model_num_classes(m), NULL,
+                           correct);
+}
+
+float dt_model_loss(const dt_model *m, const uint8_t *labels, int *correct) {
+    return dt_model_loss_targets(m, widen(m, labels), correct);
+}
+
+/* Where the gradients are final from, once node n's backward has run: its first own parameter
+ * tensor (the lowest offset of its tensors); a tied weight is not final until the embed that
+ * owns it, an earlier node, has added its share. */
+size_t dt_model_ready_after(const dt_model *m, const dt_node *n, size_t ready) {
+    for (int t = 0; t < n->nparam; t++)
+        if (dt_node_owns(n, t)) return (size_t)(n->g[t] - m->grads);
+    return ready;
+}
+
+static float backward(dt_model *m, const uint16_t *targets, int *correct, float *dx_out) {
     if (m->precision == DT_PRECISION_BF16) {
         dt_sim_compute(2 * dt_model_flops(m) * m->batch);
-        return dt_bf16_backward(m, labels, correct, dx_out);
+        return dt_bf16_backward(m, targets, correct, dx_out);
     }
     dt_node *last = &m->nodes[m->nn - 1];
-    float loss = dt_softmax_xent(last->y, labels, m->batch, (int)dt_node_out_size(last), last->dy,
-                              correct);
+    float loss = dt_softmax_xent(last->y, targets, m->batch * dt_model_positions(m), dt_model_num_classes(m),
+                                 last->dy, correct);
     size_t ready = m->np;
     for (int i = m->nn - 1; i >= 0; i--) {
         dt_node *n = &m->nodes[i];
@@ -402,10 +483,18 @@ float dt_model_backward_input(dt_model *m, const uint8_t *labels, int *correct, 
         if (m->t_bwd) m->t_bwd[i] += dt_now() - t0;
         /* backward: the gradients of the input and of the weights, twice forward's FLOPs */
         dt_sim_compute(2 * n->flops * m->batch);
-        if (n->nparam > 0) ready = (size_t)(n->g[0] - m->grads);
+        ready = dt_model_ready_after(m, n, ready);
         if (m->grads_ready) m->grads_ready(m->grads_ready_arg, ready);
     }
     return loss;
+}
+
+float dt_model_backward_input(dt_model *m, const uint8_t *labels, int *correct, float *dx_out) {
+    return backward(m, widen(m, labels), correct, dx_out);
+}
+
+float dt_model_backward_targets(dt_model *m, const uint16_t *targets, int *correct) {
+    return backward(m, targets, correct, NULL);
 }
 
 void dt_model_set_grads_ready(dt_model *m, dt_grads_ready_fn fn, void *arg) {
@@ -415,30 +504,4 @@ void dt_model_set_grads_ready(dt_model *m, dt_grads_ready_fn fn, void *arg) {
 
 float dt_model_backward(dt_model *m, const uint8_t *labels, int *correct) {
     return dt_model_backward_input(m, labels, correct, NULL);
-}
-
-void dt_model_print(const dt_model *m, void *file) {
-    FILE *f = file;
-    fprintf(f, "%-24s %-10s %-16s %12s %14s\n", "layer", "kind", "output", "params", "MFLOPs/img");
-    char ishape[32];
-    snprintf(ishape, sizeof ishape, "%dx%dx%d", m->in_c, m->in_h, m->in_w);
-    fprintf(f, "%-24s %-10s %-16s %12s %14s\n", "input", "input", ishape, "", "");
-    for (int i = 0; i < m->nn; i++) {
-        const dt_node *n = &m->nodes[i];
-        size_t np = 0;
-        for (int t = 0; t < n->nparam; t++) np += dt_ptensor_numel(&n->ptens[t]);
-        char shape[32];
-        snprintf(shape, sizeof shape, "%dx%dx%d", n->oc, n->oh, n->ow);
-        char src[128] = "";
-        if (n->ops->ninputs == 2)
-            snprintf(src, sizeof src, "  <- %s + %s", n->in[0] < 0 ? "input" : m->nodes[n->in[0]].name,
-                     n->in[1] < 0 ? "input" : m->nodes[n->in[1]].name);
-        else if (n->in[0] != i - 1)
-            snprintf(src, sizeof src, "  <- %s", n->in[0] < 0 ? "input" : m->nodes[n->in[0]].name);
-        fprintf(f, "%-24s %-10s %-16s %12zu %14.3f%s\n", n->name, n->ops->kind, shape, np,
-                n->flops / 1e6, src);
-    }
-    fprintf(f, "parameters: %zu (%zu tensors)\n", m->np, (size_t)m->nviews);
-    fprintf(f, "forward FLOPs per image: %.0f (%.3f MFLOP)\n", dt_model_flops(m),
-            dt_model_flops(m) / 1e6);
 }

@@ -8,9 +8,14 @@
 #include "models/model_struct.h"
 
 /* Builds a model from nodes whose ops, names, inputs and hyper-parameters are set; takes
- * ownership of nodes (freed on error too). Computes shapes and allocates parameters. */
-dt_status dt_model_build(dt_node *nodes, int nn, int in_c, int in_h, int in_w, const char *origin,
+ * ownership of nodes (freed on error too). Computes shapes and allocates parameters. in_seq: the
+ * input is a sequence of in_h positions of in_c features (in_w 1). */
+dt_status dt_model_build(dt_node *nodes, int nn, int in_c, int in_h, int in_w, int in_seq, const char *origin,
                          dt_model **out);
+/* nanoGPT's GPT as spec text (malloc'd; NULL without memory): layers blocks of heads heads,
+ * width, context positions, a vocabulary of vocab tokens, biases in linears and layer norms,
+ * the head tied to the token embedding, nanoGPT's initialisation; names as its modules. */
+char *dt_gpt_spec(int layers, int heads, int width, int context, int vocab);
 
 /* Records (name, shape, data pointer into the model) for every parameter and state tensor,
  * in that order; out needs dt_model_num_tensors + dt_model_num_state_tensors entries.

@@ -14,6 +14,7 @@ struct dt_model {
     dt_node *nodes;
     int nn;
     int in_c, in_h, in_w;
+    int in_seq;             /* 1: the input is a sequence (input seq=T): in_h positions of in_c */
     float *params, *grads, *state;
     size_t np, ns;
     dt_tensor_view *views, *sviews;
@@ -27,6 +28,7 @@ struct dt_model {
     void *act_block;        /* all y, dy and aux buffers */
     const float *input;
     const float *logits;    /* of the last forward: the last node's y, or bf16's fp32 copy */
+    uint16_t *targets;      /* max_batch x positions: the uint8 labels widened (dt_model_backward) */
     /* precision (dtrain.h: dt_precision) and, under bf16, the fp32 staging buffers each layer
      * computes in (models/precision.c), carved from one block at reserve */
     int precision;
@@ -42,6 +44,10 @@ struct dt_model {
     dt_grads_ready_fn grads_ready; /* dt_model_set_grads_ready */
     void *grads_ready_arg;
 };
+
+/* Where grads[from..) is final once node n's backward has run (ready: where it was before):
+ * the grads_ready callback's argument, for model.c's and precision.c's backward passes */
+size_t dt_model_ready_after(const dt_model *m, const dt_node *n, size_t ready);
 
 /* dt_model_engines as at that precision (bf16 or not), whatever the model's */
 size_t dt_model_engines_at(const dt_model *m, int bf16, char *buf, size_t cap);

@@ -118,9 +118,11 @@ static void run_node(dt_model *m, int i, const dt_pass *p, int backward) {
 }
 
 /* Input j of node n in fp32, in buf: a producer's stored bf16 output, or the model input
- * rounded (as autocast casts a convolution's input). */
+ * rounded (as autocast casts a convolution's input); token ids (an embed's input) as they are:
+ * bf16 holds integers exactly only up to 256, and an embedding takes no arithmetic from them. */
 static const float *stage_input(dt_model *m, const dt_node *n, int j, int batch, float *buf) {
     const int src = n->in[j];
+    if (src < 0 && n->ops->ids_input) return m->input;
     if (src < 0) {
         dt_bf16_round(buf, m->input, (size_t)batch * m->in_c * m->in_h * m->in_w);
     } else {
@@ -163,13 +165,13 @@ void dt_bf16_forward(dt_model *m, int batch, int train) {
     m->logits = m->slogits;
 }
 
-float dt_bf16_backward(dt_model *m, const uint8_t *labels, int *correct, float *dx_out) {
+float dt_bf16_backward(dt_model *m, const uint16_t *targets, int *correct, float *dx_out) {
     const int batch = m->batch;
     dt_node *last = &m->nodes[m->nn - 1];
-    const size_t classes = dt_node_out_size(last);
+    const int rows = batch * dt_model_positions(m), classes = dt_model_num_classes(m);
     float *dlogits = m->slot[0];
-    float loss = dt_softmax_xent(m->slogits, labels, batch, (int)classes, dlogits, correct);
-    dt_bf16_store(last->dy16, dlogits, (size_t)batch * classes);
+    float loss = dt_softmax_xent(m->slogits, targets, rows, classes, dlogits, correct);
+    dt_bf16_store(last->dy16, dlogits, (size_t)rows * classes);
     size_t ready = m->np;
     for (int i = m->nn - 1; i >= 0; i--) {
         dt_node *n = &m->nodes[i];
@@ -184,7 +186,7 @@ float dt_bf16_backward(dt_model *m, const uint8_t *labels, int *correct, float *
             }
             n->y = n->dy = NULL;
             run_node(m, i, &p, 1);
-            if (n->nparam > 0) ready = (size_t)(n->g[0] - m->grads);
+            ready = dt_model_ready_after(m, n, ready);
             if (m->grads_ready) m->grads_ready(m->grads_ready_arg, ready);
             continue;
         }
@@ -216,7 +218,7 @@ float dt_bf16_backward(dt_model *m, const uint8_t *labels, int *correct, float *
             if (acc) dt_bf16_store_add(m->nodes[src].dy16, p.dx[j], len);
             else dt_bf16_store(m->nodes[src].dy16, p.dx[j], len);
         }
-        if (n->nparam > 0) ready = (size_t)(n->g[0] - m->grads);
+        ready = dt_model_ready_after(m, n, ready);
         if (m->grads_ready) m->grads_ready(m->grads_ready_arg, ready);
     }
     return loss;

@@ -13,6 +13,6 @@
 size_t dt_bf16_stage_floats(const dt_model *m, int batch);
 void dt_bf16_stage_carve(dt_model *m, int batch);
 void dt_bf16_forward(dt_model *m, int batch, int train);
-float dt_bf16_backward(dt_model *m, const uint8_t *labels, int *correct, float *dx_out);
+float dt_bf16_backward(dt_model *m, const uint16_t *targets, int *correct, float *dx_out);
 
 #endif

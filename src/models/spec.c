@@ -1,6 +1,7 @@
 /* The model spec text format (docs/model-spec.md): one layer per line,
  *   KIND [key=value ...]
- * starting with "input c=C h=H w=W". Layers read the previous line's output unless in=NAME
+ * starting with "input c=C h=H w=W" (an image) or "input seq=T" (a sequence of T token ids;
+ * "input seq=T c=C": of C features). Layers read the previous line's output unless in=NAME
  * says otherwise; "add in=A" adds A to the previous output, "add in=A,B" adds A and B. */
 #include "models/model.h"
 
@@ -15,9 +16,11 @@
 
 /* Keys each kind accepts besides name= and in=. */
 static const struct { const char *kind, *keys; } allowed[] = {
-    {"conv", "out k stride pad bias"}, {"linear", "out bias"}, {"maxpool", "k stride pad"},
+    {"conv", "out k stride pad bias"}, {"linear", "out bias tie std"}, {"maxpool", "k stride pad"},
     {"avgpool", "k stride pad"}, {"gavgpool", ""}, {"relu", ""}, {"dropout", "p"},
     {"dropout2d", "p"}, {"batchnorm", "eps momentum"}, {"add", ""}, {"flatten", ""},
+    {"embed", "vocab out std"}, {"posembed", "std"}, {"layernorm", "eps bias"}, {"attention", "heads"},
+    {"gelu", ""},
 };
 
 static int key_allowed(const char *kind, const char *key) {
@@ -68,7 +71,7 @@ static int find_node(const dt_node *nodes, int nn, const char *name) {
 dt_status dt_model_from_spec(const char *text, const char *origin, dt_model **out) {
     *out = NULL;
     size_t cap = 16;
-    int nn = 0, have_input = 0, in_c = 0, in_h = 0, in_w = 0, lineno = 0;
+    int nn = 0, have_input = 0, in_c = 0, in_h = 0, in_w = 0, in_seq = 0, lineno = 0;
     dt_node *nodes = calloc(cap, sizeof *nodes);
     char *copy = strdup(text);
     if (!nodes || !copy) { free(nodes); free(copy); return dt_nomem("the model spec %s", origin); }
@@ -84,22 +87,29 @@ dt_status dt_model_from_spec(const char *text, const char *origin, dt_model **ou
         if (!kind) continue;
         if (!strcmp(kind, "input")) {
             if (have_input || nn) { st = dt_fail(DT_ERR_FORMAT, "%s:%d: 'input' must be the first line, once", origin, lineno); goto fail; }
-            int vals[3] = {0, 0, 0}, pos = 0;
+            int vals[4] = {0, 0, 0, 0}, pos = 0; /* c h w seq */
             for (char *tok; (tok = strtok_r(NULL, " \t\r", &save_tok));) {
                 char *eq = strchr(tok, '=');
                 const char *v = eq ? eq + 1 : tok;
                 int idx = pos;
                 if (eq) {
                     *eq = 0;
-                    idx = !strcmp(tok, "c") ? 0 : !strcmp(tok, "h") ? 1 : !strcmp(tok, "w") ? 2 : -1;
-                    if (idx < 0) { st = dt_fail(DT_ERR_FORMAT, "%s:%d: unknown key '%s' for input (expected c, h, w)", origin, lineno, tok); goto fail; }
+                    idx = !strcmp(tok, "c") ? 0 : !strcmp(tok, "h") ? 1 : !strcmp(tok, "w") ? 2 : !strcmp(tok, "seq") ? 3 : -1;
+                    if (idx < 0) { st = dt_fail(DT_ERR_FORMAT, "%s:%d: unknown key '%s' for input (expected c, h, w or seq)", origin, lineno, tok); goto fail; }
                 } else pos++;
-                if (idx > 2 || !parse_int(v, &vals[idx]) || vals[idx] < 1) {
-                    st = dt_fail(DT_ERR_FORMAT, "%s:%d: input: expected c=C h=H w=W with positive integers, got '%s'", origin, lineno, v);
+                if (idx > 3 || (!eq && idx > 2) || !parse_int(v, &vals[idx]) || vals[idx] < 1) {
+                    st = dt_fail(DT_ERR_FORMAT, "%s:%d: input: expected c=C h=H w=W or seq=T with positive integers, got '%s'", origin, lineno, v);
                     goto fail;
                 }
             }
-            if (!vals[0] || !vals[1] || !vals[2]) { st = dt_fail(DT_ERR_FORMAT, "%s:%d: input needs c=, h= and w=", origin, lineno); goto fail; }
+            if (vals[3]) { /* a sequence: T positions of c features (1: token ids) */
+                if (vals[1] || vals[2]) { st = dt_fail(DT_ERR_FORMAT, "%s:%d: input seq=T takes no h= or w= (a sequence is T positions of c= features, 1 by default)", origin, lineno); goto fail; }
+                vals[0] = vals[0] ? vals[0] : 1;
+                vals[1] = vals[3];
+                vals[2] = 1;
+                in_seq = 1;
+            }
+            if (!vals[0] || !vals[1] || !vals[2]) { st = dt_fail(DT_ERR_FORMAT, "%s:%d: input needs c=, h= and w= (or seq=)", origin, lineno); goto fail; }
             in_c = vals[0]; in_h = vals[1]; in_w = vals[2];
             have_input = 1;
             continue;
@@ -118,7 +128,7 @@ dt_status dt_model_from_spec(const char *text, const char *origin, dt_model **ou
         n->bias = 1;
         n->p = 0.5f;
         n->in[0] = nn - 1; n->in[1] = -2;
-        char inputs[2][DT_NODE_NAME] = {"", ""};
+        char inputs[2][DT_NODE_NAME] = {"", ""}, tie[DT_NODE_NAME] = "";
         int ninputs_named = 0;
         for (char *tok; (tok = strtok_r(NULL, " \t\r", &save_tok));) {
             char *eq = strchr(tok, '=');
@@ -150,6 +160,10 @@ dt_status dt_model_from_spec(const char *text, const char *origin, dt_model **ou
             else if (!strcmp(tok, "p")) ok = parse_float(v, &n->p);
             else if (!strcmp(tok, "eps")) ok = parse_float(v, &n->eps) && n->eps > 0;
             else if (!strcmp(tok, "momentum")) ok = parse_float(v, &n->momentum) && n->momentum > 0 && n->momentum <= 1;
+            else if (!strcmp(tok, "heads")) ok = parse_int(v, &n->heads) && n->heads >= 1;
+            else if (!strcmp(tok, "vocab")) ok = parse_int(v, &n->vocab) && n->vocab >= 1;
+            else if (!strcmp(tok, "std")) ok = parse_float(v, &n->std) && n->std > 0 && n->std < 1e6f;
+            else if (!strcmp(tok, "tie")) ok = strlen(v) < DT_NODE_NAME && snprintf(tie, sizeof tie, "%s", v) > 0;
             if (!ok) { st = dt_fail(DT_ERR_FORMAT, "%s:%d: bad value '%s' for %s=", origin, lineno, v, tok); goto fail; }
         }
         /* inputs */
@@ -170,6 +184,11 @@ dt_status dt_model_from_spec(const char *text, const char *origin, dt_model **ou
             n->in[j] = idx;
         }
         if (nn == 0 && !inputs[0][0]) n->in[0] = -1;
+        if (tie[0]) {
+            const int idx = find_node(nodes, nn, tie);
+            if (idx < 0) { st = dt_fail(DT_ERR_FORMAT, "%s:%d: tie=%s: no earlier layer has that name", origin, lineno, tie); goto fail; }
+            n->tie = idx + 1; /* its kind and shape: dt_model_build */
+        }
         /* automatic name: prefix + running count */
         if (!n->name[0]) {
             int count = 1;
@@ -186,7 +205,7 @@ dt_status dt_model_from_spec(const char *text, const char *origin, dt_model **ou
     }
     free(copy);
     if (!have_input) { free(nodes); return dt_fail(DT_ERR_FORMAT, "%s: no 'input c=C h=H w=W' line", origin); }
-    return dt_model_build(nodes, nn, in_c, in_h, in_w, origin, out);
+    return dt_model_build(nodes, nn, in_c, in_h, in_w, in_seq, origin, out);
 fail:
     free(copy);
     free(nodes);

@@ -2,6 +2,7 @@
 #include "core/safetensors.h"
 #include "core/tensorfile.h"
 #include "models/model.h"
+#include "models/model_struct.h"
 #include "core/alloc.h"
 
 #include <math.h>
@@ -108,6 +109,31 @@ static dt_status save_safetensors(const dt_model *m, const char *path, const dt_
     return st;
 }
 
+/* A tied weight (linear tie=NAME) is one tensor of the model, NAME.weight; PyTorch's state_dict
+ * names it twice (nanoGPT: transformer.wte.weight and lm_head.weight), and load_state_dict
+ * (strict=True) wants both. So a weights file carries it under the tied layer's name too (the
+ * same values), and reading accepts that name: equal to the other, or standing in for it. */
+static const dt_node *tied_node(const dt_model *m, const char *name) {
+    for (int i = 0; i < m->nn; i++) {
+        const dt_node *n = &m->nodes[i];
+        const size_t len = strlen(n->name);
+        if (n->tie && !strncmp(name, n->name, len) && !strcmp(name + len, ".weight")) return n;
+    }
+    return NULL;
+}
+
+/* The tied layer's name of the owner's weight view v ("lm_head.weight" for
+ * "transformer.wte.weight"), or NULL. */
+static const char *alias_of(const dt_model *m, const dt_tensor_view *v, char *buf, size_t cap) {
+    for (int i = 0; i < m->nn; i++) {
+        const dt_node *n = &m->nodes[i];
+        if (!n->tie || m->nodes[n->tie - 1].w[0] != m->params + v->offset) continue;
+        snprintf(buf, cap, "%s.weight", n->name);
+        return buf;
+    }
+    return NULL;
+}
+
 dt_status dt_model_save_meta(const dt_model *m, const char *path, const char *model, const char *data, const char *scheme) {
     int n = m->nviews + m->nsviews;
     dt_record *recs;
@@ -116,6 +142,10 @@ dt_status dt_model_save_meta(const dt_model *m, const char *path, const char *mo
     dt_records l = {0};
     dt_status st = DT_OK;
     for (int i = 0; i < n && st == DT_OK; i++) st = dt_records_put(&l, &recs[i]);
+    for (int i = 0; i < m->nviews && st == DT_OK; i++) {
+        dt_record alias = recs[i];
+        if (alias_of(m, &m->views[i], alias.name, sizeof alias.name)) st = dt_records_put(&l, &alias);
+    }
     if (st == DT_OK && model) st = dt_weights_meta_put(&l, model, data, scheme);
     if (st == DT_OK && dt_is_safetensors(path)) st = save_safetensors(m, path, &l);
     else if (st == DT_OK) st = dt_tfile_write(path, l.r, l.n);
@@ -133,8 +163,16 @@ static void shape_str(char *buf, size_t len, int ndim, const int *shape) {
     if (o < len) snprintf(buf + o, len - o, "]");
 }
 
-static dt_status copy_in(const dt_tfile *f, const char *path, const dt_tensor_view *v, float *base) {
+/* v: a parameter (param 1) or state view; its values into base (a copy of the buffer) */
+static dt_status copy_in(const dt_model *m, const dt_tfile *f, const char *path, const dt_tensor_view *v, int param,
+                         float *base) {
     const dt_record *r = dt_tfile_find(f, v->name);
+    char alias[80];
+    const dt_record *a = param && alias_of(m, v, alias, sizeof alias) ? dt_tfile_find(f, alias) : NULL;
+    if (r && a && (r->numel != a->numel || memcmp(r->data, a->data, r->numel * sizeof(float)) != 0))
+        return dt_fail(DT_ERR_FORMAT, "%s: tensors '%s' and '%s' differ, and this model ties them (one weight)", path,
+                       v->name, alias);
+    if (!r) r = a;
     if (!r) return dt_fail(DT_ERR_FORMAT, "%s: has no tensor '%s' (weights of another model?)", path, v->name);
     if (r->ndim != v->ndim || memcmp(r->shape, v->shape, sizeof(int) * (size_t)v->ndim) != 0) {
         char a[64], b[64];
@@ -157,8 +195,8 @@ dt_status dt_model_load_records(dt_model *m, const dt_tfile *f, const char *path
     /* all-or-nothing: check everything before touching the model */
     float *p = malloc((m->np ? m->np : 1) * sizeof(float)), *s = malloc((m->ns ? m->ns : 1) * sizeof(float));
     if (!p || !s) st = dt_nomem("a copy of %zu parameters and %zu state values", m->np, m->ns);
-    for (int i = 0; st == DT_OK && i < m->nviews; i++) st = copy_in(f, path, &m->views[i], p);
-    for (int i = 0; st == DT_OK && i < m->nsviews; i++) st = copy_in(f, path, &m->sviews[i], s);
+    for (int i = 0; st == DT_OK && i < m->nviews; i++) st = copy_in(m, f, path, &m->views[i], 1, p);
+    for (int i = 0; st == DT_OK && i < m->nsviews; i++) st = copy_in(m, f, path, &m->sviews[i], 0, s);
     int known = m->nviews + m->nsviews;
     for (int i = 0; st == DT_OK && i < f->n; i++) {
         /* checkpoint extras (optimiser, trainer, the scheme's state: "owner:what") are not the
@@ -167,6 +205,7 @@ dt_status dt_model_load_records(dt_model *m, const dt_tfile *f, const char *path
         int found = 0;
         for (int j = 0; j < m->nviews && !found; j++) found = !strcmp(m->views[j].name, f->recs[i].name);
         for (int j = 0; j < m->nsviews && !found; j++) found = !strcmp(m->sviews[j].name, f->recs[i].name);
+        found = found || tied_node(m, f->recs[i].name);
         if (!found)
             st = dt_fail(DT_ERR_FORMAT, "%s: tensor '%s' is not part of this model (%d tensors expected)", path, f->recs[i].name, known);
     }

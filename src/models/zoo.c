@@ -2,6 +2,7 @@
  * can copy and edit it). Parameter names follow the PyTorch modules they mirror. */
 #include "models/model.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,8 +170,56 @@ static char *resnet18_cifar_spec(void) {
     return b;
 }
 
+/* nanoGPT's GPT (model.py) as a spec, its module names as the layers' names so that weights
+ * files and safetensors carry its state_dict's keys: token and position embeddings, blocks of
+ *   x = x + c_proj(attention(c_attn(ln_1(x)))),  x = x + mlp.c_proj(gelu(mlp.c_fc(ln_2(x))))
+ * then ln_f and the head tied to the token embedding (lm_head.weight is transformer.wte.weight).
+ * Biases in linears and layer norms (GPT-2's, nanoGPT's bias=True), no dropout (its CPU recipe's
+ * 0.0). Its initialisation: N(0, 0.02) weights and embeddings, the residual projections
+ * (c_proj) N(0, 0.02 / sqrt(2 layers)), biases 0, layer norms 1 and 0. */
+char *dt_gpt_spec(int layers, int heads, int width, int context, int vocab) {
+    size_t len = 0, cap = 4096;
+    char *b = malloc(cap);
+    if (!b) return NULL;
+    b[0] = 0;
+    const double proj_std = 0.02 / sqrt(2.0 * layers);
+    int ok = appendf(&b, &len, &cap,
+                     "# nanoGPT's GPT: %d layers, %d heads, width %d, context %d, vocabulary %d (generated)\n"
+                     "input seq=%d\n"
+                     "embed vocab=%d out=%d std=0.02 name=transformer.wte\n"
+                     "posembed std=0.02 name=transformer.wpe\n",
+                     layers, heads, width, context, vocab, context, vocab, width);
+    char prev[48] = "transformer.wpe"; /* the residual stream so far */
+    for (int l = 0; l < layers && ok; l++) {
+        char h[32];
+        snprintf(h, sizeof h, "transformer.h.%d", l);
+        ok = appendf(&b, &len, &cap,
+                     "layernorm name=%s.ln_1\n"
+                     "linear out=%d std=0.02 name=%s.attn.c_attn\n"
+                     "attention heads=%d name=%s.attn\n"
+                     "linear out=%d std=%.9g name=%s.attn.c_proj\n"
+                     "add in=%s name=%s.res_attn\n"
+                     "layernorm name=%s.ln_2\n"
+                     "linear out=%d std=0.02 name=%s.mlp.c_fc\n"
+                     "gelu name=%s.mlp.gelu\n"
+                     "linear out=%d std=%.9g name=%s.mlp.c_proj\n"
+                     "add in=%s.res_attn name=%s.res_mlp\n",
+                     h, 3 * width, h, heads, h, width, proj_std, h, prev, h, h, 4 * width, h, h, width, proj_std, h, h,
+                     h);
+        snprintf(prev, sizeof prev, "%s.res_mlp", h);
+    }
+    if (ok)
+        ok = appendf(&b, &len, &cap,
+                     "layernorm name=transformer.ln_f\n"
+                     "linear out=%d bias=0 tie=transformer.wte name=lm_head\n",
+                     vocab);
+    if (!ok) { free(b); return NULL; }
+    return b;
+}
+
 static const char *const model_names[] = {
-    "mlp", "cnn1", "cnn2", "downpour-cnn", "alexnet-cifar", "resnet18-cifar", "resblock-tiny", NULL,
+    "mlp", "cnn1", "cnn2", "downpour-cnn", "alexnet-cifar", "resnet18-cifar", "resblock-tiny", "gpt-tiny", "gpt-small",
+    NULL,
 };
 
 const char *const *dt_model_names(void) { return model_names; }
@@ -184,6 +233,10 @@ char *dt_model_spec_text(const char *name) {
     else if (!strcmp(name, "alexnet-cifar")) s = spec_alexnet_cifar;
     else if (!strcmp(name, "resblock-tiny")) s = spec_resblock_tiny;
     else if (!strcmp(name, "resnet18-cifar")) return resnet18_cifar_spec();
+    /* nanoGPT's CPU configuration (its Shakespeare-char recipe): 834,304 parameters */
+    else if (!strcmp(name, "gpt-tiny")) return dt_gpt_spec(4, 4, 128, 64, 256);
+    /* its GPU configuration on bytes: 10.8M */
+    else if (!strcmp(name, "gpt-small")) return dt_gpt_spec(6, 6, 384, 256, 256);
     return s ? strdup(s) : NULL;
 }
 
