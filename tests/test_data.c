@@ -471,7 +471,7 @@ static void test_errors(void) {
     /* Unknown dataset name. */
     st = dt_dataset_load("imagenet", tmpdir, 1, &d);
     CHECK(st == DT_ERR_ARG);
-    CHECK(err_has("unknown dataset 'imagenet'", "mnist, fashion-mnist or cifar10"));
+    CHECK(err_has("unknown dataset 'imagenet'", "mnist, fashion-mnist, cifar10, kjv, fortunes"));
     CHECK(is_zeroed(&d));
     printf("unknown dataset:   %s\n", dt_last_error());
 }
