@@ -473,6 +473,7 @@ typedef struct dt_train_config {
     int eval_every;          /* evaluate the averaged model every N epochs (0: only at the end) */
     int eval_every_steps;    /* ... and every N steps in between (0: never) */
     float target_acc;        /* stop at the first evaluation reaching this accuracy (0: none) */
+    float target_loss;       /* ... or this loss or less (0: none; not with target_acc) */
     int target_on_val;       /* ... on the validation set (needs val > 0), not the test set: so that a
                               * search tuned by time to accuracy never looks at the test set */
     float lr, momentum, weight_decay;

@@ -238,7 +238,7 @@ struct dt_step_ctx {
     int eval_due;                 /* in end_epoch: the trainer evaluates after this epoch */
     /* this step's batch, from after_backward on */
     float loss;                   /* mean loss of the batch */
-    int correct, count;
+    int correct, count;           /* right predictions (a language model: of its every position), examples */
     /* the trainer's services */
     void *host;
     /* appends one JSON line to the --log file (rank 0; elsewhere nothing) */

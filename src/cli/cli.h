@@ -2,6 +2,8 @@
 #ifndef DT_CLI_H
 #define DT_CLI_H
 
+#include "dtrain.h"
+
 #define NOPTS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 /* "dtrain: error: " and the last error on stderr; returns exit status 2. */
@@ -10,7 +12,12 @@ int dt_cli_fail(void);
  * a job script requeues on it (examples/slurm/) */
 #define DT_EXIT_STOPPED 5
 
+/* The model a weights file is used with (eval, sample): --model when given (refused when it is
+ * not the file's), else the one the file names, else cnn1 (files of older builds name none). */
+dt_status dt_weights_model(const char *cmd, const char *model, const char *weights, const dt_weights_meta *w, dt_model **m);
+
 int dt_cmd_train(int argc, char **argv);
+int dt_cmd_sample(int argc, char **argv);
 int dt_cmd_run(int argc, char **argv);
 int dt_cmd_sim(int argc, char **argv);
 int dt_cmd_eval(int argc, char **argv);

@@ -14,33 +14,6 @@
 #include "trainer/trainer.h"
 #include "core/tensorfile.h"
 
-/* The model a weights file is evaluated with: --model, else the one the file names (its spec
- * text, or a built-in model's name), else cnn1 (files of older builds name none). A model
- * named inside a file is never opened as a path: the file is not the user, and what it names
- * could be any local file (a FIFO that never answers, a secret whose line would come back in
- * the parser's error). A --model or --data that contradicts the file is refused: weights
- * evaluated on the wrong data give a plausible, wrong figure. */
-static dt_status eval_model(const char *model, const char *data, const char *weights, const dt_weights_meta *w,
-                            dt_model **m) {
-    if (model && !dt_weights_meta_same_model(w, model))
-        return dt_fail(DT_ERR_ARG, "eval: --model %s: %s holds weights of %s", model, weights, w->model);
-    if (data && w->data && strcmp(data, w->data) != 0)
-        return dt_fail(DT_ERR_ARG, "eval: --data %s: %s was trained on %s", data, weights, w->data);
-    if (model) return dt_model_open(model, m);
-    if (w->spec) {
-        char origin[1100];
-        snprintf(origin, sizeof origin, "%s (its model %s)", weights, w->model ? w->model : "");
-        return dt_model_from_spec(w->spec, origin, m);
-    }
-    if (!w->model) return dt_model_from_name("cnn1", m);
-    char *zoo = dt_model_spec_text(w->model);
-    if (!zoo)
-        return dt_fail(DT_ERR_FORMAT, "%s: names its model '%s' without the model's spec text, and no built-in model "
-                       "has that name (a model named in a file is never opened as a path): give --model", weights, w->model);
-    free(zoo);
-    return dt_model_from_name(w->model, m);
-}
-
 typedef struct {
     const char *model, *data, *data_dir, *weights;
     int batch, limit;
@@ -49,7 +22,7 @@ typedef struct {
 static const dt_flag eval_flags[] = {
     {"model", DT_AT_TEXT(eval_opts, model), .help = "model name or spec file", .zero = "the one the weights file names, else cnn1"},
     {"weights", DT_AT_TEXT(eval_opts, weights), .help = "weights file written by dtrain train (required)"},
-    {"data", DT_AT_TEXT(eval_opts, data), .help = "mnist | fashion-mnist | cifar10", .zero = "the one the weights file names, else mnist"},
+    {"data", DT_AT_TEXT(eval_opts, data), .help = "mnist | fashion-mnist | cifar10 | kjv | fortunes | text:FILE | tokens:FILE", .zero = "the one the weights file names, else mnist"},
     {"data-dir", DT_AT_TEXT(eval_opts, data_dir), .help = "folder with the dataset files"},
     {"batch", DT_AT_INT(eval_opts, batch), .min = 1, .max = 1e6, .help = "evaluation batch size"},
     {"test-limit", DT_AT_INT(eval_opts, limit), .min = 1, .max = 1e9, .help = "use only the first N test examples", .zero = "all"},
@@ -61,7 +34,7 @@ int dt_cmd_eval(int argc, char **argv) {
     int help;
     if (dt_flags_parse_argv("eval", argc, argv, 2, &list, 1, &help) != DT_OK) return dt_cli_fail();
     if (help) {
-        dt_flags_help("eval", "--weights FILE [flags]\n\nTest accuracy of saved weights. The file names its model and dataset "
+        dt_flags_help("eval", "--weights FILE [flags]\n\nTest accuracy of saved weights (a language model's: its test loss). The file names its model and dataset "
                               "(files of older\nbuilds do not: give --model and --data).", &list, 1);
         return 0;
     }
@@ -75,7 +48,9 @@ int dt_cmd_eval(int argc, char **argv) {
     dt_model *m = NULL;
     dt_dataset test = {0};
     double acc = 0, loss = 0;
-    dt_status st = eval_model(model, data, weights, &w, &m);
+    dt_status st = data && w.data && strcmp(data, w.data) != 0
+                       ? dt_fail(DT_ERR_ARG, "eval: --data %s: %s was trained on %s", data, weights, w.data)
+                       : dt_weights_model("eval", model, weights, &w, &m);
     if (!data) data = w.data ? w.data : "mnist";
     char dir[1024];
     dt_data_dir(data, data_dir, dir, sizeof dir);
@@ -86,12 +61,18 @@ int dt_cmd_eval(int argc, char **argv) {
         st = dt_fail(st, "eval: --model %s: %s (weights of another model?)", model ? model : "cnn1", why);
     }
     if (st == DT_OK) st = dt_dataset_load_first(data, dir, 0, limit, &test); /* only what is evaluated */
+    /* a text's held-out windows are the model's context long */
+    if (st == DT_OK && test.text) st = dt_trainer_fit_data(m, model ? model : w.model ? w.model : "?", data, &test, NULL);
     if (st == DT_OK) st = dt_evaluate(m, &test, batch, limit, &acc, &loss);
-    int n = limit > 0 && limit < test.n ? limit : test.n;
+    const int n = limit > 0 && limit < test.n ? limit : test.n, text = test.text, bytes = test.bytes;
     dt_dataset_free(&test);
     dt_model_free(m);
     dt_weights_meta_free(&w);
     if (st != DT_OK) return dt_cli_fail();
-    printf("test accuracy %.2f%% (%ld/%d), loss %.4f\n", 100 * acc, (long)(acc * n + 0.5), n, loss);
+    if (text && bytes)
+        printf("test loss %.4f (%.3f bits per byte), next-token accuracy %.2f%% (%d windows)\n", loss, loss / 0.69314718055994530942,
+               100 * acc, n);
+    else if (text) printf("test loss %.4f, next-token accuracy %.2f%% (%d windows)\n", loss, 100 * acc, n);
+    else printf("test accuracy %.2f%% (%ld/%d), loss %.4f\n", 100 * acc, (long)(acc * n + 0.5), n, loss);
     return 0;
 }

@@ -191,7 +191,8 @@ int dt_cmd_train(int argc, char **argv) {
         return 2;
     }
     st = dt_trainer_run(&t);
-    double final_acc = t.last.test_acc;
+    const double final_acc = t.last.test_acc, final_loss = t.last.test_loss;
+    const int text = t.train.text;
     int rank = t.comm.rank, size = t.comm.size, stop_signal = t.stop_signal;
     dt_trainer_free(&t);
     if (st == DT_ERR_STOPPED) {
@@ -224,7 +225,9 @@ int dt_cmd_train(int argc, char **argv) {
         dt_comm_finalize();
         return dt_cli_fail();
     }
-    if (!c->quiet && c->weights_out && rank == 0)
+    if (!c->quiet && c->weights_out && rank == 0 && text)
+        printf("final test loss %.4f, weights written to %s\n", final_loss, c->weights_out);
+    else if (!c->quiet && c->weights_out && rank == 0)
         printf("final test accuracy %.2f%%, weights written to %s\n", 100 * final_acc, c->weights_out);
     fflush(stdout);
     dt_watch_end(DT_RANK_FINISHING, 0);

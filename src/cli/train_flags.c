@@ -66,8 +66,10 @@ static const dt_flag train_flags[] = {
      .help = "... and every N steps in between (not counted as training time)", .zero = "0: never"},
     {"target-acc", DT_AT_FLOAT(F, c.target_acc), .min = 0, .max = 1, .min_open = 1,
      .help = "stop at the first evaluation with this test accuracy, in (0, 1]; the summary gives the time to it", .zero = "none"},
+    {"target-loss", DT_AT_FLOAT(F, c.target_loss), .min = 0, .max = 1e6, .min_open = 1,
+     .help = "stop at the first evaluation with this test loss or less (nats: a language model's target); the summary gives the time to it", .zero = "none"},
     {"target-on", DT_AT_CHOICE(F, c.target_on_val, target_on_words),
-     .help = "test | val: the accuracy --target-acc is about; val (with --val N) for a search that must not look at the test set"},
+     .help = "test | val: the figure --target-acc or --target-loss is about; val (with --val N) for a search that must not look at the test set"},
     {"train-limit", DT_AT_INT(F, c.train_limit), .min = 1, .max = 1e9, .help = "use only the first N training examples", .zero = "all"},
     {"test-limit", DT_AT_INT(F, c.test_limit), .min = 1, .max = 1e9, .help = "use only the first N test examples", .zero = "all"},
     {"val", DT_AT_INT(F, c.val), .min = 1, .max = 1e9,
@@ -203,8 +205,11 @@ dt_status dt_scheme_values(dt_train_flags *f, dt_scheme_choice *out) {
             return dt_fail(DT_ERR_ARG, "--%s: a flag of dtrain itself, declared again by a scheme (%.*s): the scheme "
                            "must name it otherwise", f->scheme[i].name, (int)strcspn(f->scheme[i].help, ":"),
                            f->scheme[i].help);
-    if (f->c.target_on_val && (f->c.val <= 0 || !(f->c.target_acc > 0)))
-        return dt_fail(DT_ERR_ARG, "--target-on val: needs --val N (the held-out set) and --target-acc A");
+    if (f->c.target_acc > 0 && f->c.target_loss > 0)
+        return dt_fail(DT_ERR_ARG, "--target-loss %g: not with --target-acc %g (one target a run)", (double)f->c.target_loss,
+                       (double)f->c.target_acc);
+    if (f->c.target_on_val && (f->c.val <= 0 || !(f->c.target_acc > 0 || f->c.target_loss > 0)))
+        return dt_fail(DT_ERR_ARG, "--target-on val: needs --val N (the held-out set) and --target-acc A or --target-loss L");
     dt_status st = optim_values(f);
     return st != DT_OK ? st : dt_scheme_check(&f->c.scheme, out);
 }

@@ -8,15 +8,21 @@
 #include "trainer/trainer.h"
 #include "core/alloc.h"
 
+/* Accuracy: the share of predictions that are right (a language model's: of its next tokens);
+ * loss: their mean cross-entropy in nats. A text's windows are its fixed ones (no offsets). */
 dt_status dt_evaluate(dt_model *m, const dt_dataset *d, int batch, int limit, double *acc, double *loss) {
     int c, h, w;
     dt_model_input_shape(m, &c, &h, &w);
     if (c != d->c || h != d->h || w != d->w)
-        return dt_fail(DT_ERR_ARG, "the model takes %dx%dx%d inputs, %s images are %dx%dx%d", c, h, w,
-                       d->name, d->c, d->h, d->w);
+        return dt_fail(DT_ERR_ARG, "the model takes %dx%dx%d inputs, %s %s are %dx%dx%d", c, h, w,
+                       d->name, d->text ? "windows" : "images", d->c, d->h, d->w);
+    const int positions = dt_model_positions(m);
+    if (positions != dt_dataset_positions(d))
+        return dt_fail(DT_ERR_ARG, "the model predicts %d position(s) an example, %s has targets for %d", positions,
+                       d->name, dt_dataset_positions(d));
     int n = limit > 0 && limit < d->n ? limit : d->n;
     float *x = malloc((size_t)batch * c * h * w * sizeof(float));
-    uint8_t *y = malloc((size_t)batch);
+    uint16_t *y = malloc((size_t)batch * (size_t)positions * sizeof *y);
     int *idx = malloc((size_t)batch * sizeof(int));
     dt_status st = (x && y && idx) ? dt_model_reserve(m, batch) : dt_nomem("the eval batch of %d", batch);
     long correct = 0;
@@ -24,14 +30,14 @@ dt_status dt_evaluate(dt_model *m, const dt_dataset *d, int batch, int limit, do
     for (int b = 0; st == DT_OK && b < n; b += batch) {
         int cnt = n - b < batch ? n - b : batch, ok = 0;
         for (int i = 0; i < cnt; i++) idx[i] = b + i;
-        dt_batch_fill(d, idx, cnt, x, y, 0, NULL);
+        dt_batch_fill_targets(d, idx, cnt, x, y, 0, NULL);
         dt_model_forward(m, x, cnt, 0);
-        lsum += (double)dt_model_loss(m, y, &ok) * cnt;
+        lsum += (double)dt_model_loss_targets(m, y, &ok) * cnt;
         correct += ok;
     }
     free(x); free(y); free(idx);
     if (st == DT_OK) {
-        *acc = n ? (double)correct / n : 0;
+        *acc = n ? (double)correct / ((double)n * positions) : 0;
         *loss = n ? lsum / n : 0;
     }
     return st;

@@ -97,7 +97,7 @@ static dt_status step_body(dt_trainer *t, const int *bi, int cnt, int augment, d
     const dt_scheme_server *server = t->scheme->def->server;
     if (server && server->worker_stopped && (t->worker_stopped = server->worker_stopped(t->scheme))) return DT_OK;
     dt_span span = dt_span_begin("batch");
-    dt_batch_fill(&t->train, bi, cnt, t->x, t->y, augment, rng);
+    dt_batch_fill_targets(&t->train, bi, cnt, t->x, t->y, augment, rng);
     dt_span_end(span);
     span = dt_span_begin("forward");
     dt_model_forward(t->model, t->x, cnt, 1);
@@ -106,7 +106,7 @@ static dt_status step_body(dt_trainer *t, const int *bi, int cnt, int augment, d
     int ok = 0;
     t->grads_st = DT_OK;
     dt_model_set_grads_ready(t->model, t->scheme->ops->grads_ready ? grads_ready : NULL, t);
-    c->loss = dt_model_backward(t->model, t->y, &ok);
+    c->loss = dt_model_backward_targets(t->model, t->y, &ok);
     dt_model_set_grads_ready(t->model, NULL, NULL);
     dt_span_end(span);
     if (t->grads_st != DT_OK) return t->grads_st;

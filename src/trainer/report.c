@@ -37,6 +37,23 @@ static void val_json(const dt_trainer *t, dt_json *j, double acc, double loss) {
     dt_json_fixed(j, "val_loss", loss, 6);
 }
 
+#define LN2 0.69314718055994530942 /* nats per bit */
+
+/* A language model's figures beside the losses: bits per byte of a byte-level text (the loss
+ * in bits: nats / ln 2), null with no held-out set for val; nothing for images. */
+static void lm_json(const dt_trainer *t, dt_json *j, double test_loss, double val_loss) {
+    if (!t->train.text || !t->train.bytes) return;
+    dt_json_fixed(j, "test_bpb", test_loss / LN2, 6);
+    if (t->val.n) dt_json_fixed(j, "val_bpb", val_loss / LN2, 6);
+    else dt_json_null(j, "val_bpb");
+}
+
+/* "loss 1.8812 (2.714 bpb)": a text's held-out loss for the console */
+static void lm_loss_text(const dt_trainer *t, char *out, size_t len, const char *what, double loss) {
+    if (t->train.bytes) snprintf(out, len, "  %s loss %.4f (%.3f bpb)", what, loss, loss / LN2);
+    else snprintf(out, len, "  %s loss %.4f", what, loss);
+}
+
 /* The names of the hosts the ranks run on, each once, as an array (collective). */
 static dt_status hosts_json(dt_trainer *t, dt_json *j) {
     char mine[MPI_MAX_PROCESSOR_NAME] = "";
@@ -122,6 +139,7 @@ dt_status dt_trainer_log_config(dt_trainer *t) {
     dt_json_int(&j, "eval_every", c->eval_every);
     dt_json_int(&j, "eval_every_steps", c->eval_every_steps);
     num6(&j, "target_acc", c->target_acc);
+    num6(&j, "target_loss", c->target_loss);
     dt_json_str(&j, "target_on", c->target_on_val ? "val" : "test");
     dt_json_int(&j, "train_limit", c->train_limit);
     dt_json_int(&j, "test_limit", c->test_limit);
@@ -162,6 +180,15 @@ static void print_epoch(dt_trainer *t, const dt_epoch_stats *e) {
         size_t o = (size_t)snprintf(extra, sizeof extra, "  msgs %5.1f%%  %8.2f MB sent", e->msgs_pct, e->mb_sent);
         if (t->scheme->decentralized) snprintf(extra + o, sizeof extra - o, "  spread %.3g", e->spread);
     }
+    if (t->train.text) { /* a language model: losses, not accuracies; tokens a second */
+        char test[64], vl[64] = "";
+        lm_loss_text(t, test, sizeof test, "test", e->test_loss);
+        if (t->val.n) lm_loss_text(t, vl, sizeof vl, "val", e->val_loss);
+        printf("epoch %3d/%d  loss %.4f%s%s  lr %.4g  %8.0f tok/s  %6.1f s%s\n", e->epoch, t->cfg->epochs, e->loss, test, vl,
+               e->lr, e->images_per_s * t->train.h, e->seconds, extra);
+        fflush(stdout);
+        return;
+    }
     printf("epoch %3d/%d  loss %.4f  train %6.2f%%  test %6.2f%%%s  lr %.4g  %8.0f img/s  %6.1f s%s\n", e->epoch,
            t->cfg->epochs, e->loss, 100 * e->train_acc, 100 * e->test_acc, val, e->lr, e->images_per_s, e->seconds, extra);
     fflush(stdout);
@@ -178,10 +205,12 @@ static dt_status log_epoch(dt_trainer *t, const dt_epoch_stats *e) {
     dt_json_fixed(&j, "test_acc", e->test_acc, 6);
     dt_json_fixed(&j, "test_loss", e->test_loss, 6);
     val_json(t, &j, e->val_acc, e->val_loss);
+    lm_json(t, &j, e->test_loss, e->val_loss);
     num6(&j, "lr", e->lr);
     dt_json_fixed(&j, "seconds", e->seconds, 3);
     if (e->server_report) dt_json_null(&j, "images_per_s");
     else dt_json_fixed(&j, "images_per_s", e->images_per_s, 1);
+    if (t->train.text && !e->server_report) dt_json_fixed(&j, "tokens_per_s", e->images_per_s * t->train.h, 1);
     dt_json_fixed(&j, "msgs_pct", e->msgs_pct, 4);
     dt_json_fixed(&j, "msgs_sent", e->msgs_sent, 0);
     dt_json_fixed(&j, "mb_sent", e->mb_sent, 4);
@@ -195,10 +224,16 @@ static dt_status print_step_eval(dt_trainer *t, const dt_step_eval *e) {
     if (t->comm.rank != 0) return DT_OK;
     if (!t->cfg->quiet) {
         char val[32] = "";
+        char test[64];
+        snprintf(test, sizeof test, "  test %6.2f%%", 100 * e->acc);
         if (t->val.n) snprintf(val, sizeof val, "  val %6.2f%%", 100 * e->val[0]);
+        if (t->train.text) {
+            lm_loss_text(t, test, sizeof test, "test", e->loss);
+            if (t->val.n) lm_loss_text(t, val, sizeof val, "val", e->val[1]);
+        }
         dt_progress_clear(t);
-        printf("step %6ld (epoch %.2f)  test %6.2f%%%s  %8.1f s training  msgs %5.1f%%  %8.2f MB sent\n", e->step,
-               e->epoch, 100 * e->acc, val, e->train_s, e->baseline > 0 ? 100 * e->msgs / e->baseline : 0, e->bytes / 1e6);
+        printf("step %6ld (epoch %.2f)%s%s  %8.1f s training  msgs %5.1f%%  %8.2f MB sent\n", e->step,
+               e->epoch, test, val, e->train_s, e->baseline > 0 ? 100 * e->msgs / e->baseline : 0, e->bytes / 1e6);
         fflush(stdout);
     }
     dt_json j;
@@ -210,6 +245,7 @@ static dt_status print_step_eval(dt_trainer *t, const dt_step_eval *e) {
     dt_json_fixed(&j, "test_acc", e->acc, 6);
     dt_json_fixed(&j, "test_loss", e->loss, 6);
     val_json(t, &j, e->val[0], e->val[1]);
+    lm_json(t, &j, e->loss, e->val[1]);
     dt_json_fixed(&j, "train_s", e->train_s, 3);
     dt_json_fixed(&j, "eval_s", e->eval_s, 3);
     dt_json_fixed(&j, "msgs_sent", e->msgs, 0);
@@ -239,7 +275,7 @@ dt_status dt_trainer_report_server_epoch(void *host, int epoch, double train_los
     memset(e, 0, sizeof *e);
     e->epoch = epoch;
     e->loss = train_loss;
-    e->train_acc = train_acc;
+    e->train_acc = train_acc / dt_model_positions(t->model); /* the server's is per example */
     e->lr = dt_schedule_lr_at(&t->sched, (long)epoch * t->ctx.run.steps_per_epoch - 1, epoch, t->cfg->epochs);
     e->seconds = dt_now() - t->t_start;
     e->server_report = 1;
@@ -256,7 +292,7 @@ dt_status dt_trainer_report_server_epoch(void *host, int epoch, double train_los
     print_epoch(t, e);
     if ((st = log_epoch(t, e)) != DT_OK) return st;
     dt_trainer_on_epoch(t, e, ev->step);
-    ev->reached = dt_target_reached(t, dt_target_figure(t, e->test_acc, e->val_acc), train_s, ev->step, ev->msgs, ev->bytes / 1e6);
+    ev->reached = dt_target_reached(t, dt_target_figure(t, e->test_acc, e->val_acc, e->test_loss, e->val_loss), train_s, ev->step, ev->msgs, ev->bytes / 1e6);
     return DT_OK;
 }
 
@@ -270,7 +306,7 @@ dt_status dt_trainer_report_server_step(void *host, dt_server_eval *ev) {
     if (st == DT_OK) st = print_step_eval(t, &e);
     if (st != DT_OK) return st;
     dt_trainer_on_step_eval(t, &e);
-    ev->reached = dt_target_reached(t, dt_target_figure(t, e.acc, e.val[0]), e.train_s, ev->step, ev->msgs, ev->bytes / 1e6);
+    ev->reached = dt_target_reached(t, dt_target_figure(t, e.acc, e.val[0], e.loss, e.val[1]), e.train_s, ev->step, ev->msgs, ev->bytes / 1e6);
     return DT_OK;
 }
 
@@ -298,7 +334,7 @@ dt_status dt_trainer_step_report(dt_trainer *t) {
     t->eval_s += dt_now() - t0;
     if (st == DT_OK) dt_trainer_on_step_eval(t, &e);
     /* the step just taken counts (the loop advances ctx.step after this report) */
-    return st == DT_OK ? dt_target_check(t, dt_target_figure(t, e.acc, e.val[0]), t->ctx.step + 1, e.msgs, e.bytes / 1e6) : st;
+    return st == DT_OK ? dt_target_check(t, dt_target_figure(t, e.acc, e.val[0], e.loss, e.val[1]), t->ctx.step + 1, e.msgs, e.bytes / 1e6) : st;
 }
 
 dt_status dt_trainer_epoch_report(dt_trainer *t, double loss_sum, long seen, long correct, double seconds, float lr) {
@@ -313,7 +349,7 @@ dt_status dt_trainer_epoch_report(dt_trainer *t, double loss_sum, long seen, lon
     if (err == MPI_SUCCESS) err = MPI_Allreduce(&seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, t->comm.comm);
     if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Allreduce (epoch figures)");
     e->loss = all[1] ? all[0] / all[1] : 0;
-    e->train_acc = all[1] ? all[2] / all[1] : 0;
+    e->train_acc = all[1] ? all[2] / (all[1] * dt_model_positions(t->model)) : 0;
     e->lr = lr;
     e->seconds = slowest;
     e->images_per_s = slowest > 0 ? all[1] / slowest : 0;
@@ -333,7 +369,7 @@ dt_status dt_trainer_epoch_report(dt_trainer *t, double loss_sum, long seen, lon
     if (st == DT_OK) st = dt_trainer_check_drift(t, e->spread, e->epoch, t->ctx.step);
     t->eval_s += dt_now() - t0;
     if (st == DT_OK) dt_trainer_on_epoch(t, e, t->ctx.step);
-    return st == DT_OK ? dt_target_check(t, dt_target_figure(t, e->test_acc, e->val_acc), t->ctx.step, e->msgs_sent, e->mb_sent) : st;
+    return st == DT_OK ? dt_target_check(t, dt_target_figure(t, e->test_acc, e->val_acc, e->test_loss, e->val_loss), t->ctx.step, e->msgs_sent, e->mb_sent) : st;
 }
 
 /* ------------------------------------------------------------------ summary */
@@ -367,8 +403,11 @@ static void print_table(const dt_trainer *t, const double *rows, const double *t
            exposed_pct(tot[R_COMM], tot[R_COMPUTE]));
     if (t->scheme->decentralized)
         printf("largest distance of a rank's parameters from their mean before the final averaging: %.4g\n", spread_before);
-    printf("%s: test accuracy %.2f%% with %.1f%% of the messages (%.2f MB) in %.1f s\n", t->scheme->def->name,
-           100 * t->last.test_acc, pct, tot[R_BYTES_SENT] / 1e6, wall);
+    char result[96];
+    if (t->train.text) lm_loss_text(t, result, sizeof result, "test", t->last.test_loss);
+    else snprintf(result, sizeof result, "  test accuracy %.2f%%", 100 * t->last.test_acc);
+    printf("%s:%s with %.1f%% of the messages (%.2f MB) in %.1f s\n", t->scheme->def->name, result, pct,
+           tot[R_BYTES_SENT] / 1e6, wall);
     if (tot[R_OTHER] > 0)
         printf("sent beside the payloads: %.2f MB (set-up copies, models averaged for evaluation, protocol headers "
                "and tokens)\n", tot[R_OTHER] / 1e6);
@@ -391,7 +430,9 @@ static void summary_line(dt_trainer *t, dt_json *j, const double *rows, const do
     num6(j, "lr", c->lr);
     dt_json_num(j, "steps", tot[R_STEPS]); /* per training rank: the most any rank took */
     dt_json_fixed(j, "test_acc", t->last.test_acc, 6);
+    dt_json_fixed(j, "test_loss", t->last.test_loss, 6);
     val_json(t, j, t->last.val_acc, t->last.val_loss);
+    lm_json(t, j, t->last.test_loss, t->last.val_loss);
     dt_json_int(j, "params", (long long)dt_model_num_params(t->model));
     dt_json_fixed(j, "msgs_sent", tot[R_MSGS_SENT], 0);
     dt_json_fixed(j, "baseline_msgs", tot[R_BASELINE], 0);
@@ -410,8 +451,9 @@ static void summary_line(dt_trainer *t, dt_json *j, const double *rows, const do
     /* the supervisor's restarts before this attempt (dtrain run --max-restarts) */
     dt_json_int(j, "restarts", c->restarts);
     dt_json_int(j, "redone_steps", c->redone_steps);
-    if (c->target_acc > 0) {
-        num6(j, "target_acc", c->target_acc);
+    if (dt_target_set(c)) {
+        if (c->target_acc > 0) num6(j, "target_acc", c->target_acc);
+        else num6(j, "target_loss", c->target_loss);
         dt_json_str(j, "target_on", c->target_on_val ? "val" : "test");
         dt_target_summary_json(t, j);
     }
@@ -459,6 +501,9 @@ dt_status dt_trainer_summary(dt_trainer *t, double spread_before, double spread_
     if (!t->cfg->quiet && t->cfg->target_acc > 0 && !t->reached)
         printf("--target-acc %.4g not reached: final test accuracy %.2f%% after %.2f s of training\n",
                (double)t->cfg->target_acc, 100 * t->last.test_acc, wall - t->eval_s);
+    if (!t->cfg->quiet && t->cfg->target_loss > 0 && !t->reached)
+        printf("--target-loss %.4g not reached: final test loss %.4f after %.2f s of training\n",
+               (double)t->cfg->target_loss, t->last.test_loss, wall - t->eval_s);
     dt_json j;
     dt_json_init(&j);
     summary_line(t, &j, rows, tot, pct, spread_before, spread_after, wall);

@@ -10,6 +10,7 @@
 #include "core/paths.h"
 #include "comm/trace.h"
 #include "core/tensorfile.h"
+#include "data/text.h"
 #include "trainer/ckset.h"
 #include "trainer/trainer.h"
 #include "core/alloc.h"
@@ -40,8 +41,8 @@ dt_status dt_model_open(const char *name_or_path, dt_model **out) {
  * MNIST's, Fashion-MNIST's and CIFAR-10's training files are not ordered by class. */
 static dt_status hold_out(dt_trainer *t) {
     const int n = t->cfg->val;
-    if (t->cfg->target_on_val && (n <= 0 || !(t->cfg->target_acc > 0)))
-        return dt_fail(DT_ERR_ARG, "--target-on val: needs --val N (the held-out set) and --target-acc A");
+    if (t->cfg->target_on_val && (n <= 0 || !dt_target_set(t->cfg)))
+        return dt_fail(DT_ERR_ARG, "--target-on val: needs --val N (the held-out set) and --target-acc A or --target-loss L");
     if (n <= 0) return DT_OK;
     if (n >= t->train.n)
         return dt_fail(DT_ERR_ARG, "--val %d: must be smaller than the training set (%d examples%s)", n, t->train.n,
@@ -50,6 +51,15 @@ static dt_status hold_out(dt_trainer *t) {
     *v = t->train;
     const size_t per = (size_t)t->train.c * t->train.h * t->train.w, keep = (size_t)(t->train.n - n);
     v->n = n;
+    if (t->train.text) { /* the tokens of the last n windows (and the one after them), its own copy */
+        const size_t T = (size_t)t->train.h, from = keep * T, len = (size_t)n * T + T;
+        v->images = NULL, v->labels = NULL;
+        if (!(v->tokens = malloc(len * sizeof *v->tokens))) return dt_nomem("the validation split of %d windows", n);
+        memcpy(v->tokens, t->train.tokens + from, len * sizeof *v->tokens);
+        v->ntokens = (long long)len;
+        dt_dataset_truncate(&t->train, (int)keep);
+        return DT_OK;
+    }
     v->images = malloc((size_t)n * per);
     v->labels = malloc((size_t)n);
     if (!v->images || !v->labels) return dt_nomem("the validation split of %d images", n);
@@ -193,10 +203,11 @@ static dt_status make_scheme(dt_trainer *t) {
         return dt_fail(DT_ERR_ARG, "--algo %s: %d server rank(s) need at least one more rank to train (started %d)",
                        s->def->name, servers, t->comm.size);
     /* one server evaluates the model it holds on its own; several hold a slice each */
-    if (servers > 1 && (cfg->target_acc > 0 || cfg->eval_every_steps > 0))
+    if (servers > 1 && (dt_target_set(cfg) || cfg->eval_every_steps > 0))
         return dt_fail(DT_ERR_ARG, "%s: not with --algo %s --servers %d (the model is sliced across the servers, so "
                        "no rank holds it whole to evaluate during the run; use --servers 1)",
-                       cfg->target_acc > 0 ? "--target-acc" : "--eval-every-steps", s->def->name, servers);
+                       cfg->target_acc > 0 ? "--target-acc" : cfg->target_loss > 0 ? "--target-loss" : "--eval-every-steps",
+                       s->def->name, servers);
     if (servers > 0 && (cfg->checkpoint || cfg->resume))
         return dt_fail(DT_ERR_ARG, "%s: --algo %s cannot checkpoint: its servers run asynchronously of the workers' "
                        "epochs, so there is no point at which the whole run's state is consistent",
@@ -244,6 +255,35 @@ static dt_status check_room(const dt_trainer *t) {
     return st;
 }
 
+dt_status dt_trainer_fit_data(const dt_model *m, const char *model, const char *data, dt_dataset *train, dt_dataset *test) {
+    int c, h, w;
+    dt_model_input_shape(m, &c, &h, &w);
+    if (train->text) {
+        /* a text's examples are windows of the model's context; every token in its vocabulary */
+        const int vocab = dt_model_vocab(m);
+        if (!vocab || c != 1 || w != 1 || dt_model_positions(m) != h)
+            return dt_fail(DT_ERR_ARG, "--data %s is a text: --model %s is not a language model (expected an 'input seq=T' "
+                           "of token ids and a prediction at every position: gpt-tiny, gpt-small)", data, model);
+        dt_dataset *sets[2] = {train, test};
+        for (int i = 0; i < 2; i++) {
+            if (!sets[i]) continue;
+            dt_status st = dt_dataset_set_window(sets[i], h);
+            if (st == DT_OK) st = dt_text_check_vocab(sets[i], vocab < dt_model_num_classes(m) ? vocab : dt_model_num_classes(m));
+            if (st != DT_OK) return dt_fail(DT_ERR_ARG, "--data %s (its %s part): %s", data, i ? "held-out" : "training",
+                                            dt_last_error());
+        }
+        return DT_OK;
+    }
+    if (c != train->c || h != train->h || w != train->w)
+        return dt_fail(DT_ERR_ARG, "--model %s takes %dx%dx%d inputs, but --data %s has %dx%dx%d images",
+                       model, c, h, w, data, train->c, train->h, train->w);
+    if (dt_model_num_classes(m) != train->classes || dt_model_positions(m) != 1)
+        return dt_fail(DT_ERR_ARG, "--model %s has %d outputs%s, --data %s has %d classes", model,
+                       dt_model_num_classes(m), dt_model_positions(m) != 1 ? " at every position" : "", data,
+                       train->classes);
+    return DT_OK;
+}
+
 /* Everything but --resume; returns at its first error. */
 static dt_status init_run(dt_trainer *t, const dt_train_config *cfg) {
     dt_status st;
@@ -262,12 +302,7 @@ static dt_status init_run(dt_trainer *t, const dt_train_config *cfg) {
     if ((st = dt_dataset_load_first(cfg->data, dir, 0, cfg->test_limit, &t->test)) != DT_OK) return st;
     int c, h, w;
     dt_model_input_shape(t->model, &c, &h, &w);
-    if (c != t->train.c || h != t->train.h || w != t->train.w)
-        return dt_fail(DT_ERR_ARG, "--model %s takes %dx%dx%d inputs, but --data %s has %dx%dx%d images",
-                       cfg->model, c, h, w, cfg->data, t->train.c, t->train.h, t->train.w);
-    if (dt_model_num_classes(t->model) != t->train.classes)
-        return dt_fail(DT_ERR_ARG, "--model %s has %d outputs, --data %s has %d classes", cfg->model,
-                       dt_model_num_classes(t->model), cfg->data, t->train.classes);
+    if ((st = dt_trainer_fit_data(t->model, cfg->model, cfg->data, &t->train, &t->test)) != DT_OK) return st;
     if (cfg->train_limit > 0 && cfg->train_limit < t->train.n) dt_dataset_truncate(&t->train, cfg->train_limit);
     if (cfg->test_limit > 0 && cfg->test_limit < t->test.n) dt_dataset_truncate(&t->test, cfg->test_limit);
     if ((st = hold_out(t)) != DT_OK) return st;
@@ -277,7 +312,7 @@ static dt_status init_run(dt_trainer *t, const dt_train_config *cfg) {
     if ((st = make_scheme(t)) != DT_OK) return st;
     if ((st = make_shard(t)) != DT_OK) return st;
     t->x = malloc((size_t)cfg->batch * c * h * w * sizeof(float));
-    t->y = malloc((size_t)cfg->batch);
+    t->y = malloc((size_t)cfg->batch * (size_t)dt_model_positions(t->model) * sizeof *t->y);
     t->idx = malloc((size_t)cfg->batch * sizeof(int));
     t->eval_params = malloc((dt_model_num_params(t->model) + 1) * sizeof(float));
     t->eval_state = malloc((dt_model_num_state(t->model) + 1) * sizeof(float));

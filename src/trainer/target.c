@@ -1,31 +1,37 @@
-/* --target-acc: whether an evaluation reached it (the run stops there), agreed by every rank,
+/* --target-acc and --target-loss: whether an evaluation reached it (the run stops there), agreed by every rank,
  * and where the run stood then, for the summary. The evaluations themselves and what they
  * print are report.c's. */
 #include <stdio.h>
 
 #include "trainer/trainer.h"
 
-/* The accuracy --target-acc is about: the test set's, or with --target-on val the held-out
- * validation set's (a hyper-parameter search must not choose by the test set). */
-double dt_target_figure(const dt_trainer *t, double test_acc, double val_acc) {
+/* The figure the target is about: --target-acc's accuracy or --target-loss's loss, of the test
+ * set or, with --target-on val, of the held-out validation set (a hyper-parameter search must
+ * not choose by the test set). */
+double dt_target_figure(const dt_trainer *t, double test_acc, double val_acc, double test_loss, double val_loss) {
+    if (t->cfg->target_loss > 0) return t->cfg->target_on_val ? val_loss : test_loss;
     return t->cfg->target_on_val ? val_acc : test_acc;
 }
 
-/* Whether acc (dt_target_figure's) reaches --target-acc for the first time; then where the run
+/* Whether fig (dt_target_figure's) reaches the target for the first time; then where the run
  * stood is kept for the summary and said on rank 0. Not collective: dt_target_check is, a server
  * alone is not. Compared as floats, as the target is kept: --target-acc 0.6 is 0.60000002 as a
  * float, so 60.00% of the test set, a double 0.6, would miss a target the user wrote as 0.6. */
-int dt_target_reached(dt_trainer *t, double acc, double train_s, long steps, double msgs, double mb) {
-    if (!(t->cfg->target_acc > 0) || t->reached || !((float)acc >= t->cfg->target_acc)) return 0;
+int dt_target_reached(dt_trainer *t, double fig, double train_s, long steps, double msgs, double mb) {
+    const dt_train_config *c = t->cfg;
+    const int by_loss = c->target_loss > 0;
+    if (!dt_target_set(c) || t->reached || !(by_loss ? (float)fig <= c->target_loss : (float)fig >= c->target_acc)) return 0;
     t->reached = 1;
     t->target_train_s = train_s;
     t->target_steps = steps;
     t->target_msgs = msgs;
     t->target_mb = mb;
-    if (!t->cfg->quiet && t->comm.rank == 0) {
-        printf("reached %.2f%% %s accuracy (--target-acc %.4g) after %.2f s of training, %ld steps, %.0f messages, "
-               "%.2f MB (evaluation, %.2f s so far, not counted)\n",
-               100 * acc, t->cfg->target_on_val ? "validation" : "test", (double)t->cfg->target_acc, train_s, steps, msgs, mb, t->eval_s);
+    if (!c->quiet && t->comm.rank == 0) {
+        const char *set = c->target_on_val ? "validation" : "test";
+        if (by_loss) printf("reached a %s loss of %.4f (--target-loss %.4g)", set, fig, (double)c->target_loss);
+        else printf("reached %.2f%% %s accuracy (--target-acc %.4g)", 100 * fig, set, (double)c->target_acc);
+        printf(" after %.2f s of training, %ld steps, %.0f messages, %.2f MB (evaluation, %.2f s so far, not counted)\n",
+               train_s, steps, msgs, mb, t->eval_s);
         fflush(stdout);
     }
     return 1;
@@ -34,7 +40,7 @@ int dt_target_reached(dt_trainer *t, double acc, double train_s, long steps, dou
 /* Collective, after rank 0 evaluated (acc there: dt_target_figure's): every rank learns whether
  * the --target-acc was reached now for the first time, and the run stops there. */
 dt_status dt_target_check(dt_trainer *t, double acc, long steps, double msgs, double mb) {
-    if (!(t->cfg->target_acc > 0) || t->reached) return DT_OK;
+    if (!dt_target_set(t->cfg) || t->reached) return DT_OK;
     double v[2] = {acc, dt_trainer_train_seconds(t)};
     int err = MPI_Bcast(v, 2, MPI_DOUBLE, 0, t->comm.comm);
     if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Bcast (target accuracy)");
@@ -45,7 +51,7 @@ dt_status dt_target_check(dt_trainer *t, double acc, long steps, double msgs, do
 /* Collective: a server found --target-acc reached on its own (rank 0); every rank learns
  * where, as the synchronous schemes' ranks do when they evaluate together. */
 dt_status dt_target_share_server(dt_trainer *t) {
-    if (t->servers == 0 || !(t->cfg->target_acc > 0)) return DT_OK;
+    if (t->servers == 0 || !dt_target_set(t->cfg)) return DT_OK;
     double v[5] = {t->reached, t->target_train_s, (double)t->target_steps, t->target_msgs, t->target_mb};
     int err = MPI_Bcast(v, 5, MPI_DOUBLE, 0, t->comm.comm);
     if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Bcast (target accuracy)");
@@ -57,9 +63,9 @@ dt_status dt_target_share_server(dt_trainer *t) {
     return DT_OK;
 }
 
-/* The summary's figures of where --target-acc was reached, null where it was not. */
+/* The summary's figures of where the target was reached, null where it was not. */
 void dt_target_summary_json(const dt_trainer *t, dt_json *j) {
-    if (!(t->cfg->target_acc > 0)) return;
+    if (!dt_target_set(t->cfg)) return;
     if (t->reached) {
         dt_json_fixed(j, "time_to_target_s", t->target_train_s, 3);
         dt_json_int(j, "steps_to_target", t->target_steps);

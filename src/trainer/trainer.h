@@ -72,7 +72,7 @@ typedef struct dt_trainer {
     dt_progress prog;
     int *shard;              /* this rank's example indices */
     float *x;                /* batch buffers */
-    uint8_t *y;
+    uint16_t *y;             /* ... the targets: dt_model_positions of them an example */
     int *idx;
     float *eval_params, *eval_state; /* the evaluated (agreed) model */
     int start_epoch;         /* 0, or where --resume continues */
@@ -110,6 +110,9 @@ dt_status dt_stop_begin(dt_trainer *t); /* collective, at the start */
 dt_status dt_stop_agreed(dt_trainer *t, int *stop); /* after every step: 1 on every rank alike */
 dt_status dt_stop_end(dt_trainer *t);  /* collective: what is pending completed */
 
+/* The data fitted to the model: a text's windows set to its context and its tokens checked
+ * against its vocabulary (test may be NULL), images' shape and classes checked. */
+dt_status dt_trainer_fit_data(const dt_model *m, const char *model, const char *data, dt_dataset *train, dt_dataset *test);
 /* Resolves the data folder for a dataset name (--data-dir, $DTRAIN_DATA/NAME, ./data/NAME). */
 void dt_data_dir(const char *name, const char *override_dir, char *out, size_t len);
 /* The optimiser's configuration of a run (its flags: --optim, --momentum, --beta1, ...). */
@@ -194,7 +197,9 @@ dt_status dt_trainer_report_server_step(void *host, dt_server_eval *ev);
 static inline double dt_trainer_train_seconds(const dt_trainer *t) { return dt_now() - t->t_start - t->eval_s; }
 /* target.c: --target-acc. The accuracy it is about (the test set's, or with --target-on val
  * the held-out set's) */
-double dt_target_figure(const dt_trainer *t, double test_acc, double val_acc);
+double dt_target_figure(const dt_trainer *t, double test_acc, double val_acc, double test_loss, double val_loss);
+/* A target to reach: --target-acc or --target-loss. */
+static inline int dt_target_set(const dt_train_config *c) { return c->target_acc > 0 || c->target_loss > 0; }
 /* acc reached --target-acc for the first time: where the run stood is kept and said (rank 0);
  * not collective (a server's own evaluations) */
 int dt_target_reached(dt_trainer *t, double acc, double train_s, long steps, double msgs, double mb);
