@@ -6,7 +6,8 @@
 # bit for bit, training no step twice (redone_steps 0, every epoch's report the same).
 # The signal may reach one rank only: the ranks agree on the stop. Also with one process,
 # under dtrain run (the supervisor passes the signal on and waits for the save), for lock-step
-# eventgrad, and on a loaded machine. Without --checkpoint a signal still ends the run.
+# eventgrad, and on a loaded machine. dtrain run says status 5 whoever got the signal (a rank,
+# mpiexec, both). Without --checkpoint a signal still ends the run.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/fault_helpers.sh"
 require_mnist
@@ -43,8 +44,7 @@ stop_case() {
     local job=$! pid
     wait_until 120 step_logged "$d/r.jsonl" 100
     case "$how" in
-        rank1) pid=$(pgrep -f "dtrain train.*$d/ck" | while read -r p; do
-                   tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qxE "PMI_RANK=1|OMPI_COMM_WORLD_RANK=1" && echo "$p"; done | head -1) ;;
+        rank1) pid=$(launched_rank 1 | head -1) ;;
         run) pid=$(pgrep -f "dtrain run.*$d/ck" | head -1) ;;
         one) pid=$(pgrep -f "dtrain train.*$d/ck" | head -1) ;;
     esac
@@ -78,16 +78,53 @@ stop_case() {
         "resumed $a, uninterrupted $b"
 }
 
+# dtrain run judges a stop by its ranks (their boards), whoever got the signal.
+# signal_case LABEL WHO [LAUNCHER]: `dtrain run -n 2` with --checkpoint, SIGTERM after step 100
+# to WHO: rank1 (one rank), mpiexec (the launcher, which passes it on), all (the launcher and
+# every rank at once, as Slurm signals the processes of a job step); status 5 and rank 0's
+# line alone, whatever the launcher's own status (MPICH's mpiexec ends with 0 after a SIGTERM
+# of its own, with 5 after a rank's). LAUNCHER as $DTRAIN_MPIEXEC: one that loses the ranks'
+# lines leaves the line to dtrain run, from the set's manifest.
+signal_case() {
+    local label=$1 who=$2 d="$T/$1" pids
+    mkdir -p "$d"
+    DTRAIN_MPIEXEC=${3:-mpiexec} job "$label" -n 2 --algo allreduce "${C[@]}" --checkpoint "$d/ck" --log "$d/r.jsonl" --no-save
+    wait_until 120 step_logged "$d/r.jsonl" 100
+    case "$who" in
+        rank1) pids=$(rank_pid 1) ;;
+        mpiexec) pids=$(pgrep -P "$(pgrep -P "$JOB")") ;; # the job's subshell, dtrain run, its launcher
+        all) pids="$(pgrep -P "$(pgrep -P "$JOB")") $(rank_pid 0) $(rank_pid 1)" ;;
+    esac
+    # shellcheck disable=SC2086 # the pids, split
+    kill -TERM ${pids:-999999999}
+    ended "$label" 120
+    compare "$label: SIGTERM to $who: dtrain run exits with status 5" "$RC" == 5 "status $RC; $(head -c 400 "$T/$label.err")"
+    compare "$label: ... in one line" "$(grep -c . "$T/$label.err")" == 1 "$(head -c 400 "$T/$label.err")"
+    local step
+    step=$(sed -n 's/^dtrain: stopped.* after step \([0-9]*\)\( (epoch 1, step [0-9]* of [0-9]*)\)\{0,1\}: checkpoint .* committed; resume with the same command and --resume .*/\1/p' \
+        "$T/$label.err")
+    check "$label: ... saying the step, the checkpoint and how to resume" "$([ -n "$step" ]; echo $?)" "$(head -c 300 "$T/$label.err")"
+    compare "$label: ... the set's manifest names that step" "$(sed -n 's/^step //p' "$d/ck")" == "${step:-none}" \
+        "$(head -4 "$d/ck" | tr '\n' ' ')"
+    wait_until 10 no_rank_left
+    check "$label: ... no rank or guard left" $? ""
+}
+
 N=1 stop_case one one
 N=2 stop_case allreduce-run run --algo allreduce
 N=2 stop_case allreduce-rank1 rank1 --algo allreduce
 N=3 stop_case eventgrad-sync-rank1 rank1 --algo eventgrad --sync --threshold adaptive --warmup-steps 5
+for who in rank1 mpiexec all; do signal_case "signal-$who" "$who"; done
+# a launcher that loses the ranks' lines (MPI_Abort's cleanup can; here its stderr is gone)
+printf '#!/bin/sh\nexec mpiexec "$@" 2>/dev/null\n' >"$T/mute-mpiexec"
+chmod +x "$T/mute-mpiexec"
+signal_case signal-rank1-mute rank1 "$T/mute-mpiexec"
 
 # on a loaded machine: every core busy with other work
-hogs=()
-for _ in $(seq "$(nproc)"); do ( while :; do :; done ) & hogs+=($!); done
+busy_cores
 N=2 stop_case allreduce-loaded run --algo allreduce --compress int8
-kill "${hogs[@]}" 2>/dev/null; wait "${hogs[@]}" 2>/dev/null
+for who in rank1 mpiexec all; do signal_case "signal-$who-loaded" "$who"; done
+idle_cores
 
 # the comparison can fail: a stopped run resumed one epoch longer differs from the straight one
 d="$T/allreduce-run"

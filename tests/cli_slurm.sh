@@ -5,8 +5,8 @@
 # srun without it is refused in one line; a job requeued mid-epoch (scontrol requeue: SIGTERM
 # to every rank, the job back in the queue) and a job whose ranks get SIGTERM (as before its
 # time limit: the script requeues itself on status 5) come back by themselves and end with the
-# weights of an uninterrupted run (allreduce, lock-step eventgrad), no step trained twice, one
-# line per event in the job's output. Skipped (with the reason, exit 0) where a cluster cannot
+# weights of an uninterrupted run (allreduce, lock-step eventgrad, and allreduce with dtrain run
+# in the job script), no step trained twice, one line per event in the job's output. Skipped (with the reason, exit 0) where a cluster cannot
 # be made: not root, Slurm or munge not installed (scripts/install-deps installs them).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/fault_helpers.sh"
@@ -105,6 +105,14 @@ requeue_case() {
 }
 requeue_case allreduce requeue --algo allreduce
 requeue_case eventgrad term --algo eventgrad --sync --threshold adaptive --warmup-steps 5
+# ... and a job script running dtrain run (as dtrain sweep --slurm runs a run of several ranks):
+# scancel --signal=TERM reaches the processes of its launcher's job step (hydra's proxies, the
+# guards, the ranks), not dtrain run itself, which judges the stop by its ranks: status 5, the
+# script requeues, and the job ends with the uninterrupted run's weights
+sed 's|^srun --mpi=pmi2 --kill-on-bad-exit=1 "$DTRAIN" train|"$DTRAIN" run -n "$SLURM_NTASKS"|' "$JOB" >"$T/run.sbatch"
+check "a job script of dtrain run (examples/slurm/train.sbatch's srun line replaced)" \
+    "$(grep -q '^"$DTRAIN" run -n "$SLURM_NTASKS" "$@"' "$T/run.sbatch"; echo $?)" ""
+JOB=$T/run.sbatch requeue_case allreduce-run term --algo allreduce
 
 # (d) dtrain sweep --slurm: 8 runs, each one job; one job cancelled while it runs; the next
 # start runs that run alone, and keeps the 7 others as they were
