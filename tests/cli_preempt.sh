@@ -7,7 +7,8 @@
 # The signal may reach one rank only: the ranks agree on the stop. Also with one process,
 # under dtrain run (the supervisor passes the signal on and waits for the save), for lock-step
 # eventgrad, and on a loaded machine. dtrain run says status 5 whoever got the signal (a rank,
-# mpiexec, both). Without --checkpoint a signal still ends the run.
+# mpiexec, both), 0 for a stop after the last step; --resume auto on a finished run is status
+# 0. Without --checkpoint a signal still ends the run.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/fault_helpers.sh"
 require_mnist
@@ -110,6 +111,35 @@ signal_case() {
     check "$label: ... no rank or guard left" $? ""
 }
 
+# late_case LABEL: SIGTERM to dtrain run once its ranks trained their last step (in the final
+# evaluation): too late to matter, the run is complete (status 0, weights and summary, at
+# most the line that says so), and the job run again with --resume auto (a job script requeued
+# after its run ended) finds the finished run: status 0, one line, nothing written
+late_case() {
+    local label=$1 d="$T/$1" steps
+    steps=$(( $(scaled 4000) / 32 ))
+    local L=(--model cnn1 --data mnist --train-limit $((steps * 32)) --test-limit 10000 --batch 16 --lr 0.05 --seed 4 --epochs 1
+             --progress 1 --quiet --checkpoint "$d/ck" --resume auto --out "$d/w" --log "$d/r.jsonl")
+    mkdir -p "$d"
+    job "$label" -n 2 --algo allreduce "${L[@]}"
+    wait_until 120 grep -qs "\"step\":$steps,\"epoch\"" "$d/r.jsonl"
+    kill -TERM "$(pgrep -P "$JOB")"
+    ended "$label" 120
+    compare "$label: SIGTERM after the last step: the run completes (status 0)" "$RC" == 0 "status $RC; $(head -c 400 "$T/$label.err")"
+    check "$label: ... its weights written" "$([ -s "$d/w" ]; echo $?)" "$(ls "$d" | tr '\n' ' ')"
+    compare "$label: ... and its summary" "$(line_count "$d/r.jsonl" summary)" == 1 ""
+    compare "$label: ... said in one line at most" \
+        "$(grep -vc '^dtrain: Terminated came after the last step: the run is complete, nothing to resume$' "$T/$label.err")" == 0 \
+        "$(head -c 400 "$T/$label.err")"
+    cp "$d/w" "$d/w.first" && cp "$d/r.jsonl" "$d/r.first"
+    "$DTRAIN" run -n 2 --algo allreduce "${L[@]}" >"$d/2.out" 2>"$d/2.err"
+    compare "$label: --resume auto on the finished run's checkpoint: status 0" $? == 0 "$(head -c 400 "$d/2.err")"
+    check "$label: ... saying the run is finished, in one line" "$([ "$(grep -c . "$d/2.out" "$d/2.err" | paste -sd ' ')" = "$d/2.out:1 $d/2.err:0" ] &&
+        grep -qF "dtrain: --resume auto: checkpoint $d/ck is of the finished run (1 of 1 epochs; its weights: $d/w): nothing to train" \
+        "$d/2.out"; echo $?)" "$(cat "$d/2.out" "$d/2.err" | head -c 300)"
+    check "$label: ... its weights and log untouched" "$(cmp -s "$d/w" "$d/w.first" && cmp -s "$d/r.jsonl" "$d/r.first"; echo $?)" ""
+}
+
 N=1 stop_case one one
 N=2 stop_case allreduce-run run --algo allreduce
 N=2 stop_case allreduce-rank1 rank1 --algo allreduce
@@ -119,11 +149,13 @@ for who in rank1 mpiexec all; do signal_case "signal-$who" "$who"; done
 printf '#!/bin/sh\nexec mpiexec "$@" 2>/dev/null\n' >"$T/mute-mpiexec"
 chmod +x "$T/mute-mpiexec"
 signal_case signal-rank1-mute rank1 "$T/mute-mpiexec"
+late_case late
 
 # on a loaded machine: every core busy with other work
 busy_cores
 N=2 stop_case allreduce-loaded run --algo allreduce --compress int8
 for who in rank1 mpiexec all; do signal_case "signal-$who-loaded" "$who"; done
+late_case late-loaded
 idle_cores
 
 # the comparison can fail: a stopped run resumed one epoch longer differs from the straight one
@@ -138,6 +170,16 @@ mkdir -p "$T/none"
 compare "--resume auto with no checkpoint yet starts from the first step" "$?" == 0 "$(head -c 300 "$T/auto.err")"
 check "... and says so" "$(grep -q 'no checkpoint .*none/ck yet: starting from the first step' "$T/auto.out"; echo $?)" \
     "$(head -c 300 "$T/auto.out")"
+# ... run again when its run is finished: status 0 and one line, even with --quiet (one process);
+# the weights never written (a run ended after its last checkpoint): the error it is, one line
+"$DTRAIN" train --model mlp --data mnist --train-limit 320 --test-limit 100 --epochs 1 --checkpoint "$T/none/ck" \
+    --resume auto --out "$T/auto.w" --quiet >"$T/auto2.out" 2>"$T/auto2.err"
+compare "--resume auto on a finished run's checkpoint: status 0" "$?" == 0 "$(head -c 300 "$T/auto2.err")"
+check "... saying so in one line" "$([ "$(cat "$T/auto2.out" "$T/auto2.err")" = "dtrain: --resume auto: checkpoint $T/none/ck is of the finished run (1 of 1 epochs; its weights: $T/auto.w): nothing to train" ]; echo $?)" \
+    "$(cat "$T/auto2.out" "$T/auto2.err" | head -c 300)"
+rm "$T/auto.w"
+expect_error "--resume auto on a finished run's checkpoint whose weights were never written" "never written" -- "$DTRAIN" train \
+    --model mlp --data mnist --train-limit 320 --test-limit 100 --epochs 1 --checkpoint "$T/none/ck" --resume auto --out "$T/auto.w"
 expect_error "--resume auto without --checkpoint" "needs --checkpoint" -- "$DTRAIN" train --model mlp --data mnist \
     --epochs 1 --resume auto --no-save
 

@@ -102,6 +102,23 @@ static int launched_alone(void) {
     return 0;
 }
 
+/* --resume auto found a checkpoint that holds every epoch (dt_trainer_init refused it as
+ * finished): a job started again after its run ended (preempted in its final evaluation,
+ * requeued by hand). That is the run's end, not an error, when every rank read the same and
+ * its weights were written (rank 0's --out): 1. A finished checkpoint without them (ended
+ * after its last save, before its weights) stays the error it was, said as such. */
+static int finished_before(const dt_comm *comm, const dt_trainer *t, const dt_train_config *c) {
+    int mine = t->resumed_finished, all = 0;
+    if (MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm->comm) != MPI_SUCCESS || !all) return 0;
+    int written = comm->rank == 0 && (!c->weights_out || access(c->weights_out, F_OK) == 0);
+    if (MPI_Bcast(&written, 1, MPI_INT, 0, comm->comm) != MPI_SUCCESS) return 0;
+    if (!written)
+        dt_fail(DT_ERR_ARG, "--resume auto: checkpoint %s is of a run that trained all its %d epochs, but its weights %s were "
+                "never written (it was ended after its last checkpoint): nothing to resume", c->checkpoint, t->start_epoch,
+                c->weights_out);
+    return written;
+}
+
 int dt_cmd_train(int argc, char **argv) {
     dt_guard_rank(argv); /* under dtrain run: a parent that sees how this rank ends */
     /* the command as typed, for the log: under dtrain run the supervisor's (this rank's argv is
@@ -149,10 +166,12 @@ int dt_cmd_train(int argc, char **argv) {
     c->ncommand = typed ? ntyped : 0;
     st = dt_resolve_outputs(&f, comm.rank);
     /* --resume auto: rank 0 decides for all (the parts may sit on other disks, its manifest not) */
-    if (st == DT_OK && dt_resume_auto_asked(&f)) {
+    /* (every rank alike, whatever its st: rank 0 alone checks the default --out) */
+    const int resume_auto = dt_resume_auto_asked(&f);
+    if (resume_auto) {
         int exists = comm.rank == 0 && c->checkpoint && access(c->checkpoint, F_OK) == 0;
         if (MPI_Bcast(&exists, 1, MPI_INT, 0, comm.comm) != MPI_SUCCESS) exists = 0;
-        st = dt_resume_auto(&f, exists, comm.rank == 0 && !c->quiet && !env);
+        if (st == DT_OK) st = dt_resume_auto(&f, exists);
     }
     /* under dtrain run the supervisor keeps the run folder (and the console of every rank) */
     if (st == DT_OK && f.run_dir && comm.rank == 0 && !env) st = dt_start_run_dir(&f, argv, argc);
@@ -180,6 +199,21 @@ int dt_cmd_train(int argc, char **argv) {
     dt_runtime_init();
     dt_trainer t;
     st = dt_trainer_init(&t, c, &scheme);
+    /* (collective: every rank resumes alike) */
+    if (resume_auto && c->resume && finished_before(&comm, &t, c)) {
+        /* said even with --quiet: it is all this run does */
+        if (comm.rank == 0) {
+            printf("dtrain: --resume auto: checkpoint %s is of the finished run (%d of %d epochs%s%s): nothing to train\n",
+                   c->checkpoint, t.start_epoch, c->epochs, c->weights_out ? "; its weights: " : "",
+                   c->weights_out ? c->weights_out : "");
+            fflush(stdout);
+        }
+        dt_trainer_free(&t);
+        dt_watch_end(DT_RANK_FINISHING, 0); /* for dtrain run: a run complete, not a failure */
+        dt_comm_finalize();
+        return 0;
+    }
+    if (st == DT_OK && resume_auto && comm.rank == 0 && !c->quiet) dt_resume_auto_say(&f);
     int failed = report_agreed(&comm, st);
     if (!failed) failed = report_agreed(&comm, dt_trainer_start(&t)); /* collective set-up, --resume's state */
     if (failed) {

@@ -244,7 +244,7 @@ static int judge(const dt_job *job, const dt_boards *bs, const outcome *o, const
      * here: MPICH's mpiexec ends with 0 after a SIGTERM of its own, with 5 after one to a rank.
      * A signal of ours the ranks answered by saving, though the launcher lost their status
      * (the manifest is newer than the signal), is a stop too. */
-    if (job->checkpoint &&
+    if (job->checkpoint && !done &&
         (dt_boards_all_exited(bs, DT_EXIT_STOPPED) ||
          (o->interrupted && (o->status == DT_EXIT_STOPPED || saved_since(job->checkpoint, o->interrupted_at))))) {
         /* rank 0 said how to resume; if its line was lost on the way, the set says where */
@@ -257,6 +257,14 @@ static int judge(const dt_job *job, const dt_boards *bs, const outcome *o, const
                 "--resume auto)\n", o->interrupted ? " by " : "", o->interrupted ? strsignal(o->interrupted) : "", after,
                 job->checkpoint, job->checkpoint);
         return DT_EXIT_STOPPED;
+    }
+    /* asked to stop once the ranks had trained their last step: the run is complete, and
+     * there is nothing to resume (a job script would requeue on status 5, and the next start
+     * find a finished run) */
+    if (o->interrupted && done) {
+        fprintf(stderr, "dtrain: %s came after the last step: the run is complete, nothing to resume\n",
+                strsignal(o->interrupted));
+        return 0;
     }
     if (o->interrupted) {
         fprintf(stderr, "dtrain: error: interrupted (%s) %s: the job was ended%s\n", strsignal(o->interrupted), at,
@@ -362,7 +370,7 @@ int dt_supervise(const dt_job *job) {
     char resume_flag[16] = "--resume", restarts[48], redone[48];
     int rc = 2, restarts_done = 0;
     long redone_steps = 0;
-    const char *resume = job->resume;
+    const char *resume = job->resume_auto ? "auto" : job->resume;
     for (;;) {
         memcpy(av, job->argv, (size_t)n * sizeof *av);
         int k = n;

@@ -12,6 +12,8 @@ typedef struct dt_job {
     int max_restarts;
     const char *checkpoint; /* the run's --checkpoint, or NULL */
     const char *resume;     /* the run's --resume, or NULL */
+    int resume_auto;        /* ... was auto (resume: what it came to): the first attempt passes
+                             * it on, for the ranks to decide and say (a finished run ends) */
     double timeout;         /* the ranks' --timeout, seconds (0: none): a job with every rank
                              * silent longer than this (+5 s) is ended */
     double start_timeout;   /* every rank must have started (MPI initialised) within this */

@@ -75,6 +75,7 @@ typedef struct dt_trainer {
     int *idx;
     float *eval_params, *eval_state; /* the evaluated (agreed) model */
     int start_epoch;         /* 0, or where --resume continues */
+    int resumed_finished;    /* --resume's checkpoint holds every epoch: nothing to train */
     dt_tfile resume_file;    /* the checkpoint, from init until start has restored it */
     char resume_path[1100];
     dt_epoch_stats last;
