@@ -8,7 +8,7 @@
 # under dtrain run (the supervisor passes the signal on and waits for the save), for lock-step
 # eventgrad, and on a loaded machine. dtrain run says status 5 whoever got the signal (a rank,
 # mpiexec, both), 0 for a stop after the last step; --resume auto on a finished run is status
-# 0. Without --checkpoint a signal still ends the run.
+# 0; a signal while MPI starts is a stop too. Without --checkpoint a signal still ends the run.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/fault_helpers.sh"
 require_mnist
@@ -140,6 +140,49 @@ late_case() {
     check "$label: ... its weights and log untouched" "$(cmp -s "$d/w" "$d/w.first" && cmp -s "$d/r.jsonl" "$d/r.first"; echo $?)" ""
 }
 
+# init_case LABEL HOW: SIGTERM to rank 0 while it starts, waiting in MPI_Init for rank 1, which
+# its launcher starts 3 s later ($T/late-mpiexec). With --checkpoint a signal from a rank's
+# first moment is a stop (it killed the rank: mpiexec's status 15, nothing said): the run
+# stops once the ranks can agree, status 5, one line. HOW: run (dtrain run) or mpiexec.
+cat >"$T/late-mpiexec" <<'EOF'
+#!/bin/sh
+# mpiexec [OPTIONS] -n 2 PROGRAM ARGS...: rank 0 at once, rank 1 three seconds later
+[ "$1" = --version ] && exec mpiexec --version
+pre=
+while [ $# -gt 0 ] && [ "$1" != -n ]; do pre="$pre $1"; shift; done
+shift 2
+# shellcheck disable=SC2086 # the options, split
+exec mpiexec $pre -n 1 "$@" : -n 1 sh -c 'sleep 3; exec "$0" "$@"' "$@"
+EOF
+chmod +x "$T/late-mpiexec"
+# term_caught PID: the process has a handler for SIGTERM (bit 15 of /proc's SigCgt)
+term_caught() { local m; m=$(sed -n 's/^SigCgt:[[:space:]]*//p' "/proc/$1/status" 2>/dev/null) && [ -n "$m" ] && (( 0x$m & 0x4000 )); }
+# first_rank: rank 0 of the job under mpiexec alone (no guard), in pid
+first_rank() { pid=$(launched_rank 0 | head -1); [ -n "$pid" ]; }
+init_case() {
+    local label=$1 how=$2 d="$T/$1" pid=
+    mkdir -p "$d"
+    local A=(--algo allreduce "${C[@]}" --checkpoint "$d/ck" --no-save)
+    if [ "$how" = run ]; then
+        DTRAIN_MPIEXEC="$T/late-mpiexec" job "$label" -n 2 "${A[@]}"
+        wait_until 60 has_pid 0 && pid=$(rank_pid 0)
+    else
+        ( "$T/late-mpiexec" -n 2 "$DTRAIN" train "${A[@]}" >"$T/$label.out" 2>"$T/$label.err"; echo $? >"$T/$label.rc" ) &
+        JOB=$!
+        wait_until 60 first_rank
+    fi
+    # once its handler is there, or 2 s on (rank 1 starts after 3): a build without one dies
+    wait_until 2 term_caught "${pid:-999999999}"
+    kill -TERM "${pid:-999999999}"
+    ended "$label" 120
+    compare "$label: SIGTERM to rank 0 in MPI_Init ($how): status 5" "$RC" == 5 "status $RC; $(head -c 400 "$T/$label.err")"
+    compare "$label: ... in one line" "$(grep -c . "$T/$label.err")" == 1 "$(head -c 400 "$T/$label.err")"
+    grep -q '^dtrain: stopped by Terminated after step [0-9]* (epoch 1, step [0-9]* of [0-9]*): checkpoint .* committed; resume' "$T/$label.err"
+    check "$label: ... the stop's line, its checkpoint committed" $? "$(head -c 300 "$T/$label.err")"
+    wait_until 10 no_rank_left
+    check "$label: ... no rank or guard left" $? ""
+}
+
 N=1 stop_case one one
 N=2 stop_case allreduce-run run --algo allreduce
 N=2 stop_case allreduce-rank1 rank1 --algo allreduce
@@ -150,12 +193,16 @@ printf '#!/bin/sh\nexec mpiexec "$@" 2>/dev/null\n' >"$T/mute-mpiexec"
 chmod +x "$T/mute-mpiexec"
 signal_case signal-rank1-mute rank1 "$T/mute-mpiexec"
 late_case late
+init_case init-run run
+init_case init-mpiexec mpiexec
 
 # on a loaded machine: every core busy with other work
 busy_cores
 N=2 stop_case allreduce-loaded run --algo allreduce --compress int8
 for who in rank1 mpiexec all; do signal_case "signal-$who-loaded" "$who"; done
 late_case late-loaded
+init_case init-run-loaded run
+init_case init-mpiexec-loaded mpiexec
 idle_cores
 
 # the comparison can fail: a stopped run resumed one epoch longer differs from the straight one

@@ -102,6 +102,25 @@ static int launched_alone(void) {
     return 0;
 }
 
+/* on: SIGTERM and SIGINT ask the run to stop after a step (trainer/stop.c); off (without
+ * --checkpoint): they end it, as they would any program. */
+static void stop_on_signals(int on) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on ? dt_trainer_request_stop : SIG_DFL;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+}
+
+/* --checkpoint among the arguments, before they are parsed (which needs MPI) */
+static int checkpoint_given(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--checkpoint") || !strncmp(argv[i], "--checkpoint=", 13)) return 1;
+    return 0;
+}
+
 /* --resume auto found a checkpoint that holds every epoch (dt_trainer_init refused it as
  * finished): a job started again after its run ended (preempted in its final evaluation,
  * requeued by hand). That is the run's end, not an error, when every rank read the same and
@@ -120,6 +139,12 @@ static int finished_before(const dt_comm *comm, const dt_trainer *t, const dt_tr
 }
 
 int dt_cmd_train(int argc, char **argv) {
+    /* With --checkpoint a signal is a stop from the process's first moment: one that comes
+     * while MPI starts (MPI_Init waits for every rank) stops the run as soon as the ranks can
+     * agree on it (after the second step), with its checkpoint, status 5 and line; the default
+     * action would kill the rank with nothing said. Before dt_guard_rank, so that the rank has
+     * it from its fork on. */
+    if (checkpoint_given(argc, argv)) stop_on_signals(1);
     dt_guard_rank(argv); /* under dtrain run: a parent that sees how this rank ends */
     /* the command as typed, for the log: under dtrain run the supervisor's (this rank's argv is
      * mpiexec's), else this process's own */
@@ -186,16 +211,11 @@ int dt_cmd_train(int argc, char **argv) {
         fprintf(stderr, "dtrain train: --algo %s on one process (not under mpiexec): use dtrain run -n N\n", c->scheme.name);
     if (f.no_augment) c->augment = 0;
     /* --checkpoint: SIGTERM (Slurm's preemption and time limit) and SIGINT stop every rank
-     * after one step, with a checkpoint of it (trainer/stop.c); without, they end the run */
-    if (c->checkpoint) {
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = dt_trainer_request_stop;
-        sigemptyset(&sa.sa_mask);
-        sa.sa_flags = SA_RESTART;
-        sigaction(SIGTERM, &sa, NULL);
-        sigaction(SIGINT, &sa, NULL);
-    }
+     * after one step, with a checkpoint of it (trainer/stop.c); without, they end the run,
+     * also one that came while MPI started (a --checkpoint the first look saw was another
+     * flag's value) */
+    stop_on_signals(c->checkpoint != NULL);
+    if (!c->checkpoint && dt_trainer_stop_requested()) raise(dt_trainer_stop_requested());
     dt_runtime_init();
     dt_trainer t;
     st = dt_trainer_init(&t, c, &scheme);
