@@ -181,6 +181,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (started < 0 || started > n) abort();
     (void)dt_boards_work_done(&bs);
     (void)dt_boards_all_left(&bs);
+    (void)dt_boards_all_exited(&bs, 5);
+    const int passed = dt_boards_passed_signal(&bs);
+    if (passed != 0 && passed != SIGTERM && passed != SIGINT) abort();
     const int frozen = dt_boards_frozen(&bs, 1.0);
     if (frozen < -1 || frozen >= n) abort();
     char line[640];

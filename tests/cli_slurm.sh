@@ -5,12 +5,13 @@
 # srun without it is refused in one line; a job requeued mid-epoch (scontrol requeue: SIGTERM
 # to every rank, the job back in the queue) and a job whose ranks get SIGTERM (as before its
 # time limit: the script requeues itself on status 5) come back by themselves and end with the
-# weights of an uninterrupted run (allreduce, lock-step eventgrad), no step trained twice, one
-# line per event in the job's output. dtrain sweep --slurm: a cancelled job's run redone alone;
-# a job stopped by SIGTERM with checkpoint = true recorded stopped and resumed in its folder;
-# no controller answering: one line before anything is made. Skipped (with the reason, exit 0)
-# where a cluster cannot be made: not root, Slurm or munge not installed (scripts/install-deps
-# installs them).
+# weights of an uninterrupted run (allreduce, lock-step eventgrad, and allreduce with dtrain run
+# in the job script), no step trained twice, one line per event in the job's output; a finished
+# job requeued completes again, saying so. dtrain sweep --slurm: a cancelled job's run redone
+# alone; a job stopped by SIGTERM with checkpoint = true recorded stopped and resumed in its
+# folder; no controller answering: one line before anything is made. Skipped (with the reason,
+# exit 0) where a cluster cannot be made: not root, Slurm or munge not installed
+# (scripts/install-deps installs them).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/fault_helpers.sh"
 DTRAIN=$(cd "$(dirname "$DTRAIN")" && pwd)/$(basename "$DTRAIN") # the jobs run in $T
@@ -59,6 +60,7 @@ sys.exit(not s or max(s) < int(sys.argv[2]))' "$1" "$2" 2>/dev/null
 # (a) the job script: 2 ranks on 2 nodes == dtrain run -n 2
 "$DTRAIN" run -n 2 --algo allreduce "${C[@]}" --quiet --out "$T/ref.w" --log "$T/ref.jsonl" >/dev/null 2>&1
 submit plain --algo allreduce "${C[@]}"
+PLAIN=$JOBID
 state=$("$SC" wait "$JOBID" 300)
 compare "sbatch examples/slurm/train.sbatch: the job completes" "$?" == 0 "state $state; $(tail -c 400 "$T/plain.out")"
 nodes=$(scontrol show job "$JOBID" 2>/dev/null | sed -n 's/^ *NodeList=//p')
@@ -108,6 +110,27 @@ requeue_case() {
 }
 requeue_case allreduce requeue --algo allreduce
 requeue_case eventgrad term --algo eventgrad --sync --threshold adaptive --warmup-steps 5
+# ... and a job script running dtrain run (as dtrain sweep --slurm runs a run of several ranks):
+# scancel --signal=TERM reaches the processes of its launcher's job step (hydra's proxies, the
+# guards, the ranks), not dtrain run itself, which judges the stop by its ranks: status 5, the
+# script requeues, and the job ends with the uninterrupted run's weights
+sed 's|^srun --mpi=pmi2 --kill-on-bad-exit=1 "$DTRAIN" train|"$DTRAIN" run -n "$SLURM_NTASKS"|' "$JOB" >"$T/run.sbatch"
+check "a job script of dtrain run (examples/slurm/train.sbatch's srun line replaced)" \
+    "$(grep -q '^"$DTRAIN" run -n "$SLURM_NTASKS" "$@"' "$T/run.sbatch"; echo $?)" ""
+JOB=$T/run.sbatch requeue_case allreduce-run term --algo allreduce
+
+# (c2) a job started again after its run finished (requeued by hand, or preempted in its final
+# evaluation): --resume auto finds the finished run and says so, and the job completes with its
+# weights and log as they were
+cp "$T/plain/model.weights" "$T/plain-first.w" && cp "$T/plain/log.jsonl" "$T/plain-first.jsonl"
+scontrol requeue "$PLAIN"
+wait_until 120 grep -q "^dtrain job $PLAIN start 1 " "$T/plain.out"
+state=$("$SC" wait "$PLAIN" 300)
+compare "a finished job requeued completes again" "$?" == 0 "state $state; $(tail -c 400 "$T/plain.out")"
+compare "... saying its run is finished" "$(grep -c '^dtrain: --resume auto: checkpoint .* is of the finished run (2 of 2 epochs; its weights: .*): nothing to train$' "$T/plain.out")" == 1 \
+    "$(tail -c 400 "$T/plain.out")"
+check "... its weights and log as they were" "$(cmp -s "$T/plain-first.w" "$T/plain/model.weights" &&
+    cmp -s "$T/plain-first.jsonl" "$T/plain/log.jsonl"; echo $?)" ""
 
 # (d) dtrain sweep --slurm: 8 runs, each one job; one job cancelled while it runs; the next
 # start runs that run alone, and keeps the 7 others as they were

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Faults of what runs around the ranks, as a user's cluster meets them: a host the launcher
 # cannot reach, a launcher that starts nothing, the guard of a rank and the launcher's own
-# process (hydra_pmi_proxy) killed or stopped, dtrain run interrupted, mpiexec killed, a rank
-# that fails on its own. Each ends in bounded time with exactly one line saying what
+# process (hydra_pmi_proxy) killed or stopped, dtrain run interrupted, mpiexec killed or sent
+# SIGTERM, a rank that fails on its own. Each ends in bounded time with exactly one line saying what
 # happened; with --checkpoint and --max-restarts the job ends with the uninterrupted run's
 # weights; no rank is left running.
 . "$(dirname "$0")/lib.sh"
@@ -78,30 +78,45 @@ for fault in "9 guard 2" "STOP guard 1" "9 proxy 3" "STOP proxy 0"; do
     check "... and no rank or guard is left" $? ""
 done
 
-# 3. the user's Ctrl-C or SIGTERM to dtrain run, and mpiexec killed: one line, no rank left
-for fault in INT TERM mpiexec; do
-    ( exec "$DTRAIN" run -n 4 --algo allreduce "${C[@]}" --epochs 6 --no-save --log "$T/i_$fault.jsonl" \
-        >"$T/i_$fault.out" 2>"$T/i_$fault.err" ) &
+# 3. the user's Ctrl-C or SIGTERM to dtrain run, mpiexec killed, and SIGTERM to mpiexec (which
+#    passes it on to the ranks: an interruption, though not dtrain run's own): one line, no
+#    rank left. interrupt_case FAULT NAME
+interrupt_case() {
+    local fault=$1 name=$2
+    ( exec "$DTRAIN" run -n 4 --algo allreduce "${C[@]}" --epochs 6 --no-save --log "$T/$name.jsonl" \
+        >"$T/$name.out" 2>"$T/$name.err" ) &
     J=$!
-    wait_until 120 epochs_logged "$T/i_$fault.jsonl" 1
-    if [ $fault = mpiexec ]; then kill -9 "$(pgrep -P $J)"; else kill -$fault $J; fi
+    wait_until 120 epochs_logged "$T/$name.jsonl" 1
+    case $fault in
+        mpiexec) kill -9 "$(pgrep -P $J)" ;;
+        mpiexec_TERM) kill -TERM "$(pgrep -P $J)" ;;
+        *) kill -"$fault" $J ;;
+    esac
     t0=$SECONDS
     wait $J
     rc=$?
-    if [ $fault = mpiexec ]; then
+    if [ "$fault" = mpiexec ]; then
         compare "mpiexec killed: status 2" $rc == 2
         pat="the launcher (mpiexec) was killed by signal 9 (Killed) during epoch"
+    elif [ "$fault" = mpiexec_TERM ]; then
+        compare "SIGTERM to mpiexec ($name): status 143, as to dtrain run" $rc == 143
+        pat="interrupted (Terminated, passed on to the ranks by the launcher) during epoch"
     else
-        compare "SIG$fault to dtrain run: status 128 + signal" $rc == $((128 + $(kill -l $fault)))
+        compare "SIG$fault to dtrain run: status 128 + signal" $rc == $((128 + $(kill -l "$fault")))
         pat="interrupted (.*) during epoch"
     fi
     compare "... within 10 s" $((SECONDS - t0)) '<=' 10
-    compare "... one line" "$(said "i_$fault")" == 1 "$(head -c 400 "$T/i_$fault.err")"
-    grep -q "^dtrain: error: $pat" "$T/i_$fault.err"
-    check "... saying what happened" $? "$(head -c 400 "$T/i_$fault.err")"
+    compare "... one line" "$(said "$name")" == 1 "$(head -c 400 "$T/$name.err")"
+    grep -q "^dtrain: error: $pat" "$T/$name.err"
+    check "... saying what happened" $? "$(head -c 400 "$T/$name.err")"
     wait_until 10 no_rank_left
     check "... and no rank or guard is left" $? ""
-done
+}
+for fault in INT TERM mpiexec mpiexec_TERM; do interrupt_case $fault "i_$fault"; done
+# (the signal passed on, with every core busy)
+busy_cores
+interrupt_case mpiexec_TERM i_mpiexec_TERM_loaded
+idle_cores
 
 # 4. a rank that fails on its own says why, and nothing more is said
 "$DTRAIN" run -n 2 --algo allreduce "${C[@]}" --epochs 1 --no-save --log /dev/full >"$T/full.out" 2>"$T/full.err"

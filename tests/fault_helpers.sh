@@ -1,14 +1,20 @@
-# Shared by the fault tests (cli_faults.sh, cli_supervisor.sh, cli_sweep.sh...), sourced after
-# lib.sh: finding a rank's, its guard's and its launcher process's pids, waiting for a
-# condition, and running `dtrain run` in the background with its output, status and time kept
-# in $T.
-# rank_pid R: the pid of rank R of this script's running job (the rank under its guard, not
-# the guard, which is "dtrain guard rank R" in ps; every job here names a file in $T, so
-# other dtrain jobs on the machine are not ours)
+# Shared by the fault tests (cli_faults.sh, cli_supervisor.sh, cli_sweep.sh...), sourced after lib.sh: finding
+# a rank's, its guard's and its launcher process's pids, waiting for a condition, and running
+# `dtrain run` in the background with its output, status and time kept in $T.
+# launched_rank R: the processes of this script's running job that are its rank R (every job
+# here names a file in $T, so other dtrain jobs on the machine are not ours): under mpiexec
+# alone the rank; under dtrain run also its guard, until it retitles itself
+launched_rank() {
+    local p
+    for p in $(pgrep -f "dtrain train.*$T"); do
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qxE "PMI_RANK=$1|OMPI_COMM_WORLD_RANK=$1" && echo "$p"
+    done
+}
+# rank_pid R: the pid of rank R of this script's running job under dtrain run (the rank under
+# its guard, not the guard, which is "dtrain guard rank R" in ps)
 rank_pid() {
     local p pp
-    for p in $(pgrep -f "dtrain train.*$T"); do
-        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qxE "PMI_RANK=$1|OMPI_COMM_WORLD_RANK=$1" || continue
+    for p in $(launched_rank "$1"); do
         pp=$(awk '{print $4}' "/proc/$p/stat" 2>/dev/null) || continue
         [ "$(cat "/proc/$pp/comm" 2>/dev/null)" = dtrain-guard ] && { echo "$p"; return 0; }
     done
@@ -64,6 +70,12 @@ guard_pid() {
 }
 # proxy_pid R: the launcher's process above rank R's guard (MPICH: hydra_pmi_proxy)
 proxy_pid() { local g; g=$(guard_pid "$1") && awk '{print $4}' "/proc/$g/stat"; }
+# busy_cores, then idle_cores: a loaded machine (every core busy with other work), and back
+busy_cores() {
+    HOGS=()
+    for _ in $(seq "$(nproc)"); do ( while :; do :; done ) & HOGS+=($!); done
+}
+idle_cores() { kill "${HOGS[@]}" 2>/dev/null; wait "${HOGS[@]}" 2>/dev/null; }
 # no_rank_left: none of this script's ranks or guards is running
 no_rank_left() { ! pgrep -f "dtrain train.*$T" >/dev/null && ! guard_pid '[0-9]*' >/dev/null; }
 

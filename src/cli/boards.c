@@ -292,6 +292,20 @@ int dt_boards_all_exited(const dt_boards *bs, int code) {
     return 1;
 }
 
+int dt_boards_passed_signal(const dt_boards *bs) {
+    int sig = 0;
+    for (int r = 0; r < bs->n; r++) {
+        const dt_board *b = bs->b[r];
+        if (!b || atomic_load(&b->ended_ns) == 0) continue;
+        const int st = atomic_load(&b->state), s = atomic_load(&b->signal);
+        /* a guard that passed a signal on leaves its rank's state as it was (guard.c) */
+        if (st != DT_RANK_STARTING && st != DT_RANK_RUNNING) { if (st != DT_RANK_DONE) return 0; continue; }
+        if (s != SIGTERM && s != SIGINT) return 0;
+        sig = s;
+    }
+    return sig;
+}
+
 int dt_boards_all_left(const dt_boards *bs) {
     for (int r = 0; r < bs->n; r++)
         if (!is_dropped(bs, r) && !(bs->b[r] && atomic_load(&bs->b[r]->left_ns) != 0)) return 0;

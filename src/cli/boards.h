@@ -52,6 +52,10 @@ int dt_boards_all_left(const dt_boards *bs);
 int dt_boards_signal_ranks(const dt_boards *bs, int sig);
 /* 1 when every rank ended by exiting with this status (as its guard saw it) */
 int dt_boards_all_exited(const dt_boards *bs, int code);
+/* SIGTERM or SIGINT, when a rank was ended by it passed on by its guard (the launcher's signal
+ * from outside: the guard got it from the launcher's process and passed it on) and every
+ * other rank that ended did so too or exited with status 0; else 0 */
+int dt_boards_passed_signal(const dt_boards *bs);
 /* What holds a job whose ranks left (or gave up in MPI_Finalize): a rank whose guard, or the
  * launcher's process above it, is stopped, or whose guard did not end; described in `why`,
  * that process in *pid; or -1. */

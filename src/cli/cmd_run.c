@@ -57,8 +57,10 @@ int dt_cmd_run(int argc, char **argv) {
     /* dtrain sweep checks every run's flags before it starts any (src/cli/sweep.c): nothing made */
     const int check_only = getenv("DTRAIN_CHECK_ONLY") != NULL;
     if (st == DT_OK && !help) st = dt_resolve_outputs(&f, 0);
-    if (st == DT_OK && !help && dt_resume_auto_asked(&f))
-        st = dt_resume_auto(&f, f.c.checkpoint && access(f.c.checkpoint, F_OK) == 0, !f.c.quiet && !check_only);
+    /* --resume auto: decided here for the run folder and restarts, and again by the ranks (the
+     * first attempt passes it on), whose rank 0 says which once it has read the checkpoint */
+    const int resume_auto = dt_resume_auto_asked(&f);
+    if (st == DT_OK && !help && resume_auto) st = dt_resume_auto(&f, f.c.checkpoint && access(f.c.checkpoint, F_OK) == 0);
     if (st == DT_OK && !help && f.run_dir && !check_only) st = dt_start_run_dir(&f, argv, argc);
     if (st == DT_OK && !help) st = dt_train_check_paths(&f.c, 0);
     if (st != DT_OK) { free(args); return dt_cli_fail(); }
@@ -145,7 +147,7 @@ int dt_cmd_run(int argc, char **argv) {
     free(typed);
     dt_job job = {.argv = av, .ranks = f.ranks, .max_restarts = f.max_restarts, .checkpoint = f.c.checkpoint,
                   .timeout = f.timeout, .start_timeout = f.start_timeout,
-                  .resume = f.c.resume};
+                  .resume = f.c.resume, .resume_auto = resume_auto};
     const int rc = dt_supervise(&job);
     free(av);
     free(args);

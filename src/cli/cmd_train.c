@@ -103,7 +103,49 @@ static int launched_alone(void) {
     return 0;
 }
 
+/* on: SIGTERM and SIGINT ask the run to stop after a step (trainer/stop.c); off (without
+ * --checkpoint): they end it, as they would any program. */
+static void stop_on_signals(int on) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on ? dt_trainer_request_stop : SIG_DFL;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+}
+
+/* --checkpoint among the arguments, before they are parsed (which needs MPI) */
+static int checkpoint_given(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--checkpoint") || !strncmp(argv[i], "--checkpoint=", 13)) return 1;
+    return 0;
+}
+
+/* --resume auto found a checkpoint that holds every epoch (dt_trainer_init refused it as
+ * finished): a job started again after its run ended (preempted in its final evaluation,
+ * requeued by hand). That is the run's end, not an error, when every rank read the same and
+ * its weights were written (rank 0's --out): 1. A finished checkpoint without them (ended
+ * after its last save, before its weights) stays the error it was, said as such. */
+static int finished_before(const dt_comm *comm, const dt_trainer *t, const dt_train_config *c) {
+    int mine = t->resumed_finished, all = 0;
+    if (MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm->comm) != MPI_SUCCESS || !all) return 0;
+    int written = comm->rank == 0 && (!c->weights_out || access(c->weights_out, F_OK) == 0);
+    if (MPI_Bcast(&written, 1, MPI_INT, 0, comm->comm) != MPI_SUCCESS) return 0;
+    if (!written)
+        dt_fail(DT_ERR_ARG, "--resume auto: checkpoint %s is of a run that trained all its %d epochs, but its weights %s were "
+                "never written (it was ended after its last checkpoint): nothing to resume", c->checkpoint, t->start_epoch,
+                c->weights_out);
+    return written;
+}
+
 int dt_cmd_train(int argc, char **argv) {
+    /* With --checkpoint a signal is a stop from the process's first moment: one that comes
+     * while MPI starts (MPI_Init waits for every rank) stops the run as soon as the ranks can
+     * agree on it (after the second step), with its checkpoint, status 5 and line; the default
+     * action would kill the rank with nothing said. Before dt_guard_rank, so that the rank has
+     * it from its fork on. */
+    if (checkpoint_given(argc, argv)) stop_on_signals(1);
     dt_guard_rank(argv); /* under dtrain run: a parent that sees how this rank ends */
     /* the command as typed, for the log: under dtrain run the supervisor's (this rank's argv is
      * mpiexec's), else this process's own */
@@ -152,10 +194,12 @@ int dt_cmd_train(int argc, char **argv) {
     c->ncommand = typed ? ntyped : 0;
     st = dt_resolve_outputs(&f, comm.rank);
     /* --resume auto: rank 0 decides for all (the parts may sit on other disks, its manifest not) */
-    if (st == DT_OK && dt_resume_auto_asked(&f)) {
+    /* (every rank alike, whatever its st: rank 0 alone checks the default --out) */
+    const int resume_auto = dt_resume_auto_asked(&f);
+    if (resume_auto) {
         int exists = comm.rank == 0 && c->checkpoint && access(c->checkpoint, F_OK) == 0;
         if (MPI_Bcast(&exists, 1, MPI_INT, 0, comm.comm) != MPI_SUCCESS) exists = 0;
-        st = dt_resume_auto(&f, exists, comm.rank == 0 && !c->quiet && !env);
+        if (st == DT_OK) st = dt_resume_auto(&f, exists);
     }
     /* under dtrain run the supervisor keeps the run folder (and the console of every rank) */
     if (st == DT_OK && f.run_dir && comm.rank == 0 && !env) st = dt_start_run_dir(&f, argv, argc);
@@ -170,19 +214,29 @@ int dt_cmd_train(int argc, char **argv) {
         fprintf(stderr, "dtrain train: --algo %s on one process (not under mpiexec): use dtrain run -n N\n", c->scheme.name);
     if (f.no_augment) c->augment = 0;
     /* --checkpoint: SIGTERM (Slurm's preemption and time limit) and SIGINT stop every rank
-     * after one step, with a checkpoint of it (trainer/stop.c); without, they end the run */
-    if (c->checkpoint) {
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = dt_trainer_request_stop;
-        sigemptyset(&sa.sa_mask);
-        sa.sa_flags = SA_RESTART;
-        sigaction(SIGTERM, &sa, NULL);
-        sigaction(SIGINT, &sa, NULL);
-    }
+     * after one step, with a checkpoint of it (trainer/stop.c); without, they end the run,
+     * also one that came while MPI started (a --checkpoint the first look saw was another
+     * flag's value) */
+    stop_on_signals(c->checkpoint != NULL);
+    if (!c->checkpoint && dt_trainer_stop_requested()) raise(dt_trainer_stop_requested());
     dt_runtime_init();
     dt_trainer t;
     st = dt_trainer_init(&t, c, &scheme);
+    /* (collective: every rank resumes alike) */
+    if (resume_auto && c->resume && finished_before(&comm, &t, c)) {
+        /* said even with --quiet: it is all this run does */
+        if (comm.rank == 0) {
+            printf("dtrain: --resume auto: checkpoint %s is of the finished run (%d of %d epochs%s%s): nothing to train\n",
+                   c->checkpoint, t.start_epoch, c->epochs, c->weights_out ? "; its weights: " : "",
+                   c->weights_out ? c->weights_out : "");
+            fflush(stdout);
+        }
+        dt_trainer_free(&t);
+        dt_watch_end(DT_RANK_FINISHING, 0); /* for dtrain run: a run complete, not a failure */
+        dt_comm_finalize();
+        return 0;
+    }
+    if (st == DT_OK && resume_auto && comm.rank == 0 && !c->quiet) dt_resume_auto_say(&f);
     int failed = report_agreed(&comm, st);
     if (!failed) failed = report_agreed(&comm, dt_trainer_start(&t)); /* collective set-up, --resume's state */
     if (failed) {

@@ -116,9 +116,18 @@ void dt_guard_rank(char **argv) {
     on_signal(PROXY_GONE_SIGNAL, on_proxy_gone);
     prctl(PR_SET_PDEATHSIG, PROXY_GONE_SIGNAL);
     if (getppid() != proxy) _exit(1);
+    /* SIGTERM and SIGINT wait while the two processes take up their handlers: the rank keeps
+     * what it had (a stop asked with --checkpoint: cmd_train.c), the guard passes them on; one
+     * that came in between would otherwise be taken by the guard as the rank's own */
+    sigset_t stops, old;
+    sigemptyset(&stops);
+    sigaddset(&stops, SIGTERM);
+    sigaddset(&stops, SIGINT);
+    sigprocmask(SIG_BLOCK, &stops, &old);
     const pid_t child = fork();
-    if (child < 0) return;
+    if (child < 0) { sigprocmask(SIG_SETMASK, &old, NULL); return; }
     if (child == 0) {
+        sigprocmask(SIG_SETMASK, &old, NULL);
         guard_pid_seen = parent;
         signal(PROXY_GONE_SIGNAL, SIG_DFL);
         on_signal(GUARD_GONE_SIGNAL, on_guard_gone);
@@ -132,6 +141,7 @@ void dt_guard_rank(char **argv) {
     retitle(argv, rank);
     const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
     for (int i = 0; i < (int)(sizeof sigs / sizeof sigs[0]); i++) on_signal(sigs[i], guard_forward);
+    sigprocmask(SIG_SETMASK, &old, NULL);
     int status = 0;
     while (waitpid(child, &status, 0) < 0 && errno == EINTR) {}
     const int state = atomic_load(&b->state), kept = end_signed(state);

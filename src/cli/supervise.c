@@ -35,6 +35,7 @@ typedef struct outcome {
     char why[600];      /* ... in words */
     long step;          /* the furthest step any rank reached */
     int error_relayed;  /* a "dtrain: error:" line of the ranks came through the launcher */
+    int stop_relayed;   /* ... rank 0's "dtrain: stopped by" line */
 } outcome;
 
 static volatile sig_atomic_t stop_signal = 0;
@@ -169,7 +170,10 @@ static int run_attempt(char **av, dt_boards *bs, FILE *noise, const dt_job *job,
     }
     for (int i = 0; i < 2; i++)
         if (s[i].fd >= 0) close(s[i].fd);
-    for (int i = 0; i < relay.nsaid && !o->error_relayed; i++) o->error_relayed = !strncmp(relay.said[i], "dtrain: error:", 14);
+    for (int i = 0; i < relay.nsaid; i++) {
+        o->error_relayed |= !strncmp(relay.said[i], "dtrain: error:", 14);
+        o->stop_relayed |= !strncmp(relay.said[i], "dtrain: stopped by ", 19);
+    }
     dt_relay_free(&relay);
     kill(-child, SIGKILL); /* nothing of the job outlives it (a launcher killed from outside leaves its ranks) */
     dt_boards_map(bs);
@@ -232,10 +236,36 @@ static int judge(const dt_job *job, const dt_boards *bs, const outcome *o, const
     *lost = 0;
     dt_boards_where(bs, at, sizeof at);
     const int started = dt_boards_started(bs);
-    /* the ranks stopped after a step and committed its checkpoint: rank 0 said how to resume */
-    if (o->interrupted && job->checkpoint &&
-        (o->status == DT_EXIT_STOPPED || dt_boards_all_exited(bs, DT_EXIT_STOPPED) || saved_since(job->checkpoint, o->interrupted_at)))
+    /* every rank trained, saved and evaluated: the weights and the log's summary are written */
+    const int done = dt_boards_work_done(bs);
+    /* The ranks stopped after a step and committed its checkpoint (only then does a rank exit
+     * with status 5): whoever got the signal, this process, mpiexec, one rank or all of them
+     * (Slurm signals every process of a job step). The launcher's own status says nothing
+     * here: MPICH's mpiexec ends with 0 after a SIGTERM of its own, with 5 after one to a rank.
+     * A signal of ours the ranks answered by saving, though the launcher lost their status
+     * (the manifest is newer than the signal), is a stop too. */
+    if (job->checkpoint && !done &&
+        (dt_boards_all_exited(bs, DT_EXIT_STOPPED) ||
+         (o->interrupted && (o->status == DT_EXIT_STOPPED || saved_since(job->checkpoint, o->interrupted_at))))) {
+        /* rank 0 said how to resume; if its line was lost on the way, the set says where */
+        int epoch = 0;
+        long step = 0;
+        char after[48] = "";
+        if (o->stop_relayed) return DT_EXIT_STOPPED;
+        if (checkpoint_point(job->checkpoint, job->ranks, &epoch, &step) == 0) snprintf(after, sizeof after, " after step %ld", step);
+        fprintf(stderr, "dtrain: stopped%s%s%s: checkpoint %s committed; resume with the same command and --resume %s (or "
+                "--resume auto)\n", o->interrupted ? " by " : "", o->interrupted ? strsignal(o->interrupted) : "", after,
+                job->checkpoint, job->checkpoint);
         return DT_EXIT_STOPPED;
+    }
+    /* asked to stop once the ranks had trained their last step: the run is complete, and
+     * there is nothing to resume (a job script would requeue on status 5, and the next start
+     * find a finished run) */
+    if (o->interrupted && done) {
+        fprintf(stderr, "dtrain: %s came after the last step: the run is complete, nothing to resume\n",
+                strsignal(o->interrupted));
+        return 0;
+    }
     if (o->interrupted) {
         fprintf(stderr, "dtrain: error: interrupted (%s) %s: the job was ended%s\n", strsignal(o->interrupted), at,
                 job->checkpoint ? " before its ranks saved a checkpoint of their step" : "");
@@ -251,8 +281,9 @@ static int judge(const dt_job *job, const dt_boards *bs, const outcome *o, const
                     noise_path);
         return 2;
     }
-    const int done = dt_boards_work_done(bs);
-    if (o->status == 0 && started == bs->n && o->ended_by != ENDED_HELD) return 0;
+    /* a launcher's status 0 is a success only with the ranks' work done: MPICH's mpiexec
+     * ends with 0 after a SIGTERM of its own whatever became of its ranks */
+    if (o->status == 0 && started == bs->n && o->ended_by != ENDED_HELD && done) return 0;
     if (dt_boards_completed_with_drops(bs) && o->ended_by != ENDED_HELD) return 0;
     if (started < bs->n && o->status == 0) {
         fprintf(stderr, "dtrain: error: the launcher (%s) ended with status 0 but started %d of %d ranks: nothing was "
@@ -283,6 +314,14 @@ static int judge(const dt_job *job, const dt_boards *bs, const outcome *o, const
                 "+ 5 s; the job was ended (the launcher's messages: %s)\n", name, at, job->timeout, noise_path);
         *lost = 1;
         return 4;
+    }
+    /* SIGTERM or SIGINT to the launcher from outside (the user's, or Slurm's to a job step),
+     * passed on to ranks that do not stop on it (no --checkpoint): interrupted, as by ours */
+    const int passed = o->ended_by ? 0 : dt_boards_passed_signal(bs);
+    if (passed) {
+        fprintf(stderr, "dtrain: error: interrupted (%s, passed on to the ranks by the launcher) %s: the job was ended\n",
+                strsignal(passed), at);
+        return 128 + passed;
     }
     /* a rank that failed on its own said why, but MPI_Abort may have ended the launcher's proxy
      * before it passed the line on (seen once with both cores busy: status 2, nothing said) */
@@ -331,7 +370,7 @@ int dt_supervise(const dt_job *job) {
     char resume_flag[16] = "--resume", restarts[48], redone[48];
     int rc = 2, restarts_done = 0;
     long redone_steps = 0;
-    const char *resume = job->resume;
+    const char *resume = job->resume_auto ? "auto" : job->resume;
     for (;;) {
         memcpy(av, job->argv, (size_t)n * sizeof *av);
         int k = n;
@@ -379,7 +418,8 @@ int dt_supervise(const dt_job *job) {
     sigaction(SIGTERM, &old_term, NULL);
     if (noise) fclose(noise);
     dt_boards_clear(&bs);
-    if (rc == 0) remove_tree(bs.dir);
+    /* a stop is no failure either: nothing in the launcher's messages to read */
+    if (rc == 0 || rc == DT_EXIT_STOPPED) remove_tree(bs.dir);
     free(av);
     free(bs.b);
     return rc;

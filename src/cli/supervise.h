@@ -12,14 +12,18 @@ typedef struct dt_job {
     int max_restarts;
     const char *checkpoint; /* the run's --checkpoint, or NULL */
     const char *resume;     /* the run's --resume, or NULL */
+    int resume_auto;        /* ... was auto (resume: what it came to): the first attempt passes
+                             * it on, for the ranks to decide and say (a finished run ends) */
     double timeout;         /* the ranks' --timeout, seconds (0: none): a job with every rank
                              * silent longer than this (+5 s) is ended */
     double start_timeout;   /* every rank must have started (MPI initialised) within this */
 } dt_job;
 
 /* Runs the job (and its restarts); returns the exit status for `dtrain run`:
- * 0, the ranks' own status (2: an error they reported, 3: divergence), or 4: a rank was lost
- * or made no progress within --timeout. */
+ * 0 (every rank did its work), the ranks' own status (2: an error they reported, 3:
+ * divergence, 5: every rank stopped on a signal with its checkpoint committed, whoever got
+ * the signal), 4: a rank was lost or made no progress within --timeout, or 128 + the signal
+ * that interrupted a job without a checkpoint (this process's, or the launcher's passed on). */
 int dt_supervise(const dt_job *job);
 
 #endif

@@ -281,17 +281,19 @@ dt_status dt_resolve_outputs(dt_train_flags *f, int rank) {
 
 int dt_resume_auto_asked(const dt_train_flags *f) { return f->c.resume && !strcmp(f->c.resume, "auto"); }
 
-dt_status dt_resume_auto(dt_train_flags *f, int exists, int say) {
+dt_status dt_resume_auto(dt_train_flags *f, int exists) {
     dt_train_config *c = &f->c;
     if (!dt_resume_auto_asked(f)) return DT_OK;
     if (!c->checkpoint) return dt_fail(DT_ERR_ARG, "--resume auto: needs --checkpoint FILE (the checkpoint it resumes from)");
     c->resume = exists ? c->checkpoint : NULL;
-    if (say) {
-        if (exists) printf("dtrain: --resume auto: continuing from checkpoint %s\n", c->checkpoint);
-        else printf("dtrain: --resume auto: no checkpoint %s yet: starting from the first step\n", c->checkpoint);
-        fflush(stdout);
-    }
     return DT_OK;
+}
+
+void dt_resume_auto_say(const dt_train_flags *f) {
+    const dt_train_config *c = &f->c;
+    if (c->resume) printf("dtrain: --resume auto: continuing from checkpoint %s\n", c->checkpoint);
+    else printf("dtrain: --resume auto: no checkpoint %s yet: starting from the first step\n", c->checkpoint);
+    fflush(stdout);
 }
 
 /* The run folder itself, by the process that keeps it (train's rank 0, or run's supervisor):

@@ -48,9 +48,11 @@ void dt_usage_with_schemes(char *out, size_t len, const char *head);
 /* Where the run writes (--run-dir's defaults, the default weights name, checked on rank 0). */
 dt_status dt_resolve_outputs(dt_train_flags *f, int rank);
 /* --resume auto (asked: 1): from --checkpoint's file when it exists (exists: as the one process
- * that decides found it), else from the start; say: one line telling which. */
+ * that decides found it), else from the start. dt_resume_auto_say: the one line telling which
+ * (said once the checkpoint was read: it may hold a finished run, cmd_train.c). */
 int dt_resume_auto_asked(const dt_train_flags *f);
-dt_status dt_resume_auto(dt_train_flags *f, int exists, int say);
+dt_status dt_resume_auto(dt_train_flags *f, int exists);
+void dt_resume_auto_say(const dt_train_flags *f);
 /* The run folder, by the process that keeps it: created, the command written, the console copied. */
 dt_status dt_start_run_dir(const dt_train_flags *f, char *const *argv, int argc);
 

@@ -344,9 +344,11 @@ dt_status dt_trainer_init(dt_trainer *t, const dt_train_config *cfg, dt_scheme_c
     st = init_run(t, cfg);
     /* collective with several ranks: reached by every rank, whatever init_run said */
     if (cfg->resume) st = dt_trainer_load_checkpoint(t, st);
-    if (st == DT_OK && cfg->resume && t->start_epoch >= cfg->epochs)
+    if (st == DT_OK && cfg->resume && t->start_epoch >= cfg->epochs) {
+        t->resumed_finished = 1; /* --resume auto takes it as the run's end (cmd_train.c) */
         st = dt_fail(DT_ERR_ARG, "--resume %s: the checkpoint already finished %d epochs (--epochs %d)",
                      cfg->resume, t->start_epoch, cfg->epochs);
+    }
     return st;
 }
 

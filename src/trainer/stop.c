@@ -19,6 +19,7 @@ static volatile sig_atomic_t asked;
 
 void dt_trainer_request_stop(int sig) { asked = sig; }
 
+int dt_trainer_stop_requested(void) { return asked; }
 
 /* Only where a signal can arrive and a checkpoint can keep the run: simulated ranks get none. */
 static int active(const dt_trainer *t) { return t->cfg->checkpoint && !dt_sim_active(); }

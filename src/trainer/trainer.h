@@ -76,6 +76,7 @@ typedef struct dt_trainer {
     int *idx;
     float *eval_params, *eval_state; /* the evaluated (agreed) model */
     int start_epoch;         /* 0, or where --resume continues */
+    int resumed_finished;    /* --resume's checkpoint holds every epoch: nothing to train */
     dt_tfile resume_file;    /* the checkpoint, from init until start has restored it */
     char resume_path[1100];
     dt_epoch_stats last;
@@ -106,6 +107,7 @@ typedef struct dt_trainer {
 
 /* stop.c: a stop asked by a signal and agreed by every rank (the file says how) */
 void dt_trainer_request_stop(int sig); /* async-signal-safe: from a signal handler */
+int dt_trainer_stop_requested(void);   /* the signal requested so far on this process, or 0 */
 dt_status dt_stop_begin(dt_trainer *t); /* collective, at the start */
 dt_status dt_stop_agreed(dt_trainer *t, int *stop); /* after every step: 1 on every rank alike */
 dt_status dt_stop_end(dt_trainer *t);  /* collective: what is pending completed */
