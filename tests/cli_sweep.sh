@@ -265,7 +265,7 @@ grep -q "^a-seed2: .* --checkpoint runs/own-true/a-seed2/checkpoint .*--resume a
 check "checkpoint = true: each run its folder's checkpoint, --resume auto" $? "$(grep '^a-seed2:' own-true.out)"
 # a checkpoint outside the sweep's folders that exists before its run ever started: resumed,
 # the run's new log would hold only the epochs after it
-echo "not a run's" >ck-b
+"$DTRAIN" train --model mlp --epochs 1 --train-limit 256 --test-limit 64 --checkpoint ck-b --no-save --quiet >/dev/null 2>&1
 expect_error "an existing checkpoint without its run's folder" \
     "own.ini:10: run 'b': its checkpoint ck-b exists but no folder runs/own/b of the run that wrote it" -- sweep own.ini
 rm -f ck-b

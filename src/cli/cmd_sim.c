@@ -145,10 +145,15 @@ static dt_status check_shards(const dt_train_config *c, int ranks) {
         char dir[4096];
         dt_data_dir(c->data, c->data_dir, dir, sizeof dir);
         dt_dataset d;
-        const dt_status st = dt_dataset_load_first(c->data, dir, 1, (int)want, &d);
-        if (st != DT_OK) return st;
+        dt_status st = dt_dataset_load_first(c->data, dir, 1, (int)want, &d);
+        dt_model *m = NULL;
+        /* a text's examples are windows of the model's context: counted as the trainer cuts them */
+        if (st == DT_OK && d.text && (st = dt_model_open(c->model, &m)) == DT_OK)
+            st = dt_trainer_fit_data(m, c->model, c->data, &d, NULL);
         have = d.n;
+        dt_model_free(m);
         dt_dataset_free(&d);
+        if (st != DT_OK) return st;
     }
     if (have >= want) return DT_OK;
     return dt_fail(DT_ERR_ARG, "-n %d: %lld training examples%s leave each rank fewer than --batch %d (a shard of at least "
