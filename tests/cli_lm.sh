@@ -52,6 +52,14 @@ if [ -s "$d/mnist/train-images-idx3-ubyte" ]; then
 fi
 expect_error "sample --temperature -1" "--temperature" -- "$DTRAIN" sample --weights "$T/a.w" --temperature -1
 
+# 1b. the weights as safetensors under nanoGPT's names: PyTorch loads them with strict=True into
+# nanoGPT's GPT (bench/pytorch_train.py) and gets dtrain's loss on the same held-out windows
+"$DTRAIN" train "${A[@]}" --max-steps 30 --epochs 1 --out "$T/a.safetensors" >/dev/null 2>&1
+ours=$("$DTRAIN" eval --weights "$T/a.safetensors" --test-limit 64 2>&1 | sed -n 's/^test loss \([0-9.]*\).*/\1/p')
+theirs=$(/usr/bin/python3 "$(dirname "$0")/st_torch.py" lmloss "$T/a.safetensors" gpt-tiny "$d/kjv/kjv.txt" 64 2>&1)
+[ -n "$ours" ] && [ "$ours" = "$theirs" ]
+check "PyTorch loads gpt-tiny's safetensors (strict) and gets dtrain's held-out loss" $? "dtrain $ours, PyTorch $theirs"
+
 # 2. --target-loss: the first evaluation at or below it stops the run
 "$DTRAIN" train "${A[@]}" --max-steps 200 --epochs 1 --eval-every-steps 20 --target-loss 3.0 --no-save \
     --log "$T/t.jsonl" >/dev/null 2>&1

@@ -9,7 +9,10 @@ lines of Python (Debian has no safetensors package), models from bench/pytorch_t
                                               a spec file: model SPEC and spec its text)
     st_torch.py keys FILE MODEL               exit 1 unless FILE's tensor names, dtypes and
                                               shapes are MODEL's state_dict's
-MODEL: cnn1, resnet18-cifar, or bn-tiny (tests/cli_safetensors.sh's batch-norm spec)."""
+    st_torch.py lmloss FILE MODEL TEXT N      a language model's mean loss (nats, 4 decimals) on
+                                              the first N held-out windows of the byte text TEXT
+                                              (its last tenth, as dtrain's test set)
+MODEL: cnn1, resnet18-cifar, bn-tiny (tests/cli_safetensors.sh's batch-norm spec) or gpt-tiny."""
 import json
 import os
 import struct
@@ -22,7 +25,7 @@ import torch.nn as nn
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True  # no __pycache__ in the work tree
 sys.path.insert(0, os.path.join(HERE, "..", "bench"))
-from pytorch_train import cnn1, resnet18_cifar  # noqa: E402  dtrain's models, dtrain's names
+from pytorch_train import cnn1, gpt_tiny, resnet18_cifar  # noqa: E402  dtrain's models, dtrain's names
 from ddp_mnist import load_mnist  # noqa: E402  normalised as dtrain does
 
 DTYPES = {"F32": torch.float32, "I64": torch.int64}
@@ -34,7 +37,7 @@ def bn_tiny():
         ("flatten1", nn.Flatten()), ("fc", nn.Linear(576, 10))]))
 
 
-MODELS = {"cnn1": cnn1, "resnet18-cifar": resnet18_cifar, "bn-tiny": bn_tiny}
+MODELS = {"cnn1": cnn1, "resnet18-cifar": resnet18_cifar, "bn-tiny": bn_tiny, "gpt-tiny": gpt_tiny}
 
 
 def read(path):
@@ -80,6 +83,20 @@ def main(argv):
         with torch.no_grad():
             correct = int((m(x).argmax(1) == y).sum())
         print(f"{100 * correct / len(y):.2f}")
+    elif cmd == "lmloss":
+        state, _ = read(path)
+        m.load_state_dict(state, strict=True)  # both transformer.wte.weight and the tied lm_head.weight
+        m.eval()
+        data = open(argv[4], "rb").read()
+        tail = torch.tensor(list(data[len(data) - len(data) // 10:]), dtype=torch.long)
+        T = m.transformer.wpe.weight.shape[0]
+        n = min(int(argv[5]), (len(tail) - T) // T)
+        x = torch.stack([tail[i * T:i * T + T] for i in range(n)])
+        y = torch.stack([tail[i * T + 1:i * T + T + 1] for i in range(n)])
+        with torch.no_grad():
+            z = m(x)
+            loss = torch.nn.functional.cross_entropy(z.view(-1, z.size(-1)), y.view(-1))
+        print(f"{float(loss):.4f}")
     elif cmd == "write":
         torch.manual_seed(int(argv[4]))
         m = MODELS[model]()
