@@ -11,11 +11,13 @@ CRC-32).
 
 AdamW: resblock-tiny (scripts/torch_oracle.py's model, batch-norm weights and biases randomised
 as there) trains 10 steps in train mode on random batches (N(0,1) inputs, labels 0..9,
-F.cross_entropy), each step torch.nn.utils.clip_grad_norm_(max_norm=CLIP) then
+F.cross_entropy), and so does gpt-micro (torch_oracle.py's nanoGPT GPT with gpt-tiny's
+structure, smaller; records prefixed gpt:, on 3 windows of 40 random byte ids with a random
+target at every position; the tied head counted once, under transformer.wte.weight); each step torch.nn.utils.clip_grad_norm_(max_norm=CLIP), then
 torch.optim.AdamW (foreach=False: the single-tensor step) with two parameter groups: weight
 decay WD on the conv and linear weights (dtrain's --decay-on weights), none on the batch-norm
-parameters and the biases. The learning rate of step k is nanoGPT's get_lr(k) with warm-up
-WARMUP and lr_decay_iters LAST (the run's last step), rounded to float32 as dtrain holds it.
+and layer-norm parameters, the biases and the embeddings. The learning rate of step k is
+nanoGPT's get_lr(k) with warm-up WARMUP and lr_decay_iters LAST (the run's last step), rounded to float32 as dtrain holds it.
 The test replays the same gradients (dtrain's own backward would differ in the last bits, and
 AdamW's per-element normalisation turns such noise in near-zero gradients into whole steps), so
 what it checks is the optimiser alone. Until the first step that clips, dtrain's AdamW is
@@ -55,7 +57,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_oracle import ResblockTiny, init_model  # noqa: E402  (the same model as test_oracle's)
+from torch_oracle import LmInput, ResblockTiny, gpt_micro, init_model  # noqa: E402  (test_oracle's models)
 
 SEED = 20240701
 STEPS = 10
@@ -63,6 +65,9 @@ LR, MIN_LR, WARMUP, LAST = 1e-2, 1e-3, 3, STEPS - 1
 BETAS, EPS = (0.9, 0.99), 1e-8
 WD, CLIP = 0.1, 1.9
 EXACT = 2  # steps before the first that clips (below)
+# gpt-micro's (records gpt:*): its gradient's norm falls from the first step (2.1, then 2.0,
+# 1.8, 1.3, ...), so the steps that clip come first and none is bit for bit (EXACT 0)
+GPT_LR, GPT_CLIP, GPT_EXACT = 1e-2, 1.5, 0
 
 
 def f32(x):
@@ -95,44 +100,64 @@ def t2np(t):
     return t.detach().cpu().numpy().astype(np.float32)
 
 
-def adamw_records():
-    model = init_model(ResblockTiny, SEED, True)
-    named = list(model.named_parameters())
-    decays = {n: isinstance(dict(model.named_modules())[n.rsplit(".", 1)[0]], (nn.Conv2d, nn.Linear))
-              and n.endswith(".weight") for n, _ in named}
+def resblock_batch():
+    """resblock-tiny's step: 4 images of N(0,1), labels 0..9."""
+    return torch.randn(4, 3, 8, 8), torch.randint(0, 10, (4,))
+
+
+def gpt_batch():
+    """gpt-micro's step: 3 windows of 40 random byte ids, a random target at every position."""
+    return torch.randint(0, 256, (3, 40)), torch.randint(0, 256, (3 * 40,))
+
+
+# prefix of the records, model, its batch, and its lr and clip: a clip that the first EXACT
+# steps stay under and some later steps go over (asserted below)
+MODELS = [
+    ("", lambda: init_model(ResblockTiny, SEED, True), resblock_batch, LR, CLIP, EXACT),
+    ("gpt:", lambda: LmInput(init_model(gpt_micro, SEED, True)), gpt_batch, GPT_LR, GPT_CLIP, GPT_EXACT),
+]
+
+
+def adamw_records(prefix, make_model, make_batch, lr0, clip, exact):
+    model = make_model()
+    named = list(model.named_parameters())  # a tied head once, under the embedding's name
+    modules = dict(model.named_modules())
+    owner = {n: modules.get(n.rsplit(".", 1)[0], modules.get("lm." + n.rsplit(".", 1)[0])) for n, _ in named}
+    decays = {n: isinstance(owner[n], (nn.Conv2d, nn.Linear)) and n.endswith(".weight") for n, _ in named}
     wd = f32(WD)  # dtrain's --weight-decay is a float
     opt = torch.optim.AdamW([{"params": [p for n, p in named if decays[n]], "weight_decay": wd},
                              {"params": [p for n, p in named if not decays[n]], "weight_decay": 0.0}],
-                            lr=f32(LR), betas=BETAS, eps=EPS, foreach=False)
-    recs = [record("config", [LR, MIN_LR, WARMUP, LAST, BETAS[0], BETAS[1], EPS, WD, CLIP, STEPS, EXACT])]
-    recs += [record("decay:" + n, 1.0 if decays[n] else 0.0) for n, _ in named]
-    recs += [record("param0:" + n, t2np(p)) for n, p in named]
+                            lr=f32(lr0), betas=BETAS, eps=EPS, foreach=False)
+    recs = [record(prefix + "config", [lr0, MIN_LR, WARMUP, LAST, BETAS[0], BETAS[1], EPS, WD, clip, STEPS, exact])]
+    recs += [record(prefix + "decay:" + n, 1.0 if decays[n] else 0.0) for n, _ in named]
+    recs += [record(prefix + "param0:" + n, t2np(p)) for n, p in named]
     lrs, norms, clipped = [], [], 0
     for k in range(STEPS):
-        x = torch.randn(4, 3, 8, 8)
-        y = torch.randint(0, 10, (4,))
+        x, y = make_batch()
         opt.zero_grad()
         F.cross_entropy(model(x), y).backward()
-        recs += [record("grad%d:%s" % (k, n), t2np(p.grad)) for n, p in named]
-        norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP))
-        clipped += norm > CLIP
-        lr = f32(get_lr(k, f32(LR), f32(MIN_LR), WARMUP, LAST))  # the float32 lr dtrain steps with
+        recs += [record(prefix + "grad%d:%s" % (k, n), t2np(p.grad)) for n, p in named]
+        norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), clip))
+        clipped += norm > clip
+        lr = f32(get_lr(k, f32(lr0), f32(MIN_LR), WARMUP, LAST))  # the float32 lr dtrain steps with
         for g in opt.param_groups:
             g["lr"] = lr
         opt.step()
-        if k + 1 == EXACT:
-            recs += [record("param%d:%s" % (EXACT, n), t2np(p)) for n, p in named]
+        if exact and k + 1 == exact:
+            recs += [record(prefix + "param%d:%s" % (exact, n), t2np(p)) for n, p in named]
         lrs.append(lr)
         norms.append(norm)
-    assert 0 < clipped < STEPS, "CLIP should clip some steps and not others (%d of %d clipped)" % (clipped, STEPS)
-    assert max(norms[:EXACT]) < CLIP, "the first EXACT steps should not clip"
-    recs += [record("lr", lrs), record("norm", norms)]
-    recs += [record("param%d:%s" % (STEPS, n), t2np(p)) for n, p in named]
+    assert 0 < clipped < STEPS, "%sclip should clip some steps and not others (%d of %d clipped; norms %s)" % (
+        prefix, clipped, STEPS, norms)
+    assert not exact or max(norms[:exact]) < clip, "the first EXACT steps should not clip (norms %s)" % norms
+    recs += [record(prefix + "lr", lrs), record(prefix + "norm", norms)]
+    recs += [record(prefix + "param%d:%s" % (STEPS, n), t2np(p)) for n, p in named]
     for n, p in named:
         st = opt.state[p]
-        recs += [record("exp_avg:" + n, t2np(st["exp_avg"])), record("exp_avg_sq:" + n, t2np(st["exp_avg_sq"]))]
-    print("adamw: %d steps, %d clipped (norms %s), lr %s" % (STEPS, clipped, " ".join("%.3g" % v for v in norms),
-                                                             " ".join("%.3g" % v for v in lrs)))
+        recs += [record(prefix + "exp_avg:" + n, t2np(st["exp_avg"])),
+                 record(prefix + "exp_avg_sq:" + n, t2np(st["exp_avg_sq"]))]
+    print("adamw %s: %d steps, %d clipped (norms %s), lr %s" % (
+        prefix or "resblock-tiny", STEPS, clipped, " ".join("%.3g" % v for v in norms), " ".join("%.3g" % v for v in lrs)))
     return recs
 
 
@@ -149,7 +174,7 @@ def main():
     torch.set_default_dtype(torch.float32)
     here = os.path.dirname(os.path.abspath(__file__))
     path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "..", "tests", "data", "adamw_oracle.tns")
-    recs = adamw_records() + schedule_records()
+    recs = [r for m in MODELS for r in adamw_records(*m)] + schedule_records()
     blob = b"DTRTNS01" + struct.pack("<I", len(recs)) + b"".join(recs)
     blob += struct.pack("<I", zlib.crc32(blob))
     tmp = path + ".tmp"

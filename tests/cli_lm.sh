@@ -69,7 +69,7 @@ before=$(log_query "$T/t.jsonl" 'all(e["test_loss"] > 3.0 for e in of("eval")[:-
 check "--target-loss 3.0 stops at the first evaluation at or below it" $? "steps_to_target=$steps evals=$evals"
 
 # 3. AdamW stopped after an epoch and resumed equals the straight run, bit for bit
-B=("${A[@]}" --train-limit 600 --schedule const --no-augment)
+B=("${A[@]}" --train-limit 240 --schedule const --no-augment)
 "$DTRAIN" train "${B[@]}" --epochs 2 --out "$T/straight.w" >/dev/null 2>&1
 "$DTRAIN" train "${B[@]}" --epochs 1 --checkpoint "$T/ck" --no-save >/dev/null 2>&1
 "$DTRAIN" train "${B[@]}" --epochs 2 --checkpoint "$T/ck" --resume "$T/ck" --out "$T/resumed.w" >/dev/null 2>&1

@@ -1,10 +1,13 @@
 /* The optimiser (dtrain.h: dt_optim, dt_clip_grad_norm, dt_schedule) against references
  * computed elsewhere:
  * - AdamW against PyTorch 1.13: 10 steps of torch.optim.AdamW (single-tensor, two groups: decay
- *   on the conv and linear weights only), each after clip_grad_norm_, at nanoGPT's warm-up and
+ *   on the conv and linear weights only: not on norms, biases or a GPT's embeddings), for
+ *   resblock-tiny and gpt-micro (gpt-tiny's structure, smaller; its head tied to the token
+ *   embedding), each after clip_grad_norm_, at nanoGPT's warm-up and
  *   cosine lr, from the same weights and gradients (tests/data/adamw_oracle.tns, written by
  *   scripts/torch_adamw_oracle.py): bit for bit until the first step that clips (the norm may
- *   then differ in its last bit: PyTorch sums it in float), the parameters and both moments
+ *   then differ in its last bit: PyTorch sums it in float; gpt-micro clips from its first step),
+ *   the parameters and both moments
  *   after 10 steps within 1e-6 of each tensor's scale; the clipping norms within 1e-6; the
  *   decay mask (dt_model_tensor_decays) PyTorch's groups;
  * - the schedule against nanoGPT's get_lr computed in Python (the same file): every step of the
@@ -25,13 +28,19 @@
 #include "check.h"
 #include "core/tensorfile.h"
 #include "dtrain.h"
+#include "models/model.h"
 #include "optim/optim.h"
 
 static int has_text(const char *hay, const char *needle) { return hay && strstr(hay, needle) != NULL; }
 
+/* a zoo model, or gpt-micro: gpt-tiny's structure, smaller (dt_gpt_spec(2, 4, 32, 40, 256), as
+ * in test_oracle and scripts/torch_oracle.py) */
 static dt_model *model(const char *name) {
     dt_model *m = NULL;
-    CHECK_MSG(dt_model_from_name(name, &m) == DT_OK, "%s: %s", name, dt_last_error());
+    char *spec = strcmp(name, "gpt-micro") ? NULL : dt_gpt_spec(2, 4, 32, 40, 256);
+    const dt_status st = spec ? dt_model_from_spec(spec, name, &m) : dt_model_from_name(name, &m);
+    free(spec);
+    CHECK_MSG(st == DT_OK, "%s: %s", name, dt_last_error());
     if (m) dt_model_init(m, 7);
     return m;
 }
@@ -65,10 +74,17 @@ static double compare(const char *what, const float *got, const float *want, siz
 
 /* ------------------------------------------------------------------ AdamW against PyTorch */
 
-static void test_adamw_oracle(const dt_tfile *f) {
-    dt_model *m = model("resblock-tiny");
+/* a record of one model's AdamW oracle: MP its prefix ("" resblock-tiny, "gpt:" gpt-micro) */
+static const dt_record *orec(const dt_tfile *f, const char *mp, const char *prefix, const char *name) {
+    char full[96];
+    snprintf(full, sizeof full, "%s%s", mp, prefix);
+    return rec(f, full, name);
+}
+
+static void test_adamw_oracle(const dt_tfile *f, const char *name, const char *mp) {
+    dt_model *m = model(name);
     if (!m) return;
-    const dt_record *cfg = rec(f, "", "config"), *lrs = rec(f, "", "lr"), *norms = rec(f, "", "norm");
+    const dt_record *cfg = orec(f, mp, "", "config"), *lrs = orec(f, mp, "", "lr"), *norms = orec(f, mp, "", "norm");
     if (!cfg || !lrs || !norms || cfg->numel != 11) return;
     const float *k = cfg->data; /* LR, MIN_LR, WARMUP, LAST, BETA1, BETA2, EPS, WD, CLIP, STEPS, EXACT */
     const int steps = (int)k[9], exact = (int)k[10];
@@ -77,7 +93,7 @@ static void test_adamw_oracle(const dt_tfile *f) {
     const int T = dt_model_num_tensors(m);
     for (int i = 0; i < T; i++) { /* the starting weights, and the decay mask against PyTorch's groups */
         const dt_tensor_view *v = dt_model_tensor(m, i);
-        const dt_record *p0 = rec(f, "param0:", v->name), *d = rec(f, "decay:", v->name);
+        const dt_record *p0 = orec(f, mp, "param0:", v->name), *d = orec(f, mp, "decay:", v->name);
         if (!p0 || !d || p0->numel != v->numel) { CHECK_MSG(0, "%s: no such tensor in the oracle", v->name); goto done; }
         memcpy(w + v->offset, p0->data, v->numel * sizeof(float));
         CHECK_MSG(dt_model_tensor_decays(m, i) == (d->data[0] != 0), "%s: decays %d, PyTorch's group says %g", v->name,
@@ -108,7 +124,7 @@ static void test_adamw_oracle(const dt_tfile *f) {
             const dt_tensor_view *v = dt_model_tensor(m, i);
             char pre[16];
             snprintf(pre, sizeof pre, "grad%d:", step);
-            const dt_record *r = rec(f, pre, v->name);
+            const dt_record *r = orec(f, mp, pre, v->name);
             if (!r || r->numel != v->numel) goto free_opt;
             memcpy(g + v->offset, r->data, v->numel * sizeof(float));
         }
@@ -120,12 +136,12 @@ static void test_adamw_oracle(const dt_tfile *f) {
                   (double)norm, (double)norms->data[step]);
         clipped += norm > oc.clip;
         dt_optim_step(&o, w, g, lr);
-        if (step + 1 == exact) /* before the first step that clips: PyTorch's bits */
+        if (exact > 0 && step + 1 == exact) /* before the first step that clips: PyTorch's bits */
             for (int i = 0; i < T; i++) {
                 const dt_tensor_view *v = dt_model_tensor(m, i);
-                char pre[16];
+                char pre[24];
                 snprintf(pre, sizeof pre, "param%d:", exact);
-                const dt_record *p = rec(f, pre, v->name);
+                const dt_record *p = orec(f, mp, pre, v->name);
                 CHECK_MSG(p && !memcmp(p->data, w + v->offset, v->numel * sizeof(float)),
                           "%s after %d steps: not PyTorch's AdamW bit for bit", v->name, exact);
             }
@@ -138,7 +154,7 @@ static void test_adamw_oracle(const dt_tfile *f) {
         const dt_tensor_view *v = dt_model_tensor(m, i);
         char pre[16], what[96];
         snprintf(pre, sizeof pre, "param%d:", steps);
-        const dt_record *p = rec(f, pre, v->name), *ea = rec(f, "exp_avg:", v->name), *eb = rec(f, "exp_avg_sq:", v->name);
+        const dt_record *p = orec(f, mp, pre, v->name), *ea = orec(f, mp, "exp_avg:", v->name), *eb = orec(f, mp, "exp_avg_sq:", v->name);
         if (!p || !ea || !eb) continue;
         snprintf(what, sizeof what, "%s after %d steps", v->name, steps);
         worst = fmax(worst, compare(what, w + v->offset, p->data, v->numel, 1e-6, &differ));
@@ -148,8 +164,8 @@ static void test_adamw_oracle(const dt_tfile *f) {
         worst = fmax(worst, compare(what, o.v + v->offset, eb->data, v->numel, 1e-6, &differ));
         n += 3 * v->numel;
     }
-    printf("adamw against PyTorch: %d steps (%d clipped), %zu values: worst %.3g of the 1e-6 tolerance, %zu not bit "
-           "for bit\n", steps, clipped, n, worst, differ);
+    printf("adamw against PyTorch (%s): %d steps (%d clipped), %zu values: worst %.3g of the 1e-6 tolerance, %zu not bit "
+           "for bit\n", name, steps, clipped, n, worst, differ);
 free_opt:
     dt_optim_free(&o);
 done:
@@ -414,7 +430,8 @@ int main(void) {
     if (dt_tfile_read(path, &f) != DT_OK) {
         CHECK_MSG(0, "%s (write it with /usr/bin/python3 scripts/torch_adamw_oracle.py)", dt_last_error());
     } else {
-        test_adamw_oracle(&f);
+        test_adamw_oracle(&f, "resblock-tiny", "");
+        test_adamw_oracle(&f, "gpt-micro", "gpt:");
         test_schedule(&f);
         dt_tfile_free(&f);
     }
