@@ -145,6 +145,32 @@ out=$("$REPORT" --area --csv "$T/area2.csv" "$T/area" 2>&1) &&
     "$PY" -c 'import csv, sys; r = {x["run"]: x["area"] for x in csv.DictReader(open(sys.argv[1]))}; assert r["r2"] == "2.125000", r' "$T/area2.csv"
 check "without --loss-below the flat run counts (2.125)" $? "$(echo "$out" | grep '^| 32')"
 
+# --target-loss: a language model's runs (eval lines by step): the training seconds and MB at
+# the first evaluation with a validation loss at or below it, MB per rank; a run that never
+# reaches it counted as "(k of n)"
+"$PY" - "$T/lm" <<'EOF'
+import json, os, sys
+out = sys.argv[1]
+# seed -> [(step, val_loss, train_s, mb_sent)]
+evals = {1: [(50, 2.5, 10.0, 100.0), (100, 1.9, 20.0, 200.0), (150, 1.7, 30.0, 300.0)],
+         2: [(50, 2.4, 11.0, 100.0), (100, 1.8, 22.0, 200.0), (150, 1.6, 33.0, 300.0)],
+         3: [(50, 2.6, 12.0, 100.0), (100, 2.1, 24.0, 200.0), (150, 1.9, 36.0, 300.0)]}
+for seed, ev in evals.items():
+    os.makedirs(f"{out}/s{seed}")
+    lines = [{"type": "config", "algo": "allreduce", "model": "gpt-tiny", "ranks": 4, "lr": 4e-3, "seed": seed}]
+    lines += [{"type": "eval", "step": s, "val_loss": v, "test_loss": v + 0.01, "train_s": t, "mb_sent": mb}
+              for s, v, t, mb in ev]
+    lines.append({"type": "summary", "algo": "allreduce", "ranks": 4, "test_acc": 0.5, "val_loss": ev[-1][1],
+                  "mb_sent": ev[-1][3]})
+    with open(f"{out}/s{seed}/log.jsonl", "w") as f:
+        f.writelines(json.dumps(l) + "\n" for l in lines)
+EOF
+out=$("$REPORT" "$T/lm" --target-loss 1.8 --metrics val_loss,mb_per_rank,time_to_loss_s,mb_to_loss 2>&1)
+echo "$out" | grep -q '| 1,2,3 | 3 | 1.733 ± 0.153 | 75.0 ± 0.0 | 26.0 ± 5.7 (2 of 3) | 250.0 ± 70.7 (2 of 3) |$'
+check "--target-loss 1.8: seconds 30 and 22, MB 300 and 200, one run short; MB per rank 300/4" $? "$out"
+expect_error "time_to_loss_s without --target-loss" "--metrics time_to_loss_s: needs --target-loss X" -- \
+    "$REPORT" "$T/lm" --metrics time_to_loss_s
+
 # scripts/table: a row per log, today's columns; scripts/dtrainlog.py for shell scripts
 out=$("$ROOT/scripts/table" "$T/sweep/a1/log.jsonl" "$T/sweep/a4/log.jsonl" "$T/sweep/b4/log.jsonl" 2>&1)
 echo "$out" | grep -q '^| a1 | eventgrad | 4 | 97.00 | 50.0 | 10.0 | 101.0 | 5.0 | - | - |$' &&
