@@ -113,8 +113,9 @@ expect_status "a rank blocked on a message no rank sends: a deadlock, the ranks 
 # signal's status, nothing left in /tmp (the platform's files are on no disk)
 for sig in TERM INT; do
     before=$(ls -d /tmp/dtrain-sim.* 2>/dev/null | wc -l)
+    # its own log: the simulation's process found by it (another simulation may run beside the tests)
     "$DTRAIN" sim -n 4 --algo eventgrad --model cnn1 --data mnist --epochs 5 "${M[@]}" --no-save --quiet \
-        >"$T/sig.out" 2>"$T/sig.err" &
+        --log "$T/sig-$sig.jsonl" >"$T/sig.out" 2>"$T/sig.err" &
     pid=$!
     sleep 3
     kill -$sig $pid
@@ -122,7 +123,7 @@ for sig in TERM INT; do
     after=$(ls -d /tmp/dtrain-sim.* 2>/dev/null | wc -l)
     want=$(( 128 + $(kill -l $sig) ))
     [ $rc = $want ] && [ "$(wc -l <"$T/sig.err")" = 1 ] && grep -q "interrupted" "$T/sig.err" && [ "$after" = "$before" ] &&
-        ! pgrep -f "smpimain.*dtrain-sim" >/dev/null
+        ! pgrep -f "smpimain.*$T/sig-$sig.jsonl" >/dev/null
     check "SIG$sig ends a simulation: one line, status $want, nothing left" $? "rc=$rc, /tmp/dtrain-sim.* $before -> $after: $(cat "$T/sig.err")"
 done
 
