@@ -50,7 +50,7 @@ s.serve_forever()
 EOP
 /usr/bin/python3 "$T/serve.py" "$T/www" >"$T/port" &
 srv=$!
-trap 'kill $srv 2>/dev/null; rm -rf "$T"' EXIT
+trap 'kill $srv 2>/dev/null; rm -rf "$T" "$DTRAIN_RUN_DIR"' EXIT
 for _ in $(seq 50); do [ -s "$T/port" ] && break; sleep 0.1; done
 PORT=$(cat "$T/port")
 URL=http://127.0.0.1:$PORT

@@ -17,7 +17,7 @@ if ! why=$("$NC" check 2>&1); then
     exit 0
 fi
 require_mnist
-trap '"$NC" down >/dev/null 2>&1; rm -rf "$T"' EXIT
+trap '"$NC" down >/dev/null 2>&1; rm -rf "$T" "$DTRAIN_RUN_DIR"' EXIT
 # 200mbit: slow enough to be a real limit, fast enough for a short test
 if ! out=$("$NC" up 2 --rate 200mbit 2>&1); then
     check "2 namespace hosts come up" 1 "$out"

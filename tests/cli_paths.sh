@@ -14,7 +14,7 @@
 require_mnist
 C=(--model cnn1 --data mnist --train-limit 256 --test-limit 100 --batch 32 --epochs 1 --quiet)
 M=$T/small # a 64 kB tmpfs, mounted below
-trap 'umount "$M" 2>/dev/null; rm -rf "$T"' EXIT
+trap 'umount "$M" 2>/dev/null; rm -rf "$T" "$DTRAIN_RUN_DIR"' EXIT
 
 mknod "$T/null" c 1 3 && mkfifo "$T/fifo" && mkdir "$T/dir"
 check "a character device, a FIFO and a directory made" $? "mknod, mkfifo, mkdir"

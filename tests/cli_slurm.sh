@@ -27,7 +27,7 @@ if ! why=$("$SC" check 2>&1); then
 fi
 require_mnist
 # the cluster's logs are kept where a failure can be read (tests/cli_slurm.logs in the build's test folder)
-trap 'cp "$DTRAIN_SLURM_DIR"/*.log "$T"/*.out "$LOGS"/ 2>/dev/null; "$SC" down >/dev/null 2>&1; rm -rf "$T"' EXIT
+trap 'cp "$DTRAIN_SLURM_DIR"/*.log "$T"/*.out "$LOGS"/ 2>/dev/null; "$SC" down >/dev/null 2>&1; rm -rf "$T" "$DTRAIN_RUN_DIR"' EXIT
 LOGS=$PWD/cli_slurm.logs
 rm -rf "$LOGS" && mkdir -p "$LOGS"
 if ! out=$("$SC" up 2 2>&1); then

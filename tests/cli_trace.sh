@@ -96,7 +96,7 @@ rm -f "$T/victim"
 # line; the run exits 0 with its weights and its log's summary
 M=$T/small
 mkdir -p "$M"
-trap 'umount "$M" 2>/dev/null; rm -rf "$T"' EXIT
+trap 'umount "$M" 2>/dev/null; rm -rf "$T" "$DTRAIN_RUN_DIR"' EXIT
 if ! err=$(mount -t tmpfs -o size=16k tmpfs "$M" 2>&1); then
     echo "skip the full-disk trace check: $err"
 else

@@ -6,14 +6,15 @@
 set -u
 DTRAIN=${1:?usage: $(basename "$0") path/to/dtrain}
 T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+# dtrain run keeps a failed run's launcher messages (dtrain-run.XXXXXX/launcher.log, named in its
+# error) for the user to read: the tests' failures, some on purpose, keep theirs here, not in
+# /tmp, and not in $T, where tests look for files left behind
+export DTRAIN_RUN_DIR=$(mktemp -d)
+trap 'rm -rf "$T" "$DTRAIN_RUN_DIR"' EXIT
 fails=0 passes=0
 # the tests start more ranks than a small machine has cores, and schemes on one process: the
 # one-line setup warnings would add a line to the stderr they count (cli_bad_input checks them)
 export DTRAIN_NO_SETUP_WARNINGS=1
-# dtrain run keeps a failed run's launcher messages (dtrain-run.XXXXXX/launcher.log, named in its
-# error) for the user to read: the tests' failures, some on purpose, keep theirs in $T, not /tmp
-export DTRAIN_RUN_DIR=$T
 
 # ------------------------------------------------------------------------------ checks
 
