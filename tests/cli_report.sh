@@ -170,6 +170,9 @@ echo "$out" | grep -q '| 1,2,3 | 3 | 1.733 ± 0.153 | 75.0 ± 0.0 | 26.0 ± 5.7 
 check "--target-loss 1.8: seconds 30 and 22, MB 300 and 200, one run short; MB per rank 300/4" $? "$out"
 expect_error "time_to_loss_s without --target-loss" "--metrics time_to_loss_s: needs --target-loss X" -- \
     "$REPORT" "$T/lm" --metrics time_to_loss_s
+out=$("$REPORT" "$T/lm" --target-loss 1.8 --select time_to_loss_s --tune lr 2>&1)
+echo "$out" | grep -q '| 0.004 (best of 0.004) | 1,2,3 | 3 | .*| 26.0 ± 5.7 (2 of 3) |'
+check "--select time_to_loss_s --tune lr: chosen by the time to the loss" $? "$out"
 
 # scripts/table: a row per log, today's columns; scripts/dtrainlog.py for shell scripts
 out=$("$ROOT/scripts/table" "$T/sweep/a1/log.jsonl" "$T/sweep/a4/log.jsonl" "$T/sweep/b4/log.jsonl" 2>&1)
