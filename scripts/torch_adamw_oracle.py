@@ -121,9 +121,9 @@ MODELS = [
 def adamw_records(prefix, make_model, make_batch, lr0, clip, exact):
     model = make_model()
     named = list(model.named_parameters())  # a tied head once, under the embedding's name
-    modules = dict(model.named_modules())
-    owner = {n: modules.get(n.rsplit(".", 1)[0], modules.get("lm." + n.rsplit(".", 1)[0])) for n, _ in named}
-    decays = {n: isinstance(owner[n], (nn.Conv2d, nn.Linear)) and n.endswith(".weight") for n, _ in named}
+    modules = dict(getattr(model, "lm", model).named_modules())  # LmInput names its GPT's parameters
+    decays = {n: isinstance(modules[n.rsplit(".", 1)[0]], (nn.Conv2d, nn.Linear)) and n.endswith(".weight")
+              for n, _ in named}
     wd = f32(WD)  # dtrain's --weight-decay is a float
     opt = torch.optim.AdamW([{"params": [p for n, p in named if decays[n]], "weight_decay": wd},
                              {"params": [p for n, p in named if not decays[n]], "weight_decay": 0.0}],
