@@ -3,13 +3,12 @@
  * - AdamW against PyTorch 1.13: 10 steps of torch.optim.AdamW (single-tensor, two groups: decay
  *   on the conv and linear weights only: not on norms, biases or a GPT's embeddings), for
  *   resblock-tiny and gpt-micro (gpt-tiny's structure, smaller; its head tied to the token
- *   embedding), each after clip_grad_norm_, at nanoGPT's warm-up and
- *   cosine lr, from the same weights and gradients (tests/data/adamw_oracle.tns, written by
+ *   embedding), each after clip_grad_norm_, at nanoGPT's warm-up and cosine lr, from the same
+ *   weights and gradients (tests/data/adamw_oracle.tns, written by
  *   scripts/torch_adamw_oracle.py): bit for bit until the first step that clips (the norm may
  *   then differ in its last bit: PyTorch sums it in float; gpt-micro clips from its first step),
- *   the parameters and both moments
- *   after 10 steps within 1e-6 of each tensor's scale; the clipping norms within 1e-6; the
- *   decay mask (dt_model_tensor_decays) PyTorch's groups;
+ *   the parameters and both moments after 10 steps within 1e-6 of each tensor's scale; the
+ *   clipping norms within 1e-6; the decay mask (dt_model_tensor_decays) PyTorch's groups;
  * - the schedule against nanoGPT's get_lr computed in Python (the same file): every step of the
  *   shakespeare_char recipe (warm-up 100, cosine to 1e-4 at step 5000) exactly, at float32;
  * - SGD through dt_optim against PyTorch's SGD written out here (momentum, Nesterov, L2), bit
