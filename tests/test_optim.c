@@ -27,19 +27,15 @@
 #include "check.h"
 #include "core/tensorfile.h"
 #include "dtrain.h"
-#include "models/model.h"
 #include "optim/optim.h"
+#include "oracle_models.h"
 
 static int has_text(const char *hay, const char *needle) { return hay && strstr(hay, needle) != NULL; }
 
-/* a zoo model, or gpt-micro: gpt-tiny's structure, smaller (dt_gpt_spec(2, 4, 32, 40, 256), as
- * in test_oracle and scripts/torch_oracle.py) */
+/* a zoo model, or the oracles' gpt-micro (oracle_models.h), initialised */
 static dt_model *model(const char *name) {
     dt_model *m = NULL;
-    char *spec = strcmp(name, "gpt-micro") ? NULL : dt_gpt_spec(2, 4, 32, 40, 256);
-    const dt_status st = spec ? dt_model_from_spec(spec, name, &m) : dt_model_from_name(name, &m);
-    free(spec);
-    CHECK_MSG(st == DT_OK, "%s: %s", name, dt_last_error());
+    CHECK_MSG(open_oracle_model(name, &m) == DT_OK, "%s: %s", name, dt_last_error());
     if (m) dt_model_init(m, 7);
     return m;
 }

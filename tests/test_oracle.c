@@ -22,18 +22,7 @@
 #include "check.h"
 #include "dtrain.h"
 #include "models/model.h"
-
-/* The model of an oracle file: a zoo name, or gpt-micro (dt_gpt_spec(2, 4, 32, 40, 256), the
- * structure of gpt-tiny at a size whose oracle file stays small, 40 positions to take the
- * attention layer through more than one block: scripts/torch_oracle.py). */
-static dt_status open_model(const char *name, dt_model **m) {
-    if (strcmp(name, "gpt-micro") != 0) return dt_model_from_name(name, m);
-    char *spec = dt_gpt_spec(2, 4, 32, 40, 256);
-    if (!spec) return DT_ERR_NOMEM;
-    const dt_status st = dt_model_from_spec(spec, name, m);
-    free(spec);
-    return st;
-}
+#include "oracle_models.h"
 
 #define TOL_REL 1e-4
 #define TOL_SCALE 1e-3
@@ -267,7 +256,7 @@ static void run_oracle(const char *dir, const char *model_name, int train, const
     float *dx = NULL;
     uint8_t *labels = NULL;
     uint16_t *targets = NULL;
-    dt_status st = open_model(model_name, &m);
+    dt_status st = open_oracle_model(model_name, &m);
     CHECK_MSG(st == DT_OK && m, "dt_model_from_name(%s): %s", model_name, dt_last_error());
     if (st != DT_OK || !m) goto done;
     dt_model_init(m, 1); /* running stats mean 0 / var 1, as in PyTorch */
