@@ -215,6 +215,15 @@ plot_bad() { "$PLOT" --out "$T/bad.svg" "$@"; }
 echo '{"type":"summary","test_acc":0.5}' >"$T/nosteps.jsonl"
 printf '{"type":"epoch","epoch":1}\n' >"$T/partial.jsonl"
 echo "hello" >"$T/notes.txt"
+# the physical limit: --x compute puts each epoch at the computing so far (below the training
+# time); --bound draws each line's compute-only curve beside it
+"$PLOT" --x seconds --bound --out "$T/bound.svg" "$T/ar.jsonl" >/dev/null 2>&1 &&
+    grep -q 'id="bound-0"' "$T/bound.svg" && grep -q 'compute-only bound (dotted)' "$T/bound.svg"
+check "--bound: the compute-only line beside the run's" $? "$(grep -c 'id="bound-' "$T/bound.svg" 2>/dev/null) bound lines"
+out=$(log_query "$T/ar.jsonl" 'all(0 < e["compute_s"] <= one("summary")["train_s"] for e in of("epoch"))' 2>&1)
+[ "$out" = true ] && "$PLOT" --x compute --out "$T/compute.svg" "$T/ar.jsonl" >/dev/null 2>&1
+check "--x compute: the epoch lines' computing so far, below the training time" $? "$out"
+expect_error "--bound with --x mb" "--bound: with --x seconds" -- plot_bad --bound --x mb "$T/ar.jsonl"
 expect_error "missing log" "$T/none.jsonl: cannot read" -- plot_bad "$T/none.jsonl"
 expect_error "not a JSON log" "$T/notes.txt:1: not a JSON line" -- plot_bad "$T/notes.txt"
 expect_error "no epoch lines" "nosteps.jsonl: no epoch lines with 'test_acc'" -- plot_bad "$T/nosteps.jsonl"

@@ -30,7 +30,8 @@ def log(name, lr, seed, acc, val, end="summary", first_lr=None):
     lines += [cfg, {"type": "epoch", "epoch": 1, "test_acc": acc, "val_acc": val}]
     if end == "summary":
         lines.append({"type": "summary", "algo": "eventgrad", "ranks": 4, "test_acc": acc, "val_acc": val,
-                      "mb_sent": 10.0 * seed, "msgs_pct": 50.0, "wall_s": 100.0 + seed, "exposed_comm_pct": 5.0})
+                      "mb_sent": 10.0 * seed, "msgs_pct": 50.0, "wall_s": 100.0 + seed, "exposed_comm_pct": 5.0,
+                      "train_s": 80.0 + 4 * seed, "compute_bound_s": 40.0, "compute_util_pct": 50.0})
     elif end == "diverged":
         lines.append({"type": "diverged", "epoch": 1, "step": 3, "rank": 0})
     with open(f"{out}/{name}/log.jsonl", "w") as f:
@@ -174,9 +175,16 @@ out=$("$REPORT" "$T/lm" --target-loss 1.8 --select time_to_loss_s --tune lr 2>&1
 echo "$out" | grep -q '| 0.004 (best of 0.004) | 1,2,3 | 3 | .*| 26.0 ± 5.7 (2 of 3) |'
 check "--select time_to_loss_s --tune lr: chosen by the time to the loss" $? "$out"
 
+# the physical limit: the compute-only bound and utilisation as the summaries give them, and
+# the training time over its bound (lr 0.1: 84/40, 88/40, 92/40 -> 2.20 ± 0.10)
+out=$("$REPORT" "$T/sweep" 2>&1)
+echo "$out" | grep -q '| compute bound s | compute util % | × bound |' &&
+    echo "$out" | grep -q '^| 0.1 | 1,2,3,4 | 3 | 1 no summary | .* | 40.0 ± 0.0 | 50.0 ± 0.0 | 2.20 ± 0.10 |$'
+check "report: compute bound, utilisation and the time over its bound" $? "$out"
+
 # scripts/table: a row per log, today's columns; scripts/dtrainlog.py for shell scripts
 out=$("$ROOT/scripts/table" "$T/sweep/a1/log.jsonl" "$T/sweep/a4/log.jsonl" "$T/sweep/b4/log.jsonl" 2>&1)
-echo "$out" | grep -q '^| a1 | eventgrad | 4 | 97.00 | 50.0 | 10.0 | 101.0 | 5.0 | - | - |$' &&
+echo "$out" | grep -q '^| a1 | eventgrad | 4 | 97.00 | 50.0 | 10.0 | 101.0 | 5.0 | 50.0 | - | - |$' &&
     echo "$out" | grep -q '^| a4 | (no summary: failed or running) |' && echo "$out" | grep -q '^| b4 | (diverged) |'
 check "scripts/table: a row per log" $? "$(echo "$out" | sed -n 3p)"
 d=$("$ROOT/scripts/dtrainlog.py" summary "$T/sweep/a2/log.jsonl" wall_s)

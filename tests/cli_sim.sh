@@ -77,6 +77,26 @@ for algo in allreduce eventgrad; do
     t=$(summary_field "$T/$algo-idle.jsonl" train_s)
     compare "modelled $algo: simulated time > 0" "$t" '>' 0 "train_s=$t"
 done
+# the physical limit, exact with modelled compute: the compute-only bound is the steps times a
+# step's FLOPs (64 examples x 3 x cnn1's 1,011,430 forward FLOPs) at 30 Gflop/s, below the
+# training time; the utilisation is the bound over it; the evaluations' computing so far grows
+for algo in allreduce eventgrad; do
+    out=$(/usr/bin/python3 - "$T/$algo-idle.jsonl" <<'EOF2'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+s = [l for l in lines if l["type"] == "summary"][0]
+want = s["steps"] * 64 * 3 * 1011430 / 30e9
+assert abs(s["compute_bound_s"] - want) < 2e-3, (s["compute_bound_s"], want)
+assert 0 < s["compute_bound_s"] < s["train_s"], (s["compute_bound_s"], s["train_s"])
+util = 100 * s["compute_bound_s"] / s["train_s"]
+assert abs(s["compute_util_pct"] - util) < 1.0, (s["compute_util_pct"], util)
+ev = [l["compute_s"] for l in lines if l["type"] == "epoch"]
+assert ev and ev == sorted(ev) and ev[-1] <= s["compute_bound_s"] + 1e-3, ev
+print(f"bound {s['compute_bound_s']} s (steps x FLOPs / speed: {want:.4f}) of {s['train_s']} s, util {s['compute_util_pct']}%")
+EOF2
+)
+    check "modelled $algo: the compute-only bound is the steps' FLOPs at --speed" $? "$out"
+done
 # ... and the comparison can fail: another --speed is another simulated time
 "$DTRAIN" sim -n 4 --algo allreduce "${D[@]}" --speed 60Gf --log "$T/fast.jsonl" --out "$T/fast.w" >/dev/null 2>&1
 compare "modelled: --speed 60Gf is faster than 30Gf" "$(summary_field "$T/fast.jsonl" train_s)" '<' \

@@ -210,6 +210,34 @@ static dt_status platform_files(const sim_opts *o, const dt_sim_cluster *cl, int
     return st;
 }
 
+/* The simulated cluster in figures, for the logs' config line ("sim": what a table or a
+ * what-if reads without parsing the description): the platform, hosts, the host links' rate in
+ * bits/s and latency (the platform cluster's; null for others), the compute model and speed. */
+static dt_status setup_env(const sim_opts *o, const dt_sim_cluster *cl, int named) {
+    dt_json j;
+    dt_json_init(&j);
+    dt_json_begin(&j, NULL);
+    dt_json_str(&j, "platform", named ? cl->platform : o->platform);
+    dt_json_int(&j, "hosts", cl->hosts);
+    const int uniform = named && !strcmp(cl->platform, "cluster");
+    if (uniform) {
+        dt_json_num(&j, "link_bps", 8 * cl->link_Bps);
+        dt_json_num(&j, "latency_s", cl->latency_s);
+    } else {
+        dt_json_null(&j, "link_bps");
+        dt_json_null(&j, "latency_s");
+    }
+    dt_json_str(&j, "compute", o->compute ? "modelled" : "measured");
+    if (o->compute) dt_json_num(&j, "speed_flops", o->speed);
+    else dt_json_null(&j, "speed_flops");
+    dt_json_end(&j);
+    const char *text = dt_json_text(&j);
+    dt_status st = text ? DT_OK : dt_nomem("the simulated cluster's figures");
+    if (text) setenv("DTRAIN_SIM_SETUP", text, 1);
+    dt_json_free(&j);
+    return st;
+}
+
 /* What the launcher's list is made of beside its fixed options. */
 typedef struct launch_words {
     char *bin, *np, *hostfile, *speed, *xml;
@@ -280,6 +308,7 @@ static int simulate(const sim_opts *o, const dt_sim_cluster *cl, int named, char
     snprintf(full, sizeof full, "%s; %s", describe, compute);
     setenv("DTRAIN_SIM_DESCRIBE", full, 1);
     setenv("DTRAIN_SIM_COMPUTE", o->compute ? "modelled" : "measured", 1);
+    if (st == DT_OK) st = setup_env(o, cl, named);
     char *typed = dt_shell_quote(argv, argc);
     if (typed) setenv(DT_COMMAND_ENV, typed, 1);
     free(typed);

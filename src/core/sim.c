@@ -42,10 +42,13 @@ const char *dt_sim_describe(void) {
     const char *d = getenv("DTRAIN_SIM_DESCRIBE");
     return d ? d : "";
 }
+
+const char *dt_sim_setup(void) { return getenv("DTRAIN_SIM_SETUP"); }
 #else
 int dt_sim_active(void) { return 0; }
 int dt_sim_modelled(void) { return 0; }
 double dt_sim_clock(void) { return 0; }
 void dt_sim_compute(double flops) { (void)flops; }
 const char *dt_sim_describe(void) { return NULL; }
+const char *dt_sim_setup(void) { return NULL; }
 #endif

@@ -18,5 +18,8 @@ void dt_sim_compute(double flops);
 /* What dtrain sim said of the platform and the compute ("campus-100m: 16 hosts, ...;
  * compute modelled at 1e+11 flop/s"), "" when started otherwise, NULL outside simulation. */
 const char *dt_sim_describe(void);
+/* dtrain sim's cluster in figures, a JSON object (platform, hosts, link_bps, latency_s, compute,
+ * speed_flops), or NULL (not simulated, or not started by dtrain sim) */
+const char *dt_sim_setup(void);
 
 #endif

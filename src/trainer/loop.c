@@ -80,10 +80,14 @@ static void grads_ready(void *arg, size_t from) {
 
 static dt_status step_body(dt_trainer *t, const int *bi, int cnt, int augment, dt_rng *rng);
 
+/* A step, its computing counted: the step's time less what it spent in communication calls
+ * (the compute-only bound of the summary, docs/accounting.md) */
 static dt_status train_step(dt_trainer *t, const int *bi, int cnt, int augment, dt_rng *rng) {
     dt_trace_step(t->ctx.step);
     const dt_span span = dt_span_begin("step");
+    const double t0 = dt_now(), comm0 = t->comm.c.t_comm;
     const dt_status st = step_body(t, bi, cnt, augment, rng);
+    t->comm.c.t_compute += dt_now() - t0 - (t->comm.c.t_comm - comm0);
     dt_span_end(span);
     return st;
 }
@@ -148,7 +152,7 @@ static dt_status train_epochs(dt_trainer *t) {
         dt_model_set_seed(t->model, dt_seed_mix(cfg->seed, (uint64_t)t->comm.rank, (uint64_t)c->epoch, 2));
         memcpy(order, t->shard, (size_t)c->run.shard_n * sizeof(int));
         dt_shuffle(order, c->run.shard_n, &rng);
-        double t0 = dt_now(), loss_sum = 0, comm0 = t->comm.c.t_comm, eval0 = t->eval_s;
+        double t0 = dt_now(), loss_sum = 0, eval0 = t->eval_s;
         long seen = 0, correct = 0, bad_step = -1;
         c->lr = cfg->lr;
         int first = 0;
@@ -198,7 +202,6 @@ static dt_status train_epochs(dt_trainer *t) {
         }
         /* evaluations between steps are not training time */
         double secs = dt_now() - t0 - (t->eval_s - eval0);
-        t->comm.c.t_compute += secs - (t->comm.c.t_comm - comm0);
         const int last = c->epoch + 1 == cfg->epochs || stop_training(t);
         c->eval_due = epoch_eval_planned(t) || last;
         if ((st = HOOK(t, end_epoch)) != DT_OK) goto done;

@@ -1,6 +1,7 @@
 /* What a run tells: one console line per epoch and a per-rank table at the end (rank 0), and
  * the JSON-lines log: a configuration line first, one line per epoch, a summary last (the
  * log file itself: logfile.c). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -15,7 +16,7 @@ extern const char dt_build_commit[];
 extern const char dt_build_version[];
 
 /* A finished line into the log (NULL: the writer ran out of memory, already said). */
-static dt_status log_json(dt_trainer *t, dt_json *j) {
+dt_status dt_report_log_json(dt_trainer *t, dt_json *j) {
     const char *text = dt_json_text(j);
     dt_status st = text ? dt_trainer_log(t, text) : DT_ERR_NOMEM;
     dt_json_free(j);
@@ -23,7 +24,7 @@ static dt_status log_json(dt_trainer *t, dt_json *j) {
 }
 
 /* "%.6g", as the logs have always printed learning rates and spreads */
-static void num6(dt_json *j, const char *key, double v) {
+void dt_report_num6(dt_json *j, const char *key, double v) {
     char buf[32];
     snprintf(buf, sizeof buf, "%.6g", v);
     if (v != v || v - v != 0) dt_json_null(j, key);
@@ -31,17 +32,22 @@ static void num6(dt_json *j, const char *key, double v) {
 }
 
 /* val_acc and val_loss: figures with --val, null without (so every reader finds the keys) */
-static void val_json(const dt_trainer *t, dt_json *j, double acc, double loss) {
+void dt_report_val(const dt_trainer *t, dt_json *j, double acc, double loss) {
     if (!t->val.n) { dt_json_null(j, "val_acc"); dt_json_null(j, "val_loss"); return; }
     dt_json_fixed(j, "val_acc", acc, 6);
     dt_json_fixed(j, "val_loss", loss, 6);
+}
+
+void dt_report_seconds(dt_json *j, const char *key, double v) {
+    if (v != v) dt_json_null(j, key);
+    else dt_json_fixed(j, key, v, 3);
 }
 
 #define LN2 0.69314718055994530942 /* nats per bit */
 
 /* A language model's figures beside the losses: bits per byte of a byte-level text (the loss
  * in bits: nats / ln 2), null with no held-out set for val; nothing for images. */
-static void lm_json(const dt_trainer *t, dt_json *j, double test_loss, double val_loss) {
+void dt_report_lm(const dt_trainer *t, dt_json *j, double test_loss, double val_loss) {
     if (!t->train.text || !t->train.bytes) return;
     dt_json_fixed(j, "test_bpb", test_loss / LN2, 6);
     if (t->val.n) dt_json_fixed(j, "val_bpb", val_loss / LN2, 6);
@@ -49,7 +55,7 @@ static void lm_json(const dt_trainer *t, dt_json *j, double test_loss, double va
 }
 
 /* "loss 1.8812 (2.714 bpb)": a text's held-out loss for the console */
-static void lm_loss_text(const dt_trainer *t, char *out, size_t len, const char *what, double loss) {
+void dt_report_lm_loss_text(const dt_trainer *t, char *out, size_t len, const char *what, double loss) {
     if (t->train.bytes) snprintf(out, len, "  %s loss %.4f (%.3f bpb)", what, loss, loss / LN2);
     else snprintf(out, len, "  %s loss %.4f", what, loss);
 }
@@ -109,37 +115,38 @@ dt_status dt_trainer_log_config(dt_trainer *t) {
     if (st != DT_OK || t->comm.rank != 0) { dt_json_free(&j); return st; }
     /* simulated time and hosts (dtrain sim): the log says so, and on what */
     if (dt_sim_active()) dt_json_str(&j, "simulated", *dt_sim_describe() ? dt_sim_describe() : "SimGrid SMPI");
+    if (dt_sim_active() && dt_sim_setup()) dt_json_raw(&j, "sim", dt_sim_setup());
     /* how rank 0's host waited (comm/pmpi.h): times of ranks sharing cores depend on it */
     dt_json_str(&j, "waits", dt_pmpi_yielding() ? "yield" : "spin");
     dt_json_str(&j, "split", c->split ? c->split : "random");
     dt_json_int(&j, "seed", (long long)c->seed);
     dt_json_int(&j, "epochs", c->epochs);
     dt_json_int(&j, "batch", c->batch);
-    num6(&j, "lr", c->lr);
+    dt_report_num6(&j, "lr", c->lr);
     dt_json_str(&j, "schedule", c->schedule ? c->schedule : "const");
     dt_json_int(&j, "lr_warmup", c->lr_warmup);
     /* "by step": cosine ends at the run's last step (dt_schedule_steps), else epochs count */
     dt_json_str(&j, "schedule_counts", t->sched.by_step ? "steps" : "epochs");
     dt_json_str(&j, "optim", dt_optim_names[t->opt.cfg.kind]);
-    num6(&j, "momentum", c->momentum);
+    dt_report_num6(&j, "momentum", c->momentum);
     dt_json_bool(&j, "nesterov", c->nesterov);
     if (t->opt.cfg.kind == DT_OPTIM_ADAMW) {
-        num6(&j, "beta1", c->beta1);
-        num6(&j, "beta2", c->beta2);
-        num6(&j, "eps", c->eps);
+        dt_report_num6(&j, "beta1", c->beta1);
+        dt_report_num6(&j, "beta2", c->beta2);
+        dt_report_num6(&j, "eps", c->eps);
     }
     dt_json_str(&j, "decay_on", dt_decay_on_names[t->opt.cfg.decay_on]);
-    num6(&j, "clip", c->clip);
+    dt_report_num6(&j, "clip", c->clip);
     dt_json_str(&j, "precision", dt_precision_name((dt_precision)c->precision));
     char engines[256]; /* which layers another engine runs (oneDNN): their sums differ in order */
     dt_model_engines(t->model, engines, sizeof engines);
     dt_json_str(&j, "engines", engines);
-    num6(&j, "weight_decay", c->weight_decay);
+    dt_report_num6(&j, "weight_decay", c->weight_decay);
     dt_json_int(&j, "max_steps", c->max_steps);
     dt_json_int(&j, "eval_every", c->eval_every);
     dt_json_int(&j, "eval_every_steps", c->eval_every_steps);
-    num6(&j, "target_acc", c->target_acc);
-    num6(&j, "target_loss", c->target_loss);
+    dt_report_num6(&j, "target_acc", c->target_acc);
+    dt_report_num6(&j, "target_loss", c->target_loss);
     dt_json_str(&j, "target_on", c->target_on_val ? "val" : "test");
     dt_json_int(&j, "train_limit", c->train_limit);
     dt_json_int(&j, "test_limit", c->test_limit);
@@ -158,7 +165,7 @@ dt_status dt_trainer_log_config(dt_trainer *t) {
     dt_scheme_flags_json(t->scheme, &j);
     dt_json_end(&j);
     dt_json_end(&j);
-    return log_json(t, &j);
+    return dt_report_log_json(t, &j);
 }
 
 static void print_epoch(dt_trainer *t, const dt_epoch_stats *e) {
@@ -182,8 +189,8 @@ static void print_epoch(dt_trainer *t, const dt_epoch_stats *e) {
     }
     if (t->train.text) { /* a language model: losses, not accuracies; tokens a second */
         char test[64], vl[64] = "";
-        lm_loss_text(t, test, sizeof test, "test", e->test_loss);
-        if (t->val.n) lm_loss_text(t, vl, sizeof vl, "val", e->val_loss);
+        dt_report_lm_loss_text(t, test, sizeof test, "test", e->test_loss);
+        if (t->val.n) dt_report_lm_loss_text(t, vl, sizeof vl, "val", e->val_loss);
         printf("epoch %3d/%d  loss %.4f%s%s  lr %.4g  %8.0f tok/s  %6.1f s%s\n", e->epoch, t->cfg->epochs, e->loss, test, vl,
                e->lr, e->images_per_s * t->train.h, e->seconds, extra);
         fflush(stdout);
@@ -204,9 +211,9 @@ static dt_status log_epoch(dt_trainer *t, const dt_epoch_stats *e) {
     dt_json_fixed(&j, "train_acc", e->train_acc, 6);
     dt_json_fixed(&j, "test_acc", e->test_acc, 6);
     dt_json_fixed(&j, "test_loss", e->test_loss, 6);
-    val_json(t, &j, e->val_acc, e->val_loss);
-    lm_json(t, &j, e->test_loss, e->val_loss);
-    num6(&j, "lr", e->lr);
+    dt_report_val(t, &j, e->val_acc, e->val_loss);
+    dt_report_lm(t, &j, e->test_loss, e->val_loss);
+    dt_report_num6(&j, "lr", e->lr);
     dt_json_fixed(&j, "seconds", e->seconds, 3);
     if (e->server_report) dt_json_null(&j, "images_per_s");
     else dt_json_fixed(&j, "images_per_s", e->images_per_s, 1);
@@ -214,10 +221,11 @@ static dt_status log_epoch(dt_trainer *t, const dt_epoch_stats *e) {
     dt_json_fixed(&j, "msgs_pct", e->msgs_pct, 4);
     dt_json_fixed(&j, "msgs_sent", e->msgs_sent, 0);
     dt_json_fixed(&j, "mb_sent", e->mb_sent, 4);
+    dt_report_seconds(&j, "compute_s", e->compute_s);
     if (e->server_report) dt_json_null(&j, "spread");
-    else num6(&j, "spread", e->spread);
+    else dt_report_num6(&j, "spread", e->spread);
     dt_json_end(&j);
-    return log_json(t, &j);
+    return dt_report_log_json(t, &j);
 }
 
 static dt_status print_step_eval(dt_trainer *t, const dt_step_eval *e) {
@@ -228,8 +236,8 @@ static dt_status print_step_eval(dt_trainer *t, const dt_step_eval *e) {
         snprintf(test, sizeof test, "  test %6.2f%%", 100 * e->acc);
         if (t->val.n) snprintf(val, sizeof val, "  val %6.2f%%", 100 * e->val[0]);
         if (t->train.text) {
-            lm_loss_text(t, test, sizeof test, "test", e->loss);
-            if (t->val.n) lm_loss_text(t, val, sizeof val, "val", e->val[1]);
+            dt_report_lm_loss_text(t, test, sizeof test, "test", e->loss);
+            if (t->val.n) dt_report_lm_loss_text(t, val, sizeof val, "val", e->val[1]);
         }
         dt_progress_clear(t);
         printf("step %6ld (epoch %.2f)%s%s  %8.1f s training  msgs %5.1f%%  %8.2f MB sent\n", e->step,
@@ -244,15 +252,16 @@ static dt_status print_step_eval(dt_trainer *t, const dt_step_eval *e) {
     dt_json_fixed(&j, "epoch", e->epoch, 4);
     dt_json_fixed(&j, "test_acc", e->acc, 6);
     dt_json_fixed(&j, "test_loss", e->loss, 6);
-    val_json(t, &j, e->val[0], e->val[1]);
-    lm_json(t, &j, e->loss, e->val[1]);
+    dt_report_val(t, &j, e->val[0], e->val[1]);
+    dt_report_lm(t, &j, e->loss, e->val[1]);
     dt_json_fixed(&j, "train_s", e->train_s, 3);
     dt_json_fixed(&j, "eval_s", e->eval_s, 3);
     dt_json_fixed(&j, "msgs_sent", e->msgs, 0);
     dt_json_fixed(&j, "mb_sent", e->bytes / 1e6, 4);
-    if (t->scheme->decentralized) num6(&j, "spread", e->spread);
+    dt_report_seconds(&j, "compute_s", e->compute_s);
+    if (t->scheme->decentralized) dt_report_num6(&j, "spread", e->spread);
     dt_json_end(&j);
-    return log_json(t, &j);
+    return dt_report_log_json(t, &j);
 }
 
 /* A server's evaluation of ev's model on rank 0's test set (acc, loss), timed as evaluation;
@@ -279,6 +288,7 @@ dt_status dt_trainer_report_server_epoch(void *host, int epoch, double train_los
     e->lr = dt_schedule_lr_at(&t->sched, (long)epoch * t->ctx.run.steps_per_epoch - 1, epoch, t->cfg->epochs);
     e->seconds = dt_now() - t->t_start;
     e->server_report = 1;
+    e->compute_s = NAN; /* the workers' computing is theirs: the server does not know it */
     /* every counted message is one the server sent or received: the run's traffic so far */
     e->msgs_sent = ev->msgs;
     e->mb_sent = ev->bytes / 1e6;
@@ -292,7 +302,7 @@ dt_status dt_trainer_report_server_epoch(void *host, int epoch, double train_los
     print_epoch(t, e);
     if ((st = log_epoch(t, e)) != DT_OK) return st;
     dt_trainer_on_epoch(t, e, ev->step);
-    ev->reached = dt_target_reached(t, dt_target_figure(t, e->test_acc, e->val_acc, e->test_loss, e->val_loss), train_s, ev->step, ev->msgs, ev->bytes / 1e6);
+    ev->reached = dt_target_reached(t, dt_target_figure(t, e->test_acc, e->val_acc, e->test_loss, e->val_loss), train_s, ev->step, ev->msgs, ev->bytes / 1e6, NAN);
     return DT_OK;
 }
 
@@ -300,30 +310,43 @@ dt_status dt_trainer_report_server_step(void *host, dt_server_eval *ev) {
     dt_trainer *t = host;
     const double t0 = dt_now();
     dt_step_eval e = {.step = ev->step, .epoch = (double)ev->step / t->ctx.run.steps_per_epoch, .msgs = ev->msgs,
-                   .baseline = ev->baseline, .bytes = ev->bytes};
+                   .baseline = ev->baseline, .bytes = ev->bytes, .compute_s = NAN};
     dt_status st = eval_server_model(t, ev, &e.acc, &e.loss, e.val, &e.train_s);
     e.eval_s = dt_now() - t0;
     if (st == DT_OK) st = print_step_eval(t, &e);
     if (st != DT_OK) return st;
     dt_trainer_on_step_eval(t, &e);
-    ev->reached = dt_target_reached(t, dt_target_figure(t, e.acc, e.val[0], e.loss, e.val[1]), e.train_s, ev->step, ev->msgs, ev->bytes / 1e6);
+    ev->reached = dt_target_reached(t, dt_target_figure(t, e.acc, e.val[0], e.loss, e.val[1]), e.train_s, ev->step, ev->msgs, ev->bytes / 1e6, NAN);
     return DT_OK;
 }
 
-/* Every rank's counters summed: messages sent, their baseline, bytes (measurement, uncounted). */
-static dt_status traffic(dt_trainer *t, double *msgs, double *baseline, double *bytes) {
+/* Every rank's counters summed: messages sent, their baseline, bytes; and the most any rank
+ * computed (measurement, uncounted). */
+static dt_status traffic(dt_trainer *t, double *msgs, double *baseline, double *bytes, double *compute) {
     double mine[3] = {(double)t->comm.c.msgs_sent, (double)t->comm.c.baseline_msgs, (double)t->comm.c.bytes_sent}, all[3];
     int err = MPI_Allreduce(mine, all, 3, MPI_DOUBLE, MPI_SUM, t->comm.comm);
+    if (err == MPI_SUCCESS) err = MPI_Allreduce(&t->comm.c.t_compute, compute, 1, MPI_DOUBLE, MPI_MAX, t->comm.comm);
     if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Allreduce (traffic so far)");
     *msgs = all[0]; *baseline = all[1]; *bytes = all[2];
     return DT_OK;
 }
 
+/* The end of an evaluation every rank takes part in (started at t0, with comm0 seconds of
+ * communication): the ranks wait for rank 0's evaluation together, so that no rank counts that
+ * wait as its training's communication (it would be, at its next message) or trains on in it;
+ * the evaluation's own messages are not training's time either. */
+static dt_status end_evaluation(dt_trainer *t, double t0, double comm0) {
+    int err = t->comm.size > 1 ? MPI_Barrier(t->comm.comm) : MPI_SUCCESS;
+    t->eval_s += dt_now() - t0;
+    t->comm.c.t_comm = comm0;
+    return err == MPI_SUCCESS ? DT_OK : dt_mpi_check(err, "MPI_Barrier (after an evaluation)");
+}
+
 dt_status dt_trainer_step_report(dt_trainer *t) {
-    const double t0 = dt_now();
+    const double t0 = dt_now(), comm0 = t->comm.c.t_comm;
     dt_step_eval e = {.step = t->ctx.step + 1, .train_s = dt_trainer_train_seconds(t),
                    .epoch = t->ctx.epoch + (double)(t->ctx.epoch_step + 1) / t->ctx.run.steps_per_epoch};
-    dt_status st = traffic(t, &e.msgs, &e.baseline, &e.bytes);
+    dt_status st = traffic(t, &e.msgs, &e.baseline, &e.bytes, &e.compute_s);
     if (st == DT_OK) st = dt_trainer_agreed_model(t, &e.spread);
     if (st == DT_OK && t->comm.rank == 0)
         st = dt_trainer_eval_rank0(t, t->eval_params, t->eval_state, &e.acc, &e.loss, e.val);
@@ -331,28 +354,31 @@ dt_status dt_trainer_step_report(dt_trainer *t) {
     e.eval_s = dt_now() - t0;
     st = print_step_eval(t, &e);
     if (st == DT_OK) st = dt_trainer_check_drift(t, e.spread, t->ctx.epoch + 1, e.step);
-    t->eval_s += dt_now() - t0;
+    const dt_status end = end_evaluation(t, t0, comm0);
+    if (st == DT_OK) st = end;
     if (st == DT_OK) dt_trainer_on_step_eval(t, &e);
     /* the step just taken counts (the loop advances ctx.step after this report) */
-    return st == DT_OK ? dt_target_check(t, dt_target_figure(t, e.acc, e.val[0], e.loss, e.val[1]), t->ctx.step + 1, e.msgs, e.bytes / 1e6) : st;
+    return st == DT_OK ? dt_target_check(t, dt_target_figure(t, e.acc, e.val[0], e.loss, e.val[1]), t->ctx.step + 1, e.msgs, e.bytes / 1e6, e.compute_s) : st;
 }
 
 dt_status dt_trainer_epoch_report(dt_trainer *t, double loss_sum, long seen, long correct, double seconds, float lr) {
-    const double t0 = dt_now();
+    const double t0 = dt_now(), comm0 = t->comm.c.t_comm;
     dt_epoch_stats *e = &t->last;
     memset(e, 0, sizeof *e);
     e->epoch = t->ctx.epoch + 1;
     double mine[6] = {loss_sum, (double)seen, (double)correct, (double)t->comm.c.msgs_sent,
                       (double)t->comm.c.baseline_msgs, (double)t->comm.c.bytes_sent}, all[6];
-    double slowest = seconds;
+    /* the slowest rank's epoch, and the most any rank computed so far */
+    double mine_max[2] = {seconds, t->comm.c.t_compute}, most[2];
     int err = MPI_Allreduce(mine, all, 6, MPI_DOUBLE, MPI_SUM, t->comm.comm);
-    if (err == MPI_SUCCESS) err = MPI_Allreduce(&seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, t->comm.comm);
+    if (err == MPI_SUCCESS) err = MPI_Allreduce(mine_max, most, 2, MPI_DOUBLE, MPI_MAX, t->comm.comm);
     if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Allreduce (epoch figures)");
     e->loss = all[1] ? all[0] / all[1] : 0;
     e->train_acc = all[1] ? all[2] / (all[1] * dt_model_positions(t->model)) : 0;
     e->lr = lr;
-    e->seconds = slowest;
-    e->images_per_s = slowest > 0 ? all[1] / slowest : 0;
+    e->seconds = most[0];
+    e->compute_s = most[1];
+    e->images_per_s = most[0] > 0 ? all[1] / most[0] : 0;
     e->msgs_pct = all[4] > 0 ? 100.0 * all[3] / all[4] : 0;
     e->msgs_sent = all[3];
     e->mb_sent = all[5] / 1e6;
@@ -367,146 +393,8 @@ dt_status dt_trainer_epoch_report(dt_trainer *t, double loss_sum, long seen, lon
     print_epoch(t, e);
     st = log_epoch(t, e);
     if (st == DT_OK) st = dt_trainer_check_drift(t, e->spread, e->epoch, t->ctx.step);
-    t->eval_s += dt_now() - t0;
+    const dt_status end = end_evaluation(t, t0, comm0);
+    if (st == DT_OK) st = end;
     if (st == DT_OK) dt_trainer_on_epoch(t, e, t->ctx.step);
-    return st == DT_OK ? dt_target_check(t, dt_target_figure(t, e->test_acc, e->val_acc, e->test_loss, e->val_loss), t->ctx.step, e->msgs_sent, e->mb_sent) : st;
-}
-
-/* ------------------------------------------------------------------ summary */
-
-enum { R_MSGS_SENT, R_BYTES_SENT, R_MSGS_RECV, R_BYTES_RECV, R_BASELINE, R_FRESH, R_OVERWRITTEN, R_TORN, R_COMM,
-       R_COMPUTE, R_STEPS, R_OTHER, R_N };
-
-/* Exposed communication: the share of a training step's time spent waiting in communication
- * calls (MPI, and the codecs' encoding and decoding), in %; what overlaps the computation is
- * not in it (docs/accounting.md). */
-static double exposed_pct(double comm_s, double compute_s) {
-    return comm_s + compute_s > 0 ? 100 * comm_s / (comm_s + compute_s) : 0;
-}
-
-/* row r's rank in the job (a scheme may have left ranks out of the end: comm.h) */
-static int job_rank(const dt_trainer *t, int r) { return t->comm.world_ranks ? t->comm.world_ranks[r] : r; }
-
-static void print_table(const dt_trainer *t, const double *rows, const double *tot, double pct, double spread_before,
-                        double wall) {
-    printf("\n%-5s %12s %12s %10s %10s %8s %9s %9s %9s\n", "rank", "msgs sent", "msgs recv", "MB sent", "MB recv",
-           "msgs %", "comm s", "compute s", "exposed %");
-    for (int r = 0; r < t->comm.size; r++) {
-        const double *q = rows + (size_t)r * R_N;
-        printf("%-5d %12.0f %12.0f %10.2f %10.2f %8.2f %9.2f %9.2f %9.1f\n", job_rank(t, r), q[R_MSGS_SENT],
-               q[R_MSGS_RECV], q[R_BYTES_SENT] / 1e6, q[R_BYTES_RECV] / 1e6,
-               q[R_BASELINE] > 0 ? 100 * q[R_MSGS_SENT] / q[R_BASELINE] : 0, q[R_COMM], q[R_COMPUTE],
-               exposed_pct(q[R_COMM], q[R_COMPUTE]));
-    }
-    printf("%-5s %12.0f %12.0f %10.2f %10.2f %8.2f %9.2f %9.2f %9.1f\n", "all", tot[R_MSGS_SENT], tot[R_MSGS_RECV],
-           tot[R_BYTES_SENT] / 1e6, tot[R_BYTES_RECV] / 1e6, pct, tot[R_COMM], tot[R_COMPUTE],
-           exposed_pct(tot[R_COMM], tot[R_COMPUTE]));
-    if (t->scheme->decentralized)
-        printf("largest distance of a rank's parameters from their mean before the final averaging: %.4g\n", spread_before);
-    char result[96];
-    if (t->train.text) lm_loss_text(t, result, sizeof result, "test", t->last.test_loss);
-    else snprintf(result, sizeof result, "  test accuracy %.2f%%", 100 * t->last.test_acc);
-    printf("%s:%s with %.1f%% of the messages (%.2f MB) in %.1f s\n", t->scheme->def->name, result, pct,
-           tot[R_BYTES_SENT] / 1e6, wall);
-    if (tot[R_OTHER] > 0)
-        printf("sent beside the payloads: %.2f MB (set-up copies, models averaged for evaluation, protocol headers "
-               "and tokens)\n", tot[R_OTHER] / 1e6);
-}
-
-static void summary_line(dt_trainer *t, dt_json *j, const double *rows, const double *tot, double pct,
-                         double spread_before, double spread_after, double wall) {
-    const dt_train_config *c = t->cfg;
-    static const char *const per_rank[R_N] = {"msgs_sent", "bytes_sent", "msgs_recv", "bytes_recv", "baseline_msgs",
-                                              "fresh_recv", "overwritten", "torn_retries", "comm_s", "compute_s", "steps",
-                                              "other_bytes_sent"};
-    dt_json_begin(j, NULL);
-    dt_json_str(j, "type", "summary");
-    dt_json_str(j, "model", c->model);
-    dt_json_str(j, "data", c->data);
-    dt_json_str(j, "algo", t->scheme->def->name);
-    dt_json_int(j, "ranks", t->comm.world_size);
-    dt_json_int(j, "epochs", c->epochs);
-    dt_json_int(j, "batch", c->batch);
-    num6(j, "lr", c->lr);
-    dt_json_num(j, "steps", tot[R_STEPS]); /* per training rank: the most any rank took */
-    dt_json_fixed(j, "test_acc", t->last.test_acc, 6);
-    dt_json_fixed(j, "test_loss", t->last.test_loss, 6);
-    val_json(t, j, t->last.val_acc, t->last.val_loss);
-    lm_json(t, j, t->last.test_loss, t->last.val_loss);
-    dt_json_int(j, "params", (long long)dt_model_num_params(t->model));
-    dt_json_fixed(j, "msgs_sent", tot[R_MSGS_SENT], 0);
-    dt_json_fixed(j, "baseline_msgs", tot[R_BASELINE], 0);
-    dt_json_fixed(j, "msgs_pct", pct, 4);
-    dt_json_fixed(j, "mb_sent", tot[R_BYTES_SENT] / 1e6, 4);
-    /* beside the payloads: set-up copies, models averaged for evaluation, protocol headers, tokens */
-    dt_json_fixed(j, "other_mb_sent", tot[R_OTHER] / 1e6, 4);
-    num6(j, "spread_before_avg", spread_before);
-    num6(j, "spread_after_finish", spread_after); /* what the scheme's finish left (eventgrad --mix sum: 0) */
-    dt_json_fixed(j, "wall_s", wall, 3);
-    dt_json_fixed(j, "eval_s", t->eval_s, 3);
-    dt_json_fixed(j, "train_s", wall - t->eval_s, 3);
-    dt_json_fixed(j, "comm_s", tot[R_COMM], 3);       /* all ranks */
-    dt_json_fixed(j, "compute_s", tot[R_COMPUTE], 3);
-    dt_json_fixed(j, "exposed_comm_pct", exposed_pct(tot[R_COMM], tot[R_COMPUTE]), 2);
-    /* the supervisor's restarts before this attempt (dtrain run --max-restarts) */
-    dt_json_int(j, "restarts", c->restarts);
-    dt_json_int(j, "redone_steps", c->redone_steps);
-    if (dt_target_set(c)) {
-        if (c->target_acc > 0) num6(j, "target_acc", c->target_acc);
-        else num6(j, "target_loss", c->target_loss);
-        dt_json_str(j, "target_on", c->target_on_val ? "val" : "test");
-        dt_target_summary_json(t, j);
-    }
-    if (t->scheme->ops->summary) t->scheme->ops->summary(t->scheme, j);
-    dt_json_begin_array(j, "per_rank");
-    for (int r = 0; r < t->comm.size; r++) {
-        const double *q = rows + (size_t)r * R_N;
-        dt_json_begin(j, NULL);
-        dt_json_int(j, "rank", job_rank(t, r));
-        for (int k = 0; k < R_N; k++) {
-            if (k == R_COMM || k == R_COMPUTE) dt_json_fixed(j, per_rank[k], q[k], 3);
-            else dt_json_fixed(j, per_rank[k], q[k], 0);
-        }
-        dt_json_end(j);
-    }
-    dt_json_end_array(j);
-    dt_json_end(j);
-}
-
-dt_status dt_trainer_summary(dt_trainer *t, double spread_before, double spread_after, double wall) {
-    dt_status st = dt_target_share_server(t);
-    if (st != DT_OK) return st;
-    const dt_counters *k = &t->comm.c;
-    const double mine[R_N] = {(double)k->msgs_sent, (double)k->bytes_sent, (double)k->msgs_recv, (double)k->bytes_recv,
-                              (double)k->baseline_msgs, (double)k->fresh_recv, (double)k->overwritten,
-                              (double)k->torn_retries, k->t_comm, k->t_compute, (double)t->ctx.step,
-                              (double)k->other_bytes};
-    double *rows = t->comm.rank == 0 ? calloc((size_t)t->comm.size * R_N, sizeof *rows) : NULL;
-    if (t->comm.rank == 0 && !rows) return dt_nomem("the ranks' counters");
-    int err = MPI_Gather(mine, R_N, MPI_DOUBLE, rows, R_N, MPI_DOUBLE, 0, t->comm.comm);
-    if (err != MPI_SUCCESS) { free(rows); return dt_mpi_check(err, "MPI_Gather (summary)"); }
-    if (t->comm.rank != 0) return DT_OK;
-    double tot[R_N] = {0};
-    for (int r = 0; r < t->comm.size; r++)
-        for (int q = 0; q < R_N; q++) {
-            const double v = rows[(size_t)r * R_N + q];
-            if (q == R_STEPS) tot[q] = v > tot[q] ? v : tot[q];
-            else tot[q] += v;
-        }
-    const double pct = tot[R_BASELINE] > 0 ? 100 * tot[R_MSGS_SENT] / tot[R_BASELINE] : 0;
-    if (!t->cfg->quiet && t->comm.size > 1) print_table(t, rows, tot, pct, spread_before, wall);
-    if (!t->cfg->quiet && t->cfg->restarts > 0)
-        printf("restarted %d time%s from the last checkpoint every rank had: %ld steps trained again\n", t->cfg->restarts,
-               t->cfg->restarts > 1 ? "s" : "", t->cfg->redone_steps);
-    if (!t->cfg->quiet && t->cfg->target_acc > 0 && !t->reached)
-        printf("--target-acc %.4g not reached: final test accuracy %.2f%% after %.2f s of training\n",
-               (double)t->cfg->target_acc, 100 * t->last.test_acc, wall - t->eval_s);
-    if (!t->cfg->quiet && t->cfg->target_loss > 0 && !t->reached)
-        printf("--target-loss %.4g not reached: final test loss %.4f after %.2f s of training\n",
-               (double)t->cfg->target_loss, t->last.test_loss, wall - t->eval_s);
-    dt_json j;
-    dt_json_init(&j);
-    summary_line(t, &j, rows, tot, pct, spread_before, spread_after, wall);
-    free(rows);
-    return log_json(t, &j);
+    return st == DT_OK ? dt_target_check(t, dt_target_figure(t, e->test_acc, e->val_acc, e->test_loss, e->val_loss), t->ctx.step, e->msgs_sent, e->mb_sent, e->compute_s) : st;
 }

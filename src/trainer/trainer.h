@@ -26,6 +26,7 @@ typedef struct dt_epoch_stats {
     double val_acc, val_loss;  /* on the held-out examples; unused without --val */
     double spread;           /* largest ||x_r - mean x|| over ranks (decentralized schemes) */
     double msgs_pct, mb_sent, msgs_sent; /* so far, all ranks */
+    double compute_s;        /* so far, the most any rank computed (NAN: a server's report) */
     int server_report;       /* a server's report: no speed or traffic figures */
 } dt_epoch_stats;
 
@@ -85,6 +86,7 @@ typedef struct dt_trainer {
     /* --target-acc: where the run stood at the first evaluation that reached it */
     int reached;
     double target_train_s, target_msgs, target_mb;
+    double target_compute_s; /* the most any rank had computed then (NAN: unknown, a server's) */
     long target_steps;
     /* the drift check (loop.c): the smallest spread measured so far and the agreed model's
      * norm then (spreads: how many measured), and whether the run's one warning was given */
@@ -165,6 +167,7 @@ void dt_progress_clear(dt_trainer *t);         /* before any other console line 
 typedef struct dt_step_eval {
     long step;
     double epoch, acc, loss, train_s, eval_s, msgs, baseline, bytes, spread;
+    double compute_s;        /* the most any rank computed so far (NAN: a server's evaluation) */
     double val[2];           /* accuracy, loss on the held-out set (--val) */
 } dt_step_eval;
 /* callbacks.c: the configuration's on_epoch and on_eval (rank 0; elsewhere nothing), their
@@ -183,7 +186,14 @@ dt_status dt_trainer_check_final(dt_trainer *t);
  * evaluation in epoch (1-based) after step: rank 0 warns once per run, in one line and in the
  * log, when the ranks' models drift apart by orders of magnitude (not collective) */
 dt_status dt_trainer_check_drift(dt_trainer *t, double spread, int epoch, long step);
-/* report.c */
+/* report.c: the log's line writer (the line freed) and the fields every record writes alike */
+dt_status dt_report_log_json(dt_trainer *t, dt_json *j);
+void dt_report_num6(dt_json *j, const char *key, double v);             /* "%.6g"; null if not finite */
+void dt_report_val(const dt_trainer *t, dt_json *j, double acc, double loss); /* val_acc, val_loss */
+void dt_report_lm(const dt_trainer *t, dt_json *j, double test_loss, double val_loss); /* bits per byte */
+void dt_report_lm_loss_text(const dt_trainer *t, char *out, size_t len, const char *what, double loss);
+/* A seconds figure, null when not known (NAN) */
+void dt_report_seconds(dt_json *j, const char *key, double v);
 /* An existing --log that is not a dtrain log (nor empty, nor a device or FIFO) is refused. */
 dt_status dt_check_log(const char *path);
 dt_status dt_trainer_log(dt_trainer *t, const char *json_line);          /* rank 0; elsewhere no-op */
@@ -191,12 +201,13 @@ dt_status dt_trainer_log_config(dt_trainer *t);                          /* coll
 dt_status dt_trainer_epoch_report(dt_trainer *t, double loss_sum, long seen, long correct, double seconds,
                                   float lr);                              /* collective */
 dt_status dt_trainer_step_report(dt_trainer *t);                         /* collective: --eval-every-steps */
-dt_status dt_trainer_summary(dt_trainer *t, double spread_before, double spread_after, double wall); /* collective */
 /* t->server_reports: a server's own evaluations (not collective; dtrain/server.h S2) */
 dt_status dt_trainer_report_server_epoch(void *host, int epoch, double train_loss, double train_acc, dt_server_eval *ev);
 dt_status dt_trainer_report_server_step(void *host, dt_server_eval *ev);
 /* Training time so far on this rank: since the start, less the time spent evaluating. */
 static inline double dt_trainer_train_seconds(const dt_trainer *t) { return dt_now() - t->t_start - t->eval_s; }
+/* summary.c: the run's last line and table, with the compute-only bound (collective) */
+dt_status dt_trainer_summary(dt_trainer *t, double spread_before, double spread_after, double wall);
 /* target.c: --target-acc. The accuracy it is about (the test set's, or with --target-on val
  * the held-out set's) */
 double dt_target_figure(const dt_trainer *t, double test_acc, double val_acc, double test_loss, double val_loss);
@@ -204,9 +215,9 @@ double dt_target_figure(const dt_trainer *t, double test_acc, double val_acc, do
 static inline int dt_target_set(const dt_train_config *c) { return c->target_acc > 0 || c->target_loss > 0; }
 /* acc reached --target-acc for the first time: where the run stood is kept and said (rank 0);
  * not collective (a server's own evaluations) */
-int dt_target_reached(dt_trainer *t, double acc, double train_s, long steps, double msgs, double mb);
+int dt_target_reached(dt_trainer *t, double acc, double train_s, long steps, double msgs, double mb, double compute_s);
 /* collective, after rank 0 evaluated: every rank learns whether the target was reached now */
-dt_status dt_target_check(dt_trainer *t, double acc, long steps, double msgs, double mb);
+dt_status dt_target_check(dt_trainer *t, double acc, long steps, double msgs, double mb, double compute_s);
 /* collective: what a server found on its own (rank 0) shared with every rank */
 dt_status dt_target_share_server(dt_trainer *t);
 /* the summary's *_to_target figures (null where not reached) */
