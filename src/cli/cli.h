@@ -23,6 +23,13 @@ int dt_cmd_sim(int argc, char **argv);
 int dt_cmd_eval(int argc, char **argv);
 int dt_cmd_info(int argc, char **argv);
 int dt_cmd_bench(int argc, char **argv);
+/* cmd_calibrate.c: dtrain sim calibrate (dt_cmd_sim passes it on); calib_rank.c: its ranks */
+int dt_cmd_sim_calibrate(int argc, char **argv);
+int dt_cmd_sim_calibrate_rank(int argc, char **argv);
+/* cmd_bench.c: steps training steps of model on random data (batch examples, SGD), after
+ * warmup untimed ones: each step's seconds into secs (steps of them), and the model's forward
+ * FLOPs an example */
+dt_status dt_bench_time_steps(const char *model, int batch, int warmup, int steps, double *secs, double *fwd_flops);
 int dt_cmd_diff(int argc, char **argv);
 
 #endif

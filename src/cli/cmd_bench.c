@@ -33,6 +33,67 @@ static const dt_flag bench_flags[] = {
     {"precision", DT_AT_CHOICE(bench_opts, precision, dt_precision_names), .help = "fp32 | bf16 (as dtrain train)"},
 };
 
+/* A model training on random data: the batch, its targets and an SGD optimizer. */
+typedef struct {
+    dt_model *m;
+    float *x;
+    uint16_t *y;
+    dt_sgd opt;
+    int batch, opt_made;
+} bench_rig;
+
+static void rig_free(bench_rig *r) {
+    if (r->opt_made) dt_sgd_free(&r->opt);
+    free(r->x);
+    free(r->y);
+    dt_model_free(r->m);
+}
+
+static dt_status rig_make(bench_rig *r, const char *model, int batch, int precision, float momentum) {
+    memset(r, 0, sizeof *r);
+    r->batch = batch;
+    dt_status st = dt_model_open(model, &r->m);
+    if (st == DT_OK) st = dt_model_set_precision(r->m, (dt_precision)precision);
+    if (st != DT_OK) { rig_free(r); return st; }
+    int c, h, w;
+    dt_model_input_shape(r->m, &c, &h, &w);
+    const size_t in = (size_t)c * h * w;
+    /* a language model: token ids in, a target at every position */
+    const int vocab = dt_model_vocab(r->m), positions = dt_model_positions(r->m);
+    r->x = malloc((size_t)batch * in * sizeof(float));
+    r->y = malloc((size_t)batch * positions * sizeof *r->y);
+    st = (r->x && r->y) ? dt_model_reserve(r->m, batch) : dt_nomem("the batch of %d", batch);
+    if (st == DT_OK && (st = dt_sgd_init(&r->opt, dt_model_num_params(r->m), momentum, 0, 0)) == DT_OK) r->opt_made = 1;
+    if (st != DT_OK) { rig_free(r); return st; }
+    dt_rng g;
+    dt_rng_seed(&g, 7);
+    for (size_t i = 0; i < (size_t)batch * in; i++) r->x[i] = vocab ? (float)dt_rng_below(&g, (uint32_t)vocab) : 2 * dt_rng_uniform(&g) - 1;
+    for (int i = 0; i < batch * positions; i++) r->y[i] = (uint16_t)dt_rng_below(&g, (uint32_t)dt_model_num_classes(r->m));
+    dt_model_init(r->m, 1);
+    return DT_OK;
+}
+
+static void rig_step(bench_rig *r, float lr) {
+    dt_model_forward(r->m, r->x, r->batch, 1);
+    dt_model_backward_targets(r->m, r->y, NULL);
+    dt_sgd_step(&r->opt, dt_model_params(r->m), dt_model_grads(r->m), lr);
+}
+
+dt_status dt_bench_time_steps(const char *model, int batch, int warmup, int steps, double *secs, double *fwd_flops) {
+    bench_rig r;
+    dt_runtime_init();
+    dt_status st = rig_make(&r, model, batch, DT_PRECISION_FP32, 0.9f);
+    if (st != DT_OK) return st;
+    for (int s = 0; s < warmup + steps; s++) {
+        const double t0 = dt_now();
+        rig_step(&r, 0.01f);
+        if (s >= warmup) secs[s - warmup] = dt_now() - t0;
+    }
+    *fwd_flops = dt_model_flops(r.m);
+    rig_free(&r);
+    return DT_OK;
+}
+
 /* Training-step speed on random data (no data loading, no evaluation), for bench/run. */
 int dt_cmd_bench(int argc, char **argv) {
     bench_opts o = {.model = "cnn1", .batch = 64, .warmup = 20, .steps = 200, .lr = 0.01f, .momentum = 0.9f};
@@ -45,33 +106,17 @@ int dt_cmd_bench(int argc, char **argv) {
     }
     const char *model = o.model;
     const int batch = o.batch, warmup = o.warmup, steps = o.steps;
-    const float lr = o.lr, momentum = o.momentum;
     dt_runtime_init();
-    dt_model *m = NULL;
-    if (dt_model_open(model, &m) != DT_OK) return dt_cli_fail();
-    if (dt_model_set_precision(m, (dt_precision)o.precision) != DT_OK) { dt_model_free(m); return dt_cli_fail(); }
+    bench_rig rig;
+    if (rig_make(&rig, model, batch, o.precision, o.momentum) != DT_OK) return dt_cli_fail();
+    dt_model *m = rig.m;
     int c, h, w;
     dt_model_input_shape(m, &c, &h, &w);
-    size_t in = (size_t)c * h * w;
-    /* a language model: token ids in, a target at every position */
-    const int vocab = dt_model_vocab(m), positions = dt_model_positions(m);
-    float *x = malloc((size_t)batch * in * sizeof(float));
-    uint16_t *y = malloc((size_t)batch * positions * sizeof *y);
-    dt_sgd opt;
-    dt_status st = (x && y) ? dt_model_reserve(m, batch) : dt_nomem("the batch of %d", batch);
-    if (st == DT_OK) st = dt_sgd_init(&opt, dt_model_num_params(m), momentum, 0, 0);
-    if (st != DT_OK) { free(x); free(y); dt_model_free(m); return dt_cli_fail(); }
-    dt_rng r;
-    dt_rng_seed(&r, 7);
-    for (size_t i = 0; i < (size_t)batch * in; i++) x[i] = vocab ? (float)dt_rng_below(&r, (uint32_t)vocab) : 2 * dt_rng_uniform(&r) - 1;
-    for (int i = 0; i < batch * positions; i++) y[i] = (uint16_t)dt_rng_below(&r, (uint32_t)dt_model_num_classes(m));
-    dt_model_init(m, 1);
+    const int vocab = dt_model_vocab(m);
     double t0 = 0;
     for (int s = 0; s < warmup + steps; s++) {
         if (s == warmup) t0 = dt_now();
-        dt_model_forward(m, x, batch, 1);
-        dt_model_backward_targets(m, y, NULL);
-        dt_sgd_step(&opt, dt_model_params(m), dt_model_grads(m), lr);
+        rig_step(&rig, o.lr);
     }
     double secs = dt_now() - t0;
     struct rusage ru;
@@ -86,8 +131,6 @@ int dt_cmd_bench(int argc, char **argv) {
            model, batch, dt_precision_name(dt_model_precision(m)), (double)steps * batch / secs, tokens,
            dt_model_flops(m), ru.ru_maxrss, dt_model_activation_bytes(m) / 1024, openblas_get_corename(),
            dt_layer_kernels(), *engines ? engines : "own");
-    dt_sgd_free(&opt);
-    free(x); free(y);
-    dt_model_free(m);
+    rig_free(&rig);
     return 0;
 }

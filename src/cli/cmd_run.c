@@ -9,27 +9,13 @@
 
 #include "cli/cli.h"
 #include "dtrain.h"
+#include "cli/launch.h"
 #include "cli/supervise.h"
 #include "cli/rundir.h"
 #include "cli/tee.h"
 #include "cli/train_flags.h"
 #include "core/paths.h"
 #include "trainer/trainer.h"
-
-/* A hostfile must be a readable regular file (a FIFO is refused, not waited on) and name a
- * host: one that names none would let mpiexec run every rank here, silently. */
-static dt_status check_hostfile(const char *path) {
-    FILE *fp;
-    if (dt_open_regular(path, &fp, NULL) != DT_OK) return dt_fail(DT_ERR_ARG, "--hostfile %s", dt_last_error());
-    char line[1024];
-    int hosts = 0;
-    while (fgets(line, sizeof line, fp)) {
-        const char *p = line + strspn(line, " \t\r\n");
-        hosts += *p && *p != '#';
-    }
-    fclose(fp);
-    return hosts ? DT_OK : dt_fail(DT_ERR_ARG, "--hostfile %s: names no host (expected one per line: NAME or NAME:SLOTS)", path);
-}
 
 /* Starts N ranks of `dtrain train` with mpiexec and supervises them (supervise.h). Flags are
  * checked here first, so a typo is reported once, not by every rank. */
@@ -45,7 +31,7 @@ int dt_cmd_run(int argc, char **argv) {
     if (st == DT_OK && !help) st = dt_scheme_values(&f, NULL);
     if (st == DT_OK && !help) st = dt_run_length(&f);
     if (st == DT_OK && !help && f.hostfile && f.hosts) st = dt_fail(DT_ERR_ARG, "dtrain run: give --hostfile or --hosts, not both");
-    if (st == DT_OK && !help && f.hostfile) st = check_hostfile(f.hostfile);
+    if (st == DT_OK && !help && f.hostfile) st = dt_launch_check_hostfile(f.hostfile);
     /* more than a few ranks a core only slows a run down, and each holds its own copy of the
      * data (MNIST: ~80 MB): -n 100000 on one machine is a typo, not a plan */
     const long cores = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
@@ -79,55 +65,12 @@ int dt_cmd_run(int argc, char **argv) {
         free(args);
         return 0;
     }
-    /* $DTRAIN_MPIEXEC may be a command with its own arguments (e.g. scripts/netcluster mpiexec) */
-    static char launcher[1024];
-    snprintf(launcher, sizeof launcher, "%s", getenv("DTRAIN_MPIEXEC") ? getenv("DTRAIN_MPIEXEC") : "mpiexec");
-    char *lv[16];
-    int nl = 0;
-    for (char *tok = strtok(launcher, " \t"); tok && nl < 15; tok = strtok(NULL, " \t")) lv[nl++] = tok;
-    if (nl == 0) { free(args); dt_fail(DT_ERR_ARG, "DTRAIN_MPIEXEC is empty"); return dt_cli_fail(); }
-    /* Open MPI wants to be told about root and oversubscription; MPICH's hydra does not */
-    int openmpi = 0;
-    char cmd[1100];
-    snprintf(cmd, sizeof cmd, "%s --version 2>&1", getenv("DTRAIN_MPIEXEC") ? getenv("DTRAIN_MPIEXEC") : "mpiexec");
-    FILE *p = popen(cmd, "r");
-    if (p) {
-        char line[256];
-        while (fgets(line, sizeof line, p)) openmpi |= strstr(line, "Open MPI") != NULL || strstr(line, "OpenRTE") != NULL;
-        if (pclose(p) != 0 && !openmpi) {
-            free(args);
-            dt_fail(DT_ERR_ARG, "dtrain run: '%s' not found or not working (install mpich, or set DTRAIN_MPIEXEC)", lv[0]);
-            return dt_cli_fail();
-        }
-    }
-    char self[4096];
-    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (len <= 0) { free(args); dt_fail(DT_ERR_IO, "dtrain run: cannot find my own executable"); return dt_cli_fail(); }
-    self[len] = 0;
-    char nbuf[16];
-    snprintf(nbuf, sizeof nbuf, "%d", f.ranks);
-    char **av = calloc((size_t)argc + 32, sizeof *av);
+    static dt_launch launch;
+    if (dt_launch_begin(&launch, f.hostfile, f.hosts, f.ranks, "train") != DT_OK) { free(args); return dt_cli_fail(); }
+    char **av = calloc((size_t)argc + DT_LAUNCH_WORDS, sizeof *av);
     if (!av) { free(args); return 2; }
     int k = 0;
-    for (int i = 0; i < nl; i++) av[k++] = lv[i];
-    if (openmpi) {
-        av[k++] = "--oversubscribe";
-        if (getuid() == 0) {
-            setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-            setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-        }
-    }
-    /* Across hosts, UCX's rendezvous protocol (a handshake before each message above its
-     * threshold, ~8 kB over TCP) cost more than the bytes: a 4-host allreduce of cnn1's 87 kB
-     * took 57 ms a step at 100 Mbit/s, 24 ms with messages up to 1 MB sent eagerly
-     * (docs/transport.md). Within a host its zero-copy path is the faster one: unchanged. */
-    if ((f.hostfile || f.hosts) && !getenv("UCX_RNDV_THRESH")) setenv("UCX_RNDV_THRESH", "1mb", 1);
-    if (f.hostfile) { av[k++] = openmpi ? "--hostfile" : "-f"; av[k++] = (char *)f.hostfile; }
-    if (f.hosts) { av[k++] = openmpi ? "--host" : "-hosts"; av[k++] = (char *)f.hosts; }
-    av[k++] = "-n";
-    av[k++] = nbuf;
-    av[k++] = self;
-    av[k++] = "train";
+    for (; k < launch.n; k++) av[k] = launch.av[k];
     /* the run's own flags stay here; --resume is the supervisor's to give (restarts change it) */
     for (int i = 2; i < argc; i++) {
         int skip = 0, with_value = 1;

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli/calib_file.h"
 #include "cli/cli.h"
 #include "cli/rundir.h"
 #include "cli/sim_launch.h"
@@ -32,7 +33,8 @@ typedef struct sim_opts {
     double link, latency, speed;
     int compute; /* 0 measured, 1 modelled */
     int link_given, latency_given;
-    const char *platform, *hostfile, *straggler;
+    const char *platform, *hostfile, *straggler, *calibration;
+    dt_calibration cal; /* --calibration's, read */
 } sim_opts;
 
 static const char *const compute_words[] = {"measured", "modelled", NULL};
@@ -74,6 +76,9 @@ static const dt_flag sim_flags[] = {
      .help = "--compute modelled: each host's flop/s (30Gf, 2Tf), or cpu: this CPU's, as dtrain bench measures it (not repeatable)"},
     {"straggler", DT_AT_TEXT(S, straggler), .metavar = "RANK:FACTOR",
      .help = "RANK's host FACTOR times slower (a list: 3:4,5:2)"},
+    {"calibration", DT_AT_TEXT(S, calibration), .metavar = "FILE",
+     .help = "what dtrain sim calibrate measured on your hosts: the cluster's links (unless --link, --latency), "
+             "SimGrid's corrections, and --speed for its model"},
 };
 #undef S
 
@@ -160,6 +165,26 @@ static dt_status check_shards(const dt_train_config *c, int ranks) {
                    "--batch examples a rank: %lld examples)", ranks, have - c->val, c->val ? " (after --val)" : "", c->batch, want);
 }
 
+/* --calibration FILE: the platform cluster's links as measured (unless --link or --latency
+ * say otherwise: a what-if keeps the measured corrections), and with modelled compute and no
+ * --speed the hosts' speed, when it was measured on the run's model. */
+static dt_status apply_calibration(sim_opts *o, const dt_train_flags *f, dt_sim_cluster *cl) {
+    dt_status st = dt_calib_read(o->calibration, &o->cal);
+    if (st != DT_OK) return st;
+    if (strcmp(o->platform, "cluster") != 0)
+        return dt_fail(DT_ERR_ARG, "--calibration %s: with --platform cluster (the links it measured are the hosts'; "
+                       "--platform %s sets its own)", o->calibration, o->platform);
+    if (!o->link_given) cl->link_Bps = o->link = o->cal.rate_bps / 8;
+    if (!o->latency_given) cl->latency_s = o->latency = o->cal.latency_s;
+    if (o->compute && o->speed == 0) {
+        if (o->cal.speed <= 0 || strcmp(o->cal.model, f->c.model) != 0)
+            return dt_fail(DT_ERR_ARG, "--calibration %s: its hosts' speed is %s's, not --model %s's: give --speed FLOPS",
+                           o->calibration, o->cal.speed > 0 ? o->cal.model : "no model", f->c.model);
+        o->speed = o->cal.speed;
+    }
+    return DT_OK;
+}
+
 /* What dtrain checks before SimGrid starts: one line, exit 2, nothing made. */
 static dt_status check_inputs(const sim_opts *o, dt_train_flags *f, dt_sim_cluster *cl, int named) {
     struct stat sb;
@@ -227,6 +252,7 @@ static dt_status setup_env(const sim_opts *o, const dt_sim_cluster *cl, int name
         dt_json_null(&j, "link_bps");
         dt_json_null(&j, "latency_s");
     }
+    dt_json_str(&j, "calibration", o->calibration);
     dt_json_str(&j, "compute", o->compute ? "modelled" : "measured");
     if (o->compute) dt_json_num(&j, "speed_flops", o->speed);
     else dt_json_null(&j, "speed_flops");
@@ -302,10 +328,11 @@ static int simulate(const sim_opts *o, const dt_sim_cluster *cl, int named, char
     char xml[4200] = "", hosts[4200] = "", describe[600] = "";
     FILE *made[2] = {NULL, NULL};
     dt_status st = platform_files(o, cl, named, made, xml, hosts, sizeof xml, describe, sizeof describe);
-    char compute[120], full[800];
+    char compute[120], full[5200];
     if (o->compute) snprintf(compute, sizeof compute, "compute modelled at %.4g Gflop/s", o->speed / 1e9);
     else snprintf(compute, sizeof compute, "compute measured on this CPU");
-    snprintf(full, sizeof full, "%s; %s", describe, compute);
+    snprintf(full, sizeof full, "%s; %s%s%s", describe, compute, o->calibration ? "; calibrated by " : "",
+             o->calibration ? o->calibration : "");
     setenv("DTRAIN_SIM_DESCRIBE", full, 1);
     setenv("DTRAIN_SIM_COMPUTE", o->compute ? "modelled" : "measured", 1);
     if (st == DT_OK) st = setup_env(o, cl, named);
@@ -325,8 +352,12 @@ static int simulate(const sim_opts *o, const dt_sim_cluster *cl, int named, char
     snprintf(size, sizeof size, "%d", cl->hosts);
     setenv("SMPI_GLOBAL_SIZE", size, 1); /* as smpirun sets it */
     launch_words w = {.bin = bin, .np = np, .hostfile = hf, .speed = speed, .xml = xml, .modelled = o->compute};
-    if (getenv("DTRAIN_SIM_CFG") && !(w.extra = strdup(getenv("DTRAIN_SIM_CFG"))) && st == DT_OK)
-        st = dt_nomem("DTRAIN_SIM_CFG's copy");
+    /* the calibration's corrections replace the defaults above; DTRAIN_SIM_CFG's come last */
+    static char extra[16384];
+    if (o->calibration) dt_calib_cfg(&o->cal, extra, sizeof extra);
+    if (getenv("DTRAIN_SIM_CFG"))
+        snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " %s", getenv("DTRAIN_SIM_CFG"));
+    if (*extra && !(w.extra = strdup(extra)) && st == DT_OK) st = dt_nomem("SimGrid's extra options");
     dt_sim_argv av = {0};
     if (st == DT_OK) st = launcher_args(&av, &w, argv, args, argc, lists, nlists);
     fflush(stdout);
@@ -339,6 +370,7 @@ static int simulate(const sim_opts *o, const dt_sim_cluster *cl, int named, char
 }
 
 int dt_cmd_sim(int argc, char **argv) {
+    if (argc > 2 && !strcmp(argv[2], "calibrate")) return dt_cmd_sim_calibrate(argc, argv);
     static dt_train_flags f;
     static sim_opts o;
     dt_flag_list lists[DT_TRAIN_LISTS + 1];
@@ -369,6 +401,7 @@ int dt_cmd_sim(int argc, char **argv) {
     if (st == DT_OK) st = dt_local_ranks(&f, "sim", argc, args);
     dt_sim_cluster cl = {.platform = o.platform, .hosts = f.ranks, .link_Bps = o.link, .latency_s = o.latency};
     const int named = dt_sim_platform_known(o.platform);
+    if (st == DT_OK && o.calibration) st = apply_calibration(&o, &f, &cl);
     if (st == DT_OK) st = check_inputs(&o, &f, &cl, named);
     char bin[4200];
     if (st == DT_OK) st = find_sim_binary(bin, sizeof bin);

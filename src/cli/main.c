@@ -53,6 +53,8 @@ int dt_main(int argc, char **argv) {
     dt_cli_fast_blas(argv);
     if (argc < 2) { usage(stderr); return 2; }
     const char *cmd = argv[1];
+    /* not a command of its own: the ranks dtrain sim calibrate starts */
+    if (!strcmp(cmd, "sim-calibrate-rank")) return dt_cmd_sim_calibrate_rank(argc, argv);
     for (int i = 0; i < NOPTS(commands); i++)
         if (!strcmp(cmd, commands[i].name)) return commands[i].run(argc, argv);
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) { usage(stdout); return 0; }

@@ -1,0 +1,165 @@
+/* The calibration file (calib_file.h): an INI file with [link], [sizes] and [host]. */
+#include "cli/calib_file.h"
+
+#include <errno.h>
+#include <ini.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/paths.h"
+
+#define FIRST_LINE "; dtrain sim calibration"
+
+void dt_calib_fit(dt_calibration *c) {
+    const int n = c->nsizes;
+    const double t0 = c->oneway_s[0];
+    c->latency_s = t0 / 2;
+    /* the marginal rate of the two largest messages: what a long transfer gets */
+    double rate = 0;
+    if (n >= 3 && c->oneway_s[n - 1] > c->oneway_s[n - 2])
+        rate = 8 * (c->size[n - 1] - c->size[n - 2]) / (c->oneway_s[n - 1] - c->oneway_s[n - 2]);
+    else if (n >= 2 && c->oneway_s[n - 1] > t0)
+        rate = 8 * c->size[n - 1] / (c->oneway_s[n - 1] - t0);
+    c->rate_bps = rate;
+    for (int i = 0; i < n; i++) {
+        /* at most 1000x the rate (a time within the zero-byte one's noise) */
+        const double extra = fmax(c->oneway_s[i] - t0, 8 * c->size[i] / (rate * 1000));
+        c->bw_factor[i] = i == 0 || rate <= 0 ? 1 : 8 * c->size[i] / (rate * extra);
+    }
+}
+
+static dt_status fill(void *ctx, void *file) {
+    const dt_calibration *c = ctx;
+    FILE *f = file;
+    fprintf(f, FIRST_LINE " (docs/simulation.md): measured by dtrain sim calibrate between %s, %s\n", c->hosts, c->when);
+    fprintf(f, "; use: dtrain sim --calibration FILE (the platform cluster's links and SimGrid's corrections; the hosts'\n"
+               "; speed for --compute modelled on the same model)\n\n[link]\n");
+    fprintf(f, "; one link's latency: half the one-way time of a zero-byte message (a message crosses two links)\n");
+    fprintf(f, "latency = %.6g\n", c->latency_s);
+    fprintf(f, "; the payload rate of the largest messages, bits/s\nrate = %.6g\n\n[sizes]\n", c->rate_bps);
+    fprintf(f, "; bytes = one-way seconds (median), bandwidth factor (the share of the rate that gives it), seconds\n"
+               "; MPI_Isend takes to return, seconds MPI_Recv takes for a message already there\n");
+    for (int i = 0; i < c->nsizes; i++)
+        fprintf(f, "%.0f = %.6g %.6g %.6g %.6g\n", c->size[i], c->oneway_s[i], c->bw_factor[i], c->isend_s[i], c->recv_s[i]);
+    fprintf(f, "\n[host]\n; the two hosts measured (MPI's processor names) and when (UTC)\nhosts = %s\nwhen = %s\n", c->hosts,
+            c->when);
+    fprintf(f, "model = %s\nbatch = %d\n", c->model, c->batch);
+    fprintf(f, "; flop/s: the model's FLOPs a training step (forward, backward twice that) over a step's median time,\n"
+               "; each rank computing beside the other; the ranks' mean, then each\n");
+    fprintf(f, "speed = %.6g\nspeeds = %.6g %.6g\n", c->speed, c->rank_speed[0], c->rank_speed[1]);
+    return ferror(f) ? dt_fail(DT_ERR_IO, "write failed: %s", strerror(errno)) : DT_OK;
+}
+
+dt_status dt_calib_write(const dt_calibration *c, const char *path) { return dt_write_atomic(path, fill, (void *)c); }
+
+typedef struct {
+    dt_calibration *c;
+    char why[200];
+    int seen_rate, seen_latency, seen_speed;
+} reader;
+
+static int number(const char *v, double *out, double lo) {
+    char *end;
+    errno = 0;
+    const double x = strtod(v, &end);
+    if (end == v || *end || errno || !isfinite(x) || x < lo) return 0;
+    *out = x;
+    return 1;
+}
+
+static int on_value(void *user, const char *section, const char *name, const char *value) {
+    reader *r = user;
+    dt_calibration *c = r->c;
+    if (!strcmp(section, "link") && !strcmp(name, "latency")) {
+        if (!number(value, &c->latency_s, 0)) { snprintf(r->why, sizeof r->why, "latency: expected seconds >= 0"); return 0; }
+        r->seen_latency = 1;
+    } else if (!strcmp(section, "link") && !strcmp(name, "rate")) {
+        if (!number(value, &c->rate_bps, 1e3)) { snprintf(r->why, sizeof r->why, "rate: expected bits/s from 1e3"); return 0; }
+        r->seen_rate = 1;
+    } else if (!strcmp(section, "sizes")) {
+        double sz, v[4];
+        char extra;
+        if (!number(name, &sz, 0) || sz != floor(sz) || sz > 1e12 ||
+            sscanf(value, "%lf %lf %lf %lf %c", &v[0], &v[1], &v[2], &v[3], &extra) != 4 || !(v[0] >= 0) ||
+            !(v[1] > 0) || !(v[2] >= 0) || !(v[3] >= 0) || !isfinite(v[0] + v[1] + v[2] + v[3])) {
+            snprintf(r->why, sizeof r->why, "expected BYTES = SECONDS FACTOR ISEND_SECONDS RECV_SECONDS (times >= 0, factor > 0)");
+            return 0;
+        }
+        if (c->nsizes == DT_CALIB_SIZES || (c->nsizes > 0 && sz <= c->size[c->nsizes - 1])) {
+            snprintf(r->why, sizeof r->why, "sizes: at most %d, in ascending order", DT_CALIB_SIZES);
+            return 0;
+        }
+        const int i = c->nsizes++;
+        c->size[i] = sz, c->oneway_s[i] = v[0], c->bw_factor[i] = v[1], c->isend_s[i] = v[2], c->recv_s[i] = v[3];
+    } else if (!strcmp(section, "host") && !strcmp(name, "model")) {
+        snprintf(c->model, sizeof c->model, "%s", value);
+    } else if (!strcmp(section, "host") && !strcmp(name, "batch")) {
+        double b;
+        if (!number(value, &b, 1) || b != floor(b) || b > 1e6) { snprintf(r->why, sizeof r->why, "batch: expected a whole number"); return 0; }
+        c->batch = (int)b;
+    } else if (!strcmp(section, "host") && !strcmp(name, "speed")) {
+        if (!number(value, &c->speed, 1e6)) { snprintf(r->why, sizeof r->why, "speed: expected flop/s from 1e6"); return 0; }
+        r->seen_speed = 1;
+    } else if (!strcmp(section, "host") && !strcmp(name, "hosts")) {
+        snprintf(c->hosts, sizeof c->hosts, "%s", value);
+    } else if (!strcmp(section, "host") && !strcmp(name, "when")) {
+        snprintf(c->when, sizeof c->when, "%s", value);
+    } else if (!strcmp(section, "host") && !strcmp(name, "speeds")) {
+        /* the ranks' own, for the reader: not used */
+    } else {
+        snprintf(r->why, sizeof r->why, "unknown key '%s' in [%s] (expected [link] latency, rate; [sizes]; [host] hosts, "
+                 "when, model, batch, speed, speeds)", name, section);
+        return 0;
+    }
+    return 1;
+}
+
+dt_status dt_calib_read(const char *path, dt_calibration *c) {
+    memset(c, 0, sizeof *c);
+    FILE *f;
+    dt_status st = dt_open_regular(path, &f, NULL);
+    if (st != DT_OK) return dt_fail(DT_ERR_ARG, "--calibration %s", dt_last_error());
+    char first[64] = "";
+    if (!fgets(first, sizeof first, f) || strncmp(first, FIRST_LINE, strlen(FIRST_LINE)) != 0) {
+        fclose(f);
+        return dt_fail(DT_ERR_ARG, "--calibration %s:1: not a calibration file (expected '" FIRST_LINE "', what dtrain sim "
+                       "calibrate writes)", path);
+    }
+    rewind(f);
+    reader r = {.c = c};
+    const int line = ini_parse_file(f, on_value, &r);
+    fclose(f);
+    if (line != 0)
+        return dt_fail(DT_ERR_ARG, "--calibration %s:%d: %s", path, line, *r.why ? r.why : "not an INI line");
+    if (!r.seen_latency || !r.seen_rate || c->nsizes < 2 || c->size[0] != 0)
+        return dt_fail(DT_ERR_ARG, "--calibration %s: expected [link] latency and rate and [sizes] from 0 bytes (at least "
+                       "two sizes)", path);
+    if (!r.seen_speed) c->speed = 0;
+    return DT_OK;
+}
+
+/* "S0:T0:0;S1:T1:0": a time by size, constant from each size on (SMPI's piecewise
+ * offset:factor form) */
+static size_t overhead(const dt_calibration *c, const double *t, char *out, size_t len) {
+    size_t o = 0;
+    for (int i = 0; i < c->nsizes && o < len; i++)
+        o += (size_t)snprintf(out + o, len - o, "%s%.0f:%.6g:0", i ? ";" : "", c->size[i], t[i]);
+    return o;
+}
+
+void dt_calib_cfg(const dt_calibration *c, char *out, size_t len) {
+    size_t o = (size_t)snprintf(out, len, "--cfg=smpi/bw-factor:");
+    /* a size's factor applies from the size before it on: a message between two measured
+     * sizes gets the larger one's (as scripts/sim-validate fitted it) */
+    for (int i = 1; i < c->nsizes && o < len; i++)
+        o += (size_t)snprintf(out + o, len - o, "%s%.0f:%.6g", i > 1 ? ";" : "", c->size[i - 1], c->bw_factor[i]);
+    /* a blocking send of these sizes returns as an MPI_Isend does: once its bytes are handed over */
+    if (o < len) o += (size_t)snprintf(out + o, len - o, " --cfg=smpi/ois:");
+    if (o < len) o += overhead(c, c->isend_s, out + o, len - o);
+    if (o < len) o += (size_t)snprintf(out + o, len - o, " --cfg=smpi/os:");
+    if (o < len) o += overhead(c, c->isend_s, out + o, len - o);
+    if (o < len) o += (size_t)snprintf(out + o, len - o, " --cfg=smpi/or:");
+    if (o < len) overhead(c, c->recv_s, out + o, len - o);
+}

@@ -1,0 +1,187 @@
+/* The ranks of `dtrain sim calibrate` (cmd_calibrate.c starts two under the launcher, one a
+ * host): ranks 0 and 1 measure the link between them as SimGrid's calibration procedure does
+ * (the one-way time of each message size, median of a ping-pong's trips, each after a pause as
+ * training computes between its messages; the time MPI_Isend takes to return; the time
+ * MPI_Recv takes for a message already there), then the hosts' speed on a model (both ranks
+ * computing at once, as a cluster's hosts do), and rank 0 writes the calibration file
+ * (calib_file.h). A hidden subcommand: `dtrain sim calibrate` gives its flags. */
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/calib_file.h"
+#include "cli/cli.h"
+#include "core/alloc.h"
+#include "core/flag_table.h"
+#include "dtrain.h"
+
+typedef struct {
+    const char *out, *model;
+    int batch, reps, steps;
+    double gap_ms, longest_s;
+} rank_opts;
+
+#define O rank_opts
+static const dt_flag rank_flags[] = {
+    {"out", DT_AT_TEXT(O, out), .metavar = "FILE", .help = "the calibration file"},
+    {"model", DT_AT_TEXT(O, model), .def = "cnn1", .help = "the speed's model"},
+    {"batch", DT_AT_INT(O, batch), .def = "64", .min = 1, .max = 1e5, .help = "its batch"},
+    {"reps", DT_AT_INT(O, reps), .def = "15", .min = 3, .max = 10000, .help = "trips a size"},
+    {"steps", DT_AT_INT(O, steps), .def = "30", .min = 3, .max = 100000, .help = "timed steps"},
+    {"gap-ms", DT_AT_FLOAT(O, gap_ms), .def = "8", .min = 0, .max = 10000, .help = "pause before a trip"},
+    {"longest", DT_AT_FLOAT(O, longest_s), .def = "0.25", .min = 0.001, .max = 100, .help = "largest message's time"},
+};
+#undef O
+
+static int by_value(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, by_value);
+    return v[n / 2];
+}
+
+static void pause_ms(double ms) {
+    const double s = ms / 1e3;
+    const struct timespec t = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&t, NULL);
+}
+
+/* one size: its one-way time, MPI_Isend's return time and MPI_Recv's on an arrived message
+ * (rank 0's figures; rank 1 times the receive and sends it over) */
+static int measure(int rank, int size, const rank_opts *o, char *buf, double *t, double out[3]) {
+    const int R = o->reps;
+    for (int r = 0; r < R; r++) { /* the ping-pong */
+        pause_ms(o->gap_ms);
+        MPI_Barrier(MPI_COMM_WORLD);
+        const double t0 = MPI_Wtime();
+        if (rank == 0) {
+            MPI_Send(buf, size, MPI_BYTE, 1, 1, MPI_COMM_WORLD);
+            MPI_Recv(buf, size, MPI_BYTE, 1, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else if (rank == 1) {
+            MPI_Recv(buf, size, MPI_BYTE, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Send(buf, size, MPI_BYTE, 0, 1, MPI_COMM_WORLD);
+        }
+        t[r] = (MPI_Wtime() - t0) / 2;
+    }
+    out[0] = median(t, R);
+    for (int r = 0; r < R; r++) { /* MPI_Isend's return, to a posted receive */
+        MPI_Request q = MPI_REQUEST_NULL;
+        if (rank == 1) MPI_Irecv(buf, size, MPI_BYTE, 0, 2, MPI_COMM_WORLD, &q);
+        pause_ms(o->gap_ms);
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == 0) {
+            const double t0 = MPI_Wtime();
+            MPI_Isend(buf, size, MPI_BYTE, 1, 2, MPI_COMM_WORLD, &q);
+            t[r] = MPI_Wtime() - t0;
+        }
+        MPI_Wait(&q, MPI_STATUS_IGNORE);
+    }
+    out[1] = rank == 0 ? median(t, R) : 0;
+    /* MPI_Recv of a message already there: rank 1 waits out its transfer first */
+    const double wait_ms = 2e3 * out[0] + 2;
+    for (int r = 0; r < R; r++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == 0) MPI_Send(buf, size, MPI_BYTE, 1, 3, MPI_COMM_WORLD);
+        if (rank == 1) {
+            pause_ms(wait_ms);
+            const double t0 = MPI_Wtime();
+            MPI_Recv(buf, size, MPI_BYTE, 0, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            t[r] = MPI_Wtime() - t0;
+        }
+    }
+    double recv = rank == 1 ? median(t, R) : 0;
+    if (rank == 1) MPI_Send(&recv, 1, MPI_DOUBLE, 0, 4, MPI_COMM_WORLD);
+    if (rank == 0) MPI_Recv(&recv, 1, MPI_DOUBLE, 1, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    out[2] = recv;
+    return 0;
+}
+
+/* The sizes: 0, 64 B, then 4x up to 64 kB, then doubling until a message takes longest_s (or
+ * 64 MB): the megabyte-to-100 MB buckets of large models are where the rate is reached. */
+static int next_size(int size) { return size == 0 ? 64 : size < 65536 ? size * 4 : size * 2; }
+
+static dt_status links(int rank, const rank_opts *o, dt_calibration *c) {
+    const int largest = 64 << 20;
+    char *buf = calloc((size_t)largest + 1, 1);
+    double *t = calloc((size_t)o->reps, sizeof *t);
+    if (!buf || !t) { free(buf); free(t); return dt_nomem("the calibration's buffers"); }
+    for (int size = 0; c->nsizes < DT_CALIB_SIZES; size = next_size(size)) {
+        double v[3];
+        measure(rank, size, o, buf, t, v);
+        const int i = c->nsizes++;
+        c->size[i] = size, c->oneway_s[i] = v[0], c->isend_s[i] = v[1], c->recv_s[i] = v[2];
+        int more = rank == 0 && v[0] < o->longest_s && next_size(size) <= largest;
+        MPI_Bcast(&more, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        if (!more) break;
+    }
+    free(buf);
+    free(t);
+    return DT_OK;
+}
+
+/* the hosts' speed: each rank times training steps of the model, all at once */
+static dt_status speed(int rank, const rank_opts *o, dt_calibration *c) {
+    double *secs = calloc((size_t)o->steps, sizeof *secs), fwd = 0, mine = 0, all[2] = {0, 0};
+    if (!secs) return dt_nomem("%d step times", o->steps);
+    MPI_Barrier(MPI_COMM_WORLD);
+    dt_status st = rank < 2 ? dt_bench_time_steps(o->model, o->batch, 3, o->steps, secs, &fwd) : DT_OK;
+    if (st == DT_OK && rank < 2) mine = 3 * fwd * o->batch / median(secs, o->steps);
+    free(secs);
+    int bad = st != DT_OK, any = 0;
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any) return st != DT_OK ? st : dt_fail(DT_ERR_ARG, "--model %s: the other rank could not time it", o->model);
+    MPI_Gather(&mine, 1, MPI_DOUBLE, rank == 0 ? all : NULL, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    if (rank != 0) return DT_OK;
+    c->rank_speed[0] = all[0];
+    c->rank_speed[1] = all[1];
+    c->speed = (all[0] + all[1]) / 2;
+    snprintf(c->model, sizeof c->model, "%s", o->model);
+    c->batch = o->batch;
+    return DT_OK;
+}
+
+int dt_cmd_sim_calibrate_rank(int argc, char **argv) {
+    static rank_opts o;
+    const dt_flag_list list = {.flags = rank_flags, .n = NOPTS(rank_flags), .base = &o};
+    int help = 0;
+    dt_status st = dt_flags_defaults(rank_flags, NOPTS(rank_flags), &o);
+    if (st == DT_OK) st = dt_flags_parse_argv("sim calibrate", argc, argv, 2, &list, 1, &help);
+    if (st == DT_OK && !o.out) st = dt_fail(DT_ERR_ARG, "--out FILE: expected the calibration file");
+    if (st != DT_OK || help) return st != DT_OK ? dt_cli_fail() : 0;
+    MPI_Init(&argc, &argv);
+    int rank = 0, size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    static dt_calibration c;
+    if (size < 2) st = dt_fail(DT_ERR_ARG, "dtrain sim calibrate: needs 2 ranks, one on each of two hosts (got %d)", size);
+    /* the hosts' names: whether the two ranks are on two hosts is the user's to know (the file says) */
+    char name[MPI_MAX_PROCESSOR_NAME] = "", names[2 * MPI_MAX_PROCESSOR_NAME] = "";
+    int len = 0;
+    MPI_Get_processor_name(name, &len);
+    if (st == DT_OK && size >= 2) {
+        MPI_Gather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, rank == 0 ? names : NULL, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0,
+                   MPI_COMM_WORLD);
+        if (rank == 0) snprintf(c.hosts, sizeof c.hosts, "%s and %s", names, names + MPI_MAX_PROCESSOR_NAME);
+        st = links(rank, &o, &c);
+    }
+    if (st == DT_OK) st = speed(rank, &o, &c);
+    if (st == DT_OK && rank == 0) {
+        const time_t now = time(NULL);
+        strftime(c.when, sizeof c.when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+        dt_calib_fit(&c);
+        st = dt_calib_write(&c, o.out);
+    }
+    /* as dt_comm_finalize: a barrier, then no MPI call for half a second, or MPICH's UCX netmod
+     * can spin in MPI_Finalize for ever across hosts */
+    MPI_Barrier(MPI_COMM_WORLD);
+    pause_ms(500);
+    MPI_Finalize();
+    return st == DT_OK ? 0 : dt_cli_fail();
+}

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# dtrain sim calibrate and --calibration (docs/simulation.md, "Calibrating on your cluster"):
+# two ranks write a calibration file (here both on this machine; tests/cli_hosts.sh measures
+# two namespace hosts' 100 Mbit/s link); dtrain sim takes the file's links, speed and
+# corrections, and the corrections change the simulated time as they say (a bandwidth factor
+# of 0.1 makes a 2-host allreduce's messages 10x slower); bad files and flags are one line
+# naming file:line or the flag, exit 2, nothing written.
+. "$(dirname "$0")/lib.sh"
+require_mnist
+
+out=$(timeout -k 5 300 "$DTRAIN" sim calibrate --out "$T/cal.ini" --reps 3 --steps 5 --longest 0.01 2>&1)
+check "calibrate on this machine" $? "$(echo "$out" | tail -2)"
+/usr/bin/python3 - "$T/cal.ini" >"$T/verdict" 2>&1 <<'EOF2'
+import configparser, sys
+c = configparser.ConfigParser(inline_comment_prefixes=(";",))
+c.read(sys.argv[1])
+sizes = [int(k) for k in c["sizes"]]
+assert sizes[0] == 0 and sizes == sorted(sizes) and len(sizes) >= 5, sizes
+for k, v in c["sizes"].items():
+    t, f, isend, recv = map(float, v.split())
+    assert t > 0 and f > 0 and isend >= 0 and recv >= 0, (k, v)
+assert float(c["link"]["latency"]) > 0 and float(c["link"]["rate"]) > 1e6, dict(c["link"])
+assert c["host"]["model"] == "cnn1" and float(c["host"]["speed"]) > 1e8, dict(c["host"])
+print(f"{len(sizes)} sizes to {sizes[-1]} bytes, rate {float(c['link']['rate']):.3g} bit/s, speed {float(c['host']['speed']):.3g}")
+EOF2
+check "the file: sizes from 0 ascending, times, factors, latency, rate, cnn1's speed" $? "$(cat "$T/verdict")"
+
+# the corrections at work: the same file with every bandwidth factor 1, then 0.1, at 100 Mbit/s
+# and 5 us (--link and --latency over the file's): a 2-host allreduce of cnn1's 153.6 kB
+# (bucket-kb 0: one exchange a step, 12.3 ms at the full rate) communicates ~10x longer
+R=(-n 2 --algo allreduce --bucket-kb 0 --model cnn1 --data mnist --test-limit 200 --max-steps 30 --seed 1 --quiet
+   --no-save --compute modelled --link 100Mbps --latency 5us)
+awk -F' = ' 'BEGIN { s = 0 } /^\[/ { s = ($0 == "[sizes]") } s && $1 ~ /^[0-9]+$/ { split($2, v, " ");
+    printf "%s = %s 1 0 0\n", $1, v[1]; next } { print }' "$T/cal.ini" >"$T/one.ini"
+awk -F' = ' 'BEGIN { s = 0 } /^\[/ { s = ($0 == "[sizes]") } s && $1 ~ /^[0-9]+$/ { split($2, v, " ");
+    printf "%s = %s 0.1 0 0\n", $1, v[1]; next } { print }' "$T/cal.ini" >"$T/tenth.ini"
+"$DTRAIN" sim "${R[@]}" --calibration "$T/one.ini" --log "$T/one.jsonl" >/dev/null 2>&1
+"$DTRAIN" sim "${R[@]}" --calibration "$T/tenth.ini" --log "$T/tenth.jsonl" >/dev/null 2>&1
+a=$(per_rank_sum "$T/one.jsonl" comm_s 0 1) b=$(per_rank_sum "$T/tenth.jsonl" comm_s 0 1)
+r=$(awk -v a="$a" -v b="$b" 'BEGIN { if (a > 0) printf "%.2f", b / a }')
+within "bandwidth factor 0.1 against 1: communication time ratio" "$r" 8 11
+sp=$(log_query "$T/one.jsonl" 'of("config")[0]["sim"]["speed_flops"]')
+holds "$sp" '==' "$(awk -F' = ' '$1 == "speed" { print $2 }' "$T/cal.ini")"
+check "--compute modelled without --speed: the file's speed for its model" $? "$sp"
+
+# bad input: one line naming the file (and line) or the flag, exit 2
+printf 'not a calibration\n' >"$T/notes.txt"
+expect_error "--calibration of another file" "notes.txt:1: not a calibration file" -- \
+    "$DTRAIN" sim "${R[@]}" --calibration "$T/notes.txt"
+sed 's/^rate = .*/rate = fast/' "$T/cal.ini" >"$T/badrate.ini"
+line=$(grep -n '^rate = ' "$T/badrate.ini" | cut -d: -f1)
+expect_error "--calibration with a bad rate" "badrate.ini:$line: rate: expected bits/s" -- \
+    "$DTRAIN" sim "${R[@]}" --calibration "$T/badrate.ini"
+sed 's/^65536 = .*/65536 = 1 2 3/' "$T/cal.ini" >"$T/badsize.ini"
+expect_error "--calibration with a short size line" "badsize.ini:" -- "$DTRAIN" sim "${R[@]}" --calibration "$T/badsize.ini"
+expect_error "--calibration on another platform" "--calibration $T/cal.ini: with --platform cluster" -- \
+    "$DTRAIN" sim -n 2 --algo allreduce --platform datacenter --calibration "$T/cal.ini"
+expect_error "--calibration's speed for another model" "its hosts' speed is cnn1's, not --model mlp's" -- \
+    "$DTRAIN" sim -n 2 --algo allreduce --model mlp --compute modelled --calibration "$T/cal.ini"
+expect_error "--calibration of a missing file" "--calibration $T/none.ini" -- \
+    "$DTRAIN" sim "${R[@]}" --calibration "$T/none.ini"
+expect_error "calibrate without --out" "--out FILE is needed" -- "$DTRAIN" sim calibrate
+expect_error "calibrate over a file that is not one" "--out $T/notes.txt: exists and is not a calibration file" -- \
+    "$DTRAIN" sim calibrate --out "$T/notes.txt"
+[ "$(cat "$T/notes.txt")" = "not a calibration" ]
+check "the file that is not a calibration is left as it was" $? "$(head -c 60 "$T/notes.txt")"
+finish
