@@ -45,12 +45,7 @@ expect_error "bandwidth: logs of no simulation" "no finished dtrain sim runs wit
     "$BW" "$T/real"
 expect_error "bandwidth: a figure of an unknown kind" "--out" -- "$BW" --out "$T/x.gif" "$T/hand"
 
-d=$(dirname "$DTRAIN")
-if ! [ -x "$d/sim/dtrain-sim" ] && ! [ -x "$d/dtrain-sim" ]; then
-    check "dtrain-sim is built (needs SimGrid: apt-get install libsimgrid-dev)" 1 "no dtrain-sim beside $DTRAIN"
-    finish
-    exit
-fi
+require_sim
 
 # 2. the simulation against the closed form, 4 hosts, 5 us, cnn1 at 30 Gflop/s (6.47 ms a
 # step): first the step's computing from a run's compute-only bound, then each scheme at the

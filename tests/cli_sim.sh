@@ -6,13 +6,7 @@
 . "$(dirname "$0")/lib.sh"
 require_mnist
 
-# CI installs SimGrid (scripts/install-deps): a build without dtrain-sim fails here, not skips
-d=$(dirname "$DTRAIN")
-if ! [ -x "$d/sim/dtrain-sim" ] && ! [ -x "$d/dtrain-sim" ]; then
-    check "dtrain-sim is built (needs SimGrid: apt-get install libsimgrid-dev)" 1 "no dtrain-sim beside $DTRAIN"
-    finish
-    exit
-fi
+require_sim
 
 B=(--model cnn1 --data mnist --train-limit 4000 --test-limit 1000 --epochs 1 --quiet)
 S=("${B[@]}" --seed 3)

@@ -7,6 +7,7 @@
 # naming file:line or the flag, exit 2, nothing written.
 . "$(dirname "$0")/lib.sh"
 require_mnist
+require_sim
 
 out=$(timeout -k 5 300 "$DTRAIN" sim calibrate --out "$T/cal.ini" --reps 3 --steps 5 --longest 0.01 2>&1)
 check "calibrate on this machine" $? "$(echo "$out" | tail -2)"

@@ -137,6 +137,18 @@ require_mnist() {
     fi
 }
 
+# require_sim: dtrain-sim beside $DTRAIN (built with SimGrid's smpicc). CI installs SimGrid
+# (scripts/install-deps): a build without it fails here, not skips.
+require_sim() {
+    local d
+    d=$(dirname "$DTRAIN")
+    if ! [ -x "$d/sim/dtrain-sim" ] && ! [ -x "$d/dtrain-sim" ]; then
+        check "dtrain-sim is built (needs SimGrid: apt-get install libsimgrid-dev)" 1 "no dtrain-sim beside $DTRAIN"
+        finish
+        exit
+    fi
+}
+
 # ------------------------------------------------------------------------------ JSON logs
 # A log (--log FILE) is JSON lines, each an object with a "type" ("config", "epoch",
 # "transport", "summary", ...). The readers pick lines by their "type" field only, never by

@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "cli/calib_file.h"
+#include "cli/sim_cluster.h"
+#include "cli/supervise.h"
 #include "cli/cli.h"
 #include "cli/rundir.h"
 #include "cli/sim_launch.h"
@@ -33,9 +35,20 @@ typedef struct sim_opts {
     double link, latency, speed;
     int compute; /* 0 measured, 1 modelled */
     int link_given, latency_given;
-    const char *platform, *hostfile, *straggler, *calibration;
-    dt_calibration cal; /* --calibration's, read */
+    const char *platform, *hostfile, *straggler, *calibration, *cluster;
+    int n_given, platform_given, max_restarts;
+    dt_calibration cal;  /* --calibration's, read */
+    dt_cluster_file cf;  /* --cluster's, read */
 } sim_opts;
+
+/* One simulation of a run: from which simulated time (a restart after a host failure goes on
+ * from it), and what the restart adds to train's flags. */
+typedef struct attempt {
+    double offset_s;
+    int restart;        /* 0: the first simulation, the user's flags as they are */
+    const char *resume; /* a restart's checkpoint (NULL: from the start, the user's own --resume) */
+    char restarts[32], redone[48];
+} attempt;
 
 static const char *const compute_words[] = {"measured", "modelled", NULL};
 
@@ -61,12 +74,13 @@ static void format_speed(const void *v, char *out, size_t len) {
 
 #define S sim_opts
 static const dt_flag sim_flags[] = {
-    {"n", DT_AT_INT(S, ranks), .min = 1, .max = 65536, .def = "4", .help = "number of ranks, each a simulated host"},
+    {"n", DT_AT_INT(S, ranks), DT_GIVEN(S, n_given), .min = 1, .max = 65536, .def = "4",
+     .help = "number of ranks, each a simulated host (--cluster: the file's)"},
     {"link", DT_AT_CUSTOM(S, link, double, parse_rate, format_rate), DT_GIVEN(S, link_given), .def = "1Gbps", .metavar = "RATE",
      .help = "--platform cluster: each host's link (100Mbps, 1Gbps, 10Gbps; bits bps or bytes Bps)"},
     {"latency", DT_AT_CUSTOM(S, latency, double, parse_time, format_time), DT_GIVEN(S, latency_given), .def = "50us", .metavar = "TIME",
      .help = "--platform cluster: each host link's latency (50us, 1ms)"},
-    {"platform", DT_AT_TEXT(S, platform), .def = "cluster", .metavar = "NAME|FILE",
+    {"platform", DT_AT_TEXT(S, platform), DT_GIVEN(S, platform_given), .def = "cluster", .metavar = "NAME|FILE",
      .help = "cluster, datacenter, campus-1g, campus-100m, wan, or a SimGrid platform file (with --hostfile)"},
     {"hostfile", DT_AT_TEXT(S, hostfile), .metavar = "FILE",
      .help = "with a platform file: its hosts, rank r on line r"},
@@ -76,6 +90,10 @@ static const dt_flag sim_flags[] = {
      .help = "--compute modelled: each host's flop/s (30Gf, 2Tf), or cpu: this CPU's, as dtrain bench measures it (not repeatable)"},
     {"straggler", DT_AT_TEXT(S, straggler), .metavar = "RANK:FACTOR",
      .help = "RANK's host FACTOR times slower (a list: 3:4,5:2)"},
+    {"cluster", DT_AT_TEXT(S, cluster), .metavar = "FILE",
+     .help = "a cluster file: groups of hosts, links, regions, stragglers over time, host failures (docs/simulation.md)"},
+    {"max-restarts", DT_AT_INT(S, max_restarts), .min = 0, .max = 1000,
+     .help = "--cluster: after a host failure, simulate again from the newest checkpoint, up to N times"},
     {"calibration", DT_AT_TEXT(S, calibration), .metavar = "FILE",
      .help = "what dtrain sim calibrate measured on your hosts: the cluster's links (unless --link, --latency), "
              "SimGrid's corrections, and --speed for its model"},
@@ -208,10 +226,16 @@ static dt_status check_inputs(const sim_opts *o, dt_train_flags *f, dt_sim_clust
         if (why) return dt_fail(DT_ERR_ARG, "--straggler %s: expected %s", o->straggler, why);
         if (!named) return dt_fail(DT_ERR_ARG, "--straggler: with a platform file, give the slow host its speed there");
     }
+    /* a cluster file gives each group its speed: its hosts compute their FLOPs at it */
+    if (o->cluster && !o->compute)
+        return dt_fail(DT_ERR_ARG, "--cluster %s: with --compute modelled (each group computes at the file's speed)",
+                       o->cluster);
+    if (o->cluster && o->speed != 0)
+        return dt_fail(DT_ERR_ARG, "--speed: --cluster %s gives each group's speed", o->cluster);
     if (o->speed != 0 && !o->compute)
         return dt_fail(DT_ERR_ARG, "--speed: only with --compute modelled (measured compute runs at this CPU's speed)");
     /* modelled compute is a function of the run's flags alone: never a speed timed here unasked */
-    if (o->compute && o->speed == 0)
+    if (o->compute && o->speed == 0 && !o->cluster)
         return dt_fail(DT_ERR_ARG, "--compute modelled: give each host's --speed FLOPS (29Gf: a Zen 3 core on cnn1), or "
                        "--speed cpu for this CPU's as dtrain bench measures it (then the run is not repeatable)");
     return DT_OK;
@@ -219,8 +243,16 @@ static dt_status check_inputs(const sim_opts *o, dt_train_flags *f, dt_sim_clust
 
 /* The platform SimGrid reads, made here for a named one (files on no disk: sim_launch.h), the
  * user's own otherwise. */
-static dt_status platform_files(const sim_opts *o, const dt_sim_cluster *cl, int named, FILE *made[2], char *xml,
-                                char *hosts, size_t len, char *describe, size_t dlen) {
+static dt_status platform_files(const sim_opts *o, const dt_sim_cluster *cl, int named, double offset_s, FILE *made[2],
+                                char *xml, char *hosts, size_t len, char *describe, size_t dlen) {
+    if (o->cluster) {
+        dt_status st = dt_sim_unnamed_file(&made[0], xml, len);
+        if (st == DT_OK) st = dt_sim_unnamed_file(&made[1], hosts, len);
+        if (st == DT_OK) st = dt_cluster_write(&o->cf, offset_s, made[0], made[1], describe, dlen);
+        for (int i = 0; i < 2 && st == DT_OK; i++)
+            if (fflush(made[i]) != 0) st = dt_fail(DT_ERR_IO, "dtrain sim: cannot write the platform in /tmp: %s", strerror(errno));
+        return st;
+    }
     if (!named) {
         snprintf(xml, len, "%s", o->platform);
         snprintf(hosts, len, "%s", o->hostfile);
@@ -242,9 +274,10 @@ static dt_status setup_env(const sim_opts *o, const dt_sim_cluster *cl, int name
     dt_json j;
     dt_json_init(&j);
     dt_json_begin(&j, NULL);
-    dt_json_str(&j, "platform", named ? cl->platform : o->platform);
+    dt_json_str(&j, "platform", o->cluster ? "cluster file" : named ? cl->platform : o->platform);
+    if (o->cluster) dt_json_str(&j, "cluster_file", o->cluster);
     dt_json_int(&j, "hosts", cl->hosts);
-    const int uniform = named && !strcmp(cl->platform, "cluster");
+    const int uniform = named && !o->cluster && !strcmp(cl->platform, "cluster");
     if (uniform) {
         dt_json_num(&j, "link_bps", 8 * cl->link_Bps);
         dt_json_num(&j, "latency_s", cl->latency_s);
@@ -254,7 +287,7 @@ static dt_status setup_env(const sim_opts *o, const dt_sim_cluster *cl, int name
     }
     dt_json_str(&j, "calibration", o->calibration);
     dt_json_str(&j, "compute", o->compute ? "modelled" : "measured");
-    if (o->compute) dt_json_num(&j, "speed_flops", o->speed);
+    if (o->compute && !o->cluster) dt_json_num(&j, "speed_flops", o->speed);
     else dt_json_null(&j, "speed_flops");
     dt_json_end(&j);
     const char *text = dt_json_text(&j);
@@ -274,7 +307,7 @@ typedef struct launch_words {
 /* SMPI's launcher with its options (as smpirun gives them), then train and train's own flags
  * (sim's own, and -n, left out). */
 static dt_status launcher_args(dt_sim_argv *av, const launch_words *w, char **argv, char **args, int argc,
-                               const dt_flag_list *lists, int nlists) {
+                               const dt_flag_list *lists, int nlists, const attempt *a) {
     /* SMPI's own launcher, as smpirun starts it: smpirun would add a line of its own
      * ("Execution failed ...") to a run's one-line error */
     char *fixed[] = {
@@ -312,24 +345,29 @@ static dt_status launcher_args(dt_sim_argv *av, const launch_words *w, char **ar
     for (int i = 2; i < argc && st == DT_OK; i++) {
         const dt_flag_list *in = NULL;
         const dt_flag *fl = !strncmp(args[i], "--", 2) ? dt_flags_lookup(lists, nlists, args[i], &in) : NULL;
-        if (fl && in == &lists[nlists - 1]) { /* sim's own (and -n): not train's */
+        /* sim's own (and -n): not train's; a restart's --resume is the restart's */
+        if (fl && (in == &lists[nlists - 1] || (a->resume && !strcmp(fl->name, "resume")))) {
             if (!strchr(args[i], '=') && fl->kind != DT_FLAG_SWITCH) i++;
             continue;
         }
         st = dt_sim_argv_add(av, argv[i]);
     }
+    char *more[] = {(char *)a->restarts, (char *)a->redone, "--resume", (char *)a->resume};
+    const size_t nmore = a->resume ? 4 : 2;
+    for (size_t i = 0; a->restart && i < nmore && st == DT_OK; i++) st = dt_sim_argv_add(av, more[i]);
     return st;
 }
 
 /* The simulation itself: the platform's files, the environment the ranks read (core/sim.h),
  * the launcher's list, and its run. Its exit status. */
 static int simulate(const sim_opts *o, const dt_sim_cluster *cl, int named, char *bin, char **argv, char **args, int argc,
-                    const dt_flag_list *lists, int nlists, int quiet) {
+                    const dt_flag_list *lists, int nlists, int quiet, const attempt *a) {
     char xml[4200] = "", hosts[4200] = "", describe[600] = "";
     FILE *made[2] = {NULL, NULL};
-    dt_status st = platform_files(o, cl, named, made, xml, hosts, sizeof xml, describe, sizeof describe);
+    dt_status st = platform_files(o, cl, named, a->offset_s, made, xml, hosts, sizeof xml, describe, sizeof describe);
     char compute[120], full[5200];
-    if (o->compute) snprintf(compute, sizeof compute, "compute modelled at %.4g Gflop/s", o->speed / 1e9);
+    if (o->cluster) snprintf(compute, sizeof compute, "compute modelled at each group's speed");
+    else if (o->compute) snprintf(compute, sizeof compute, "compute modelled at %.4g Gflop/s", o->speed / 1e9);
     else snprintf(compute, sizeof compute, "compute measured on this CPU");
     snprintf(full, sizeof full, "%s; %s%s%s", describe, compute, o->calibration ? "; calibrated by " : "",
              o->calibration ? o->calibration : "");
@@ -339,9 +377,9 @@ static int simulate(const sim_opts *o, const dt_sim_cluster *cl, int named, char
     char *typed = dt_shell_quote(argv, argc);
     if (typed) setenv(DT_COMMAND_ENV, typed, 1);
     free(typed);
-    if (st == DT_OK && !quiet)
+    if (st == DT_OK && !quiet && !a->restart)
         printf("dtrain sim: %s; %s. Times are simulated; --timeout bounds a wait in simulated seconds. Off in simulation: "
-               "rank guards and restarts\n", describe, compute);
+               "rank guards, and restarts but for a cluster file's host failures\n", describe, compute);
     /* measured: SMPI times each burst at smpi/host-speed and the hosts run at that speed (1 s
      * of this CPU is 1 simulated s on a host, a straggler's host slower); modelled: the hosts'
      * speed is --speed and nothing is timed */
@@ -359,14 +397,96 @@ static int simulate(const sim_opts *o, const dt_sim_cluster *cl, int named, char
         snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " %s", getenv("DTRAIN_SIM_CFG"));
     if (*extra && !(w.extra = strdup(extra)) && st == DT_OK) st = dt_nomem("SimGrid's extra options");
     dt_sim_argv av = {0};
-    if (st == DT_OK) st = launcher_args(&av, &w, argv, args, argc, lists, nlists);
+    if (st == DT_OK) st = launcher_args(&av, &w, argv, args, argc, lists, nlists, a);
     fflush(stdout);
-    const int rc = st == DT_OK ? dt_sim_launch(av.v, named ? o->platform : xml) : dt_cli_fail();
+    const int rc = st == DT_OK ? dt_sim_launch(av.v, o->cluster ? o->cluster : named ? o->platform : xml) : dt_cli_fail();
     dt_sim_argv_free(&av);
     free(w.extra);
     for (int i = 0; i < 2; i++)
         if (made[i]) fclose(made[i]);
     return rc;
+}
+
+/* --cluster FILE: the file says the platform, the hosts' speeds and how many ranks */
+static dt_status read_cluster(sim_opts *o, dt_train_flags *f) {
+    if (!o->cluster) return o->max_restarts > 0 ? dt_fail(DT_ERR_ARG, "--max-restarts: in simulation, after a host "
+                                                          "failure of a cluster file (--cluster FILE)") : DT_OK;
+    const char *other = o->platform_given ? "--platform" : o->link_given ? "--link" : o->latency_given ? "--latency"
+                        : o->straggler ? "--straggler" : o->hostfile ? "--hostfile" : o->calibration ? "--calibration" : NULL;
+    if (other) return dt_fail(DT_ERR_ARG, "--cluster %s: the file describes the cluster: not with %s", o->cluster, other);
+    dt_status st = dt_cluster_read(o->cluster, &o->cf);
+    if (st != DT_OK) return st;
+    if (o->n_given && o->ranks != o->cf.ranks)
+        return dt_fail(DT_ERR_ARG, "-n %d: --cluster %s has %d ranks (leave -n out, or give %d)", o->ranks, o->cluster,
+                       o->cf.ranks, o->cf.ranks);
+    o->ranks = f->ranks = o->cf.ranks;
+    return DT_OK;
+}
+
+/* Where a failed host's rank says which it was (an unlinked temporary it inherits: nothing to
+ * remove however the run ends), read back here */
+static dt_status failure_note(FILE **out) {
+    char path[] = "/tmp/dtrain-sim-failure.XXXXXX";
+    const int fd = mkstemp(path);
+    if (fd < 0) return dt_fail(DT_ERR_IO, "dtrain sim: cannot make a file in /tmp: %s", strerror(errno));
+    unlink(path);
+    if (!(*out = fdopen(fd, "w+"))) {
+        close(fd);
+        return dt_fail(DT_ERR_IO, "dtrain sim: cannot open a file in /tmp: %s", strerror(errno));
+    }
+    return DT_OK;
+}
+
+/* The run, simulated again after each host failure while --max-restarts allows: from the
+ * newest checkpoint every rank has (or the start), the simulated clock going on from the
+ * failure, the failed host back (replaced), the log appended to as dtrain run's restarts do. */
+static int run_attempts(const sim_opts *o, const dt_sim_cluster *cl, int named, char *bin, char **argv, char **args,
+                        int argc, const dt_flag_list *lists, int nlists, const dt_train_flags *f) {
+    attempt a = {0};
+    long redone = 0;
+    for (int restarts = 0;; restarts++) {
+        char failures[8192] = "", fdtext[16];
+        FILE *note = NULL;
+        if (o->cluster) dt_cluster_failures(&o->cf, a.offset_s, failures, sizeof failures);
+        if (*failures && failure_note(&note) != DT_OK) return dt_cli_fail();
+        if (note) {
+            snprintf(fdtext, sizeof fdtext, "%d", fileno(note));
+            setenv("DTRAIN_SIM_FAILURES", failures, 1);
+            setenv("DTRAIN_SIM_FAILURE_FD", fdtext, 1);
+        }
+        char offset[40];
+        snprintf(offset, sizeof offset, "%.17g", a.offset_s);
+        setenv("DTRAIN_SIM_CLOCK_OFFSET", offset, 1);
+        const int rc = simulate(o, cl, named, bin, argv, args, argc, lists, nlists, f->c.quiet, &a);
+        int rank = -1;
+        double at = 0;
+        long long step = 0;
+        char host[128] = "";
+        const int lost = note && rc == 4 && fseek(note, 0, SEEK_SET) == 0 &&
+                         fscanf(note, "%d %lf %127s %lld", &rank, &at, host, &step) == 4;
+        if (note) fclose(note);
+        unsetenv("DTRAIN_SIM_FAILURES");
+        unsetenv("DTRAIN_SIM_FAILURE_FD");
+        if (!lost || restarts >= o->max_restarts) return rc;
+        int epoch = 0;
+        long from = 0;
+        const char *ck = f->c.checkpoint;
+        if (ck && dt_checkpoint_point(ck, o->ranks, &epoch, &from) == 0) a.resume = ck;
+        else a.resume = NULL, from = 0;
+        redone += step > from ? step - from : 0;
+        if (a.resume)
+            fprintf(stderr, "dtrain sim: restart %d of %d: from checkpoint %s (after epoch %d, step %ld); %lld steps to train "
+                    "again; the simulated clock goes on from %g s\n", restarts + 1, o->max_restarts, ck, epoch, from,
+                    step > from ? step - from : 0, at);
+        else
+            fprintf(stderr, "dtrain sim: restart %d of %d: from the start (no checkpoint yet); the simulated clock goes on "
+                    "from %g s\n", restarts + 1, o->max_restarts, at);
+        fflush(stderr);
+        a.offset_s = at;
+        a.restart = 1;
+        snprintf(a.restarts, sizeof a.restarts, "--restarts=%d", restarts + 1);
+        snprintf(a.redone, sizeof a.redone, "--redone-steps=%ld", redone);
+    }
 }
 
 int dt_cmd_sim(int argc, char **argv) {
@@ -385,6 +505,7 @@ int dt_cmd_sim(int argc, char **argv) {
     args[argc] = NULL;
     dt_status st = dt_flags_defaults(sim_flags, NOPTS(sim_flags), &o);
     if (st == DT_OK) st = dt_flags_parse_argv("sim", argc, args, 2, lists, nlists, &help);
+    if (st == DT_OK && !help) st = read_cluster(&o, &f);
     f.ranks = o.ranks;
     if (help) {
         char help_text[1600];
@@ -421,8 +542,8 @@ int dt_cmd_sim(int argc, char **argv) {
             fprintf(stderr, "dtrain sim: --speed %.3gGf: this CPU's, measured by dtrain bench (give it to repeat this run)\n",
                     o.speed / 1e9);
     }
-    cl.speed = o.compute ? o.speed : 1e9;
-    const int rc = st == DT_OK ? simulate(&o, &cl, named, bin, argv, args, argc, lists, nlists, f.c.quiet) : dt_cli_fail();
+    cl.speed = o.compute && !o.cluster ? o.speed : 1e9; /* measured: a second of this CPU is 1e9 flop, SMPI's unit */
+    const int rc = st == DT_OK ? run_attempts(&o, &cl, named, bin, argv, args, argc, lists, nlists, &f) : dt_cli_fail();
     free(args);
     dt_console_close();
     return rc;

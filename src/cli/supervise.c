@@ -185,7 +185,7 @@ static int run_attempt(char **av, dt_boards *bs, FILE *noise, const dt_job *job,
 
 /* The newest checkpoint every rank has (the committed set its manifest names, or one
  * process's file): its epoch and step, the restart's starting point. */
-static int checkpoint_point(const char *path, int ranks, int *epoch, long *step) {
+int dt_checkpoint_point(const char *path, int ranks, int *epoch, long *step) {
     if (ranks > 1) {
         char *text;
         size_t len;
@@ -252,7 +252,7 @@ static int judge(const dt_job *job, const dt_boards *bs, const outcome *o, const
         long step = 0;
         char after[48] = "";
         if (o->stop_relayed) return DT_EXIT_STOPPED;
-        if (checkpoint_point(job->checkpoint, job->ranks, &epoch, &step) == 0) snprintf(after, sizeof after, " after step %ld", step);
+        if (dt_checkpoint_point(job->checkpoint, job->ranks, &epoch, &step) == 0) snprintf(after, sizeof after, " after step %ld", step);
         fprintf(stderr, "dtrain: stopped%s%s%s: checkpoint %s committed; resume with the same command and --resume %s (or "
                 "--resume auto)\n", o->interrupted ? " by " : "", o->interrupted ? strsignal(o->interrupted) : "", after,
                 job->checkpoint, job->checkpoint);
@@ -396,9 +396,9 @@ int dt_supervise(const dt_job *job) {
         /* again, from the newest checkpoint every rank has, or from the start */
         int epoch = 0;
         long step = 0;
-        if (job->checkpoint && checkpoint_point(job->checkpoint, job->ranks, &epoch, &step) == 0) {
+        if (job->checkpoint && dt_checkpoint_point(job->checkpoint, job->ranks, &epoch, &step) == 0) {
             resume = job->checkpoint;
-        } else if (job->resume && checkpoint_point(job->resume, job->ranks, &epoch, &step) == 0) {
+        } else if (job->resume && dt_checkpoint_point(job->resume, job->ranks, &epoch, &step) == 0) {
             resume = job->resume;
         } else {
             resume = job->resume; /* no checkpoint yet: from where this run began */

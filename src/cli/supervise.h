@@ -26,4 +26,8 @@ typedef struct dt_job {
  * that interrupted a job without a checkpoint (this process's, or the launcher's passed on). */
 int dt_supervise(const dt_job *job);
 
+/* Where the newest checkpoint at path (a set's manifest with ranks > 1) stands: 0 and its
+ * epoch and step, or -1 when there is none that reads. */
+int dt_checkpoint_point(const char *path, int ranks, int *epoch, long *step);
+
 #endif

@@ -5,6 +5,7 @@
 #include "comm/sim_poll.h"
 
 #include "comm/watch.h"
+#include "core/sim.h"
 
 #include <mpi.h>
 #include <simgrid/engine.h> /* simgrid_get_clock: the simulated clock, read at no cost */
@@ -62,7 +63,49 @@ static void end_run(const char *line) {
     _exit(4);
 }
 
+/* ------------------------------------------------------------------ host failures */
+
+static int fail_known = 0;
+static double fail_at = -1;
+static char fail_host[128];
+
+static void read_failure(void) {
+    fail_known = 1;
+    const char *spec = getenv("DTRAIN_SIM_FAILURES");
+    int rank = -1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    for (const char *p = spec; p && *p;) {
+        int r, used = 0;
+        double at;
+        char host[128];
+        if (sscanf(p, "%d:%lf:%127[^,]%n", &r, &at, host, &used) != 3) return;
+        if (r == rank && (fail_at < 0 || at < fail_at)) {
+            fail_at = at;
+            snprintf(fail_host, sizeof fail_host, "%s", host);
+        }
+        p += used;
+        if (*p == ',') p++;
+    }
+}
+
+void dt_sim_check_failure(void) {
+    if (!fail_known) read_failure();
+    if (fail_at < 0) return;
+    const double now = dt_sim_clock();
+    if (now < fail_at) return;
+    const dt_board *b = dt_watch_board();
+    const long long step = (long long)atomic_load(&b->step);
+    const char *fd = getenv("DTRAIN_SIM_FAILURE_FD");
+    if (fd) dprintf(atoi(fd), "%d %.17g %s %lld\n", b->rank, fail_at, fail_host, step);
+    char line[400];
+    snprintf(line, sizeof line, "rank %d lost: its host %s failed at simulated time %g s (the cluster file's [failure %s]; "
+             "epoch %d, step %lld, noticed at %.6f s)", b->rank, fail_host, fail_at, fail_host, (int)atomic_load(&b->epoch),
+             step, now);
+    end_run(line);
+}
+
 void dt_sim_poll_idle(int polls) {
+    dt_sim_check_failure();
     double cost_s = DT_SIM_POLL_S;
     for (int i = 0; i < polls && cost_s < DT_SIM_POLL_MAX_S; i++) cost_s *= 2;
     if (cost_s > DT_SIM_POLL_MAX_S) cost_s = DT_SIM_POLL_MAX_S;

@@ -29,9 +29,17 @@
 void dt_sim_poll_idle(int polls);
 /* The run's --timeout (simulated seconds; 0: none) and its scheme, for the lines. */
 void dt_sim_poll_limits(double timeout_s, const char *scheme);
+/* A host failure of dtrain sim --cluster (DTRAIN_SIM_FAILURES="RANK:SECONDS:HOST,...", what
+ * dtrain sim wrote; read once): once this rank's simulated time reaches its host's failure, the
+ * simulation ends as a lost rank ends a real job: one line naming the rank, its host and the
+ * simulated time, a note for dtrain sim's restart (DTRAIN_SIM_FAILURE_FD: "RANK SECONDS HOST
+ * STEP"), status 4. Checked after every training step and every poll (dt_sim_poll_idle): a host
+ * fails at the first of them at or after its time. */
+void dt_sim_check_failure(void);
 #else
 static inline void dt_sim_poll_idle(int polls) { (void)polls; }
 static inline void dt_sim_poll_limits(double timeout_s, const char *scheme) { (void)timeout_s, (void)scheme; }
+static inline void dt_sim_check_failure(void) {}
 #endif
 
 #endif

@@ -22,16 +22,30 @@ int dt_sim_modelled(void) {
     return modelled;
 }
 
+/* A restarted simulation (dtrain sim --cluster with a host failure and --max-restarts) goes on
+ * from the simulated time the first one failed at: DTRAIN_SIM_CLOCK_OFFSET seconds, read once. */
+static double clock_offset(void) {
+    static int known = 0;
+    static double offset = 0;
+    if (!known) {
+        const char *v = getenv("DTRAIN_SIM_CLOCK_OFFSET");
+        offset = v ? atof(v) : 0;
+        if (!(offset > 0)) offset = 0;
+        known = 1;
+    }
+    return offset;
+}
+
 double dt_sim_clock(void) {
     int in = 0, out = 0;
     MPI_Initialized(&in);
     MPI_Finalized(&out);
-    if (!in || out) return simgrid_get_clock(); /* SMPI's clock_gettime would read the host's */
+    if (!in || out) return clock_offset() + simgrid_get_clock(); /* SMPI's clock_gettime would read the host's */
     /* SMPI's (smpi_helpers.h): it first ends the computing burst in progress, which measured
      * compute charges to the host, so that a timer around a computation sees it */
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    return clock_offset() + (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 void dt_sim_compute(double flops) {

@@ -14,6 +14,7 @@
 #include "comm/watch.h"
 #include "core/sim.h"
 #include "models/model.h"
+#include "comm/sim_poll.h"
 #include "trainer/trainer.h"
 #include "core/alloc.h"
 
@@ -89,6 +90,7 @@ static dt_status train_step(dt_trainer *t, const int *bi, int cnt, int augment, 
     const dt_status st = step_body(t, bi, cnt, augment, rng);
     t->comm.c.t_compute += dt_now() - t0 - (t->comm.c.t_comm - comm0);
     dt_span_end(span);
+    dt_sim_check_failure(); /* dtrain sim --cluster: this rank's host may have failed by now */
     return st;
 }
 
