@@ -336,10 +336,13 @@ static dt_status traffic(dt_trainer *t, double *msgs, double *baseline, double *
  * wait as its training's communication (it would be, at its next message) or trains on in it;
  * the evaluation's own messages are not training's time either. */
 static dt_status end_evaluation(dt_trainer *t, double t0, double comm0) {
-    int err = t->comm.size > 1 ? MPI_Barrier(t->comm.comm) : MPI_SUCCESS;
+    /* an allreduce, not MPI_Barrier: SMPI's barrier also retires every one-sided request the
+     * windows kept (comm/window.c), O(n^2) in SimGrid */
+    int none = 0;
+    int err = t->comm.size > 1 ? MPI_Allreduce(MPI_IN_PLACE, &none, 1, MPI_INT, MPI_MAX, t->comm.comm) : MPI_SUCCESS;
     t->eval_s += dt_now() - t0;
     t->comm.c.t_comm = comm0;
-    return err == MPI_SUCCESS ? DT_OK : dt_mpi_check(err, "MPI_Barrier (after an evaluation)");
+    return err == MPI_SUCCESS ? DT_OK : dt_mpi_check(err, "MPI_Allreduce (after an evaluation)");
 }
 
 dt_status dt_trainer_step_report(dt_trainer *t) {
