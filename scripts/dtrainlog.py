@@ -326,14 +326,16 @@ def configured(runs):
 
 def group_key(run, ignore=()):
     """What two repeats of one configuration share: the flat config without the seed, the
-    RUN_KEYS and IGNORE (a key also drops its sub-keys: "scheme" drops "scheme.threshold")."""
+    RUN_KEYS, IGNORE (a key also drops its sub-keys: "scheme" drops "scheme.threshold") and the
+    null settings."""
     flat = run.flat_config()
     # with --images N the run's length is N images: the epochs and max_steps it logs follow
     # from N, the batch and the ranks (dtrain train --images), so they split no group
     follows = IMAGES_SET if (number(flat.get("images")) or 0) > 0 else ()
     drop = (SEED_KEY,) + RUN_KEYS + tuple(ignore) + follows
+    # a setting null in one log and absent in another (an older dtrain's) is the same setting
     return tuple(sorted((k, v) for k, v in flat.items()
-                        if not any(k == d or k.startswith(d + ".") for d in drop)))
+                        if v is not None and not any(k == d or k.startswith(d + ".") for d in drop)))
 
 
 def group_runs(runs, ignore=()):
