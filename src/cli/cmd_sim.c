@@ -325,9 +325,11 @@ int dt_cmd_sim(int argc, char **argv) {
     if (st == DT_OK && !help) st = read_cluster(&o, &f);
     f.ranks = o.ranks;
     if (help) {
-        char help_text[1600];
+        char help_text[2000];
         dt_usage_with_schemes(help_text, sizeof help_text, "-n N [--platform NAME|FILE] [--link RATE] [--latency TIME] [--compute measured|modelled]\n"
-                              "       [--speed FLOPS|cpu] [--straggler RANK:FACTOR] [train flags]\n\n"
+                              "       [--speed FLOPS|cpu] [--straggler RANK:FACTOR] [--calibration FILE] [train flags]\n"
+                              "   or: dtrain sim --cluster FILE --compute modelled [--max-restarts N] [train flags]\n"
+                              "   or: dtrain sim calibrate --out FILE [--hostfile FILE | --hosts A,B]\n\n"
                               "Runs N ranks of dtrain train on a simulated cluster (SimGrid SMPI), a host per rank: the log's times\n"
                               "are simulated seconds (docs/simulation.md).");
         dt_flags_help("sim", help_text, lists, nlists);
