@@ -58,7 +58,7 @@ expect_error "--val too large" "--val 640: must be smaller than the training set
     --no-save --quiet --log "$T/dtrain.jsonl"
 table=$("$ROOT/scripts/table" "$T/ddp.jsonl" "$T/target.jsonl" "$T/dtrain.jsonl" 2>&1)
 check "scripts/table reads the DDP logs" $? "$(echo "$table" | sed -n 3p)"
-echo "$table" | awk -F' *[|] *' '$2 == "target" && $3 == "ddp" && $10 ~ /^[0-9.]+$/ { ok = 1 } END { exit !ok }'
+echo "$table" | awk -F' *[|] *' '$2 == "target" && $3 == "ddp" && $11 ~ /^[0-9.]+$/ { ok = 1 } END { exit !ok }'
 check "table: the DDP run's time to the target" $? "$(echo "$table" | grep '^| target')"
 out=$("$ROOT/scripts/plot" --x seconds --out "$T/s.svg" "$T/ddp.jsonl" "$T/target.jsonl" "$T/dtrain.jsonl" 2>&1)
 check "scripts/plot --x seconds reads them" $? "$out"
