@@ -118,17 +118,25 @@ check "dtrain sim calibrate on 2 hosts" $? "$(tail -2 "$T/cal.out")"
 one=$(awk -F' = ' '$1 == "65536" { split($2, v, " "); print v[1] }' "$T/cal.ini" 2>/dev/null)
 holds "${one:-0}" '>=' 0.0045
 check "a 64 kB message crosses the 100 Mbit/s wire in >= 4.5 ms (took ${one:-?} s)" $? ""
+# MPICH's TCP gives 96-97% of the link to 1-2 MB messages; Open MPI's TCP transport 72% in CI's
+# Open MPI pass: what is measured is the MPI's, which is what the simulation must then model
 rate=$(awk -F' = ' '$1 == "rate" { print $2 }' "$T/cal.ini" 2>/dev/null)
-within "the largest messages' rate (bit/s)" "${rate:-0}" 85e6 100e6
+within "the largest messages' rate (bit/s)" "${rate:-0}" 60e6 100e6
 grep -q '^hosts = .* and ' "$T/cal.ini"
 check "the calibration names the two ranks' hosts" $? "$(grep '^hosts' "$T/cal.ini")"
-"$DTRAIN" sim -n 2 --calibration "$T/cal.ini" --algo allreduce "${C[@]}" --compute modelled --quiet --no-save \
-    --log "$T/cal-sim.jsonl" >"$T/cal-sim.out" 2>&1
-link=$(log_query "$T/cal-sim.jsonl" 'of("config")[0]["sim"]["link_bps"]' 2>&1)
-speed=$(log_query "$T/cal-sim.jsonl" 'of("config")[0]["sim"]["speed_flops"]' 2>&1)
-within "dtrain sim --calibration: the hosts' links at the measured rate" "$link" 85e6 100e6
-holds "$speed" '==' "$(awk -F' = ' '$1 == "speed" { print $2 }' "$T/cal.ini")"
-check "dtrain sim --calibration: the hosts' speed is the file's" $? "$speed"
+# the simulation takes the file (dtrain-sim is built with SimGrid beside the MPICH build;
+# the Open MPI pass of CI, scripts/test-openmpi, builds none: there these checks are the MPICH
+# pass's)
+if [ -x "$(dirname "$DTRAIN")/sim/dtrain-sim" ] || [ -x "$(dirname "$DTRAIN")/dtrain-sim" ]; then
+    "$DTRAIN" sim -n 2 --calibration "$T/cal.ini" --algo allreduce "${C[@]}" --compute modelled --quiet --no-save \
+        --log "$T/cal-sim.jsonl" >"$T/cal-sim.out" 2>&1
+    link=$(log_query "$T/cal-sim.jsonl" 'of("config")[0]["sim"]["link_bps"]' 2>&1)
+    speed=$(log_query "$T/cal-sim.jsonl" 'of("config")[0]["sim"]["speed_flops"]' 2>&1)
+    holds "$link" '==' "$rate"
+    check "dtrain sim --calibration: the hosts' links at the measured rate" $? "link $link, measured $rate"
+    holds "$speed" '==' "$(awk -F' = ' '$1 == "speed" { print $2 }' "$T/cal.ini")"
+    check "dtrain sim --calibration: the hosts' speed is the file's" $? "$speed"
+fi
 hrun wire --algo allreduce
 out=$("$NC" up 2 --rate 1gbit --wire --mtu 9000 2>&1)
 check "up --wire --mtu 9000" $? "$out"
