@@ -33,7 +33,8 @@ import sys
 
 # Settings that name a run's files, its time or its attempt, not what it computes: two runs
 # that differ only in these (and the seed) are repeats of one configuration.
-RUN_KEYS = ("started_utc", "command", "out", "log", "checkpoint", "run_dir", "commit", "resume", "restarts")
+# (sim.replay: the log a replay took its figures from, each seed's own; docs/simulation.md)
+RUN_KEYS = ("started_utc", "command", "out", "log", "checkpoint", "run_dir", "commit", "resume", "restarts", "sim.replay")
 SEED_KEY = "seed"
 # Settings that follow from others (the steps of an epoch from the batch, the ranks and the
 # data): they split groups like any setting, but tables and legends leave them out.

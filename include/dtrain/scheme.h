@@ -72,6 +72,12 @@
  * C13 Running. With the whole command: main() registers and returns dt_main(argc, argv)
  *     (dtrain.h); `prog train --algo NAME ...`, `prog run -n 4 --algo NAME ...` (the ranks are
  *     prog again), every flag of dtrain. Or from C: dt_train (dtrain.h).
+ * C14 Replays. A scheme whose ranks only ever wait for each other (every exchange a collective
+ *     or a matched send and receive of a size fixed by the flags, no one-sided reads of whatever
+ *     has arrived, no polling that decides what happens) computes the same numbers at any speed
+ *     of the network. Say so with .replayable = 1: `dtrain sim --replay LOG` then simulates a run
+ *     of it without computing (the FLOPs charged, nothing calculated) and takes every evaluation
+ *     from LOG, a run of the same flags (docs/simulation.md, "Replays").
  *
  * Worked example: examples/my_scheme.c, shown whole. Gradients are averaged every K-th step
  * (--reduce-every K); in between each rank steps on its own gradient, so the models drift
@@ -200,6 +206,10 @@ typedef struct dt_scheme_def {
     void (*adjust)(void *opts, const dt_codec_spec *codec);
     /* ranks that serve and do not train (C12, dtrain/server.h); NULL: every rank trains */
     const struct dt_scheme_server *server;
+    /* 1 (C14): what the run computes does not depend on when messages arrive, and what it sends
+     * does not depend on what it computes; `dtrain sim --replay LOG` may then time this scheme on
+     * another cluster from one run's log. 0 (the default): it may not. */
+    int replayable;
 } dt_scheme_def;
 
 /* Adds a scheme to the registry, for this process (every rank registers it). Before dt_train

@@ -77,6 +77,9 @@ static const dt_flag sim_flags[] = {
      .help = "a cluster file: groups of hosts, links, regions, stragglers over time, host failures (docs/simulation.md)"},
     {"max-restarts", DT_AT_INT(S, max_restarts), .min = 0, .max = 1000,
      .help = "--cluster: after a host failure, simulate again from the newest checkpoint, up to N times"},
+    {"replay", DT_AT_TEXT(S, replay), .metavar = "LOG",
+     .help = "time the run LOG logged (its flags, a scheme whose numbers do not depend on the network) on this cluster: "
+             "nothing calculated, every evaluation LOG's (--compute modelled)"},
     {"calibration", DT_AT_TEXT(S, calibration), .metavar = "FILE",
      .help = "what dtrain sim calibrate measured on your hosts: the cluster's links (unless --link, --latency), "
              "SimGrid's corrections, and --speed for its model"},
@@ -187,7 +190,7 @@ static dt_status apply_calibration(sim_opts *o, const dt_train_flags *f, dt_sim_
 }
 
 /* What dtrain checks before SimGrid starts: one line, exit 2, nothing made. */
-static dt_status check_inputs(const sim_opts *o, dt_train_flags *f, dt_sim_cluster *cl, int named) {
+static dt_status check_inputs(sim_opts *o, dt_train_flags *f, dt_sim_cluster *cl, int named) {
     struct stat sb;
     if (!named && stat(o->platform, &sb) != 0)
         return dt_fail(DT_ERR_ARG, "--platform %s: expected one of %s, or a SimGrid platform file (none there)", o->platform,
@@ -217,6 +220,26 @@ static dt_status check_inputs(const sim_opts *o, dt_train_flags *f, dt_sim_clust
         return dt_fail(DT_ERR_ARG, "--speed: --cluster %s gives each group's speed", o->cluster);
     if (o->speed != 0 && !o->compute)
         return dt_fail(DT_ERR_ARG, "--speed: only with --compute modelled (measured compute runs at this CPU's speed)");
+    if (o->replay) {
+        const dt_scheme_def *d = dt_scheme_find(f->c.scheme.name);
+        if (!o->compute)
+            return dt_fail(DT_ERR_ARG, "--replay %s: with --compute modelled (a replay calculates nothing to time)", o->replay);
+        if (d && !d->replayable)
+            return dt_fail(DT_ERR_ARG, "--replay %s: --algo %s computes what arrives when it arrives (or sends what it "
+                           "computed): its numbers depend on the network, so it must be simulated whole", o->replay, d->name);
+        if (o->max_restarts > 0 || f->c.resume)
+            return dt_fail(DT_ERR_ARG, "--replay %s: not with %s (a replay takes its run whole from the log)", o->replay,
+                           f->c.resume ? "--resume" : "--max-restarts");
+        if (stat(o->replay, &sb) != 0 || !S_ISREG(sb.st_mode))
+            return dt_fail(DT_ERR_ARG, "--replay %s: expected the log of a finished dtrain run (%s)", o->replay,
+                           stat(o->replay, &sb) != 0 ? strerror(errno) : "not a regular file");
+        if (!realpath(o->replay, o->replay_abs))
+            return dt_fail(DT_ERR_ARG, "--replay %s: %s", o->replay, strerror(errno));
+        char log_abs[PATH_MAX];
+        if (f->c.log_path && realpath(f->c.log_path, log_abs) && !strcmp(log_abs, o->replay_abs))
+            return dt_fail(DT_ERR_ARG, "--replay %s: also this run's --log (which it would append to): give the replay "
+                           "a log of its own", o->replay);
+    }
     /* modelled compute is a function of the run's flags alone: never a speed timed here unasked */
     if (o->compute && o->speed == 0 && !o->cluster)
         return dt_fail(DT_ERR_ARG, "--compute modelled: give each host's --speed FLOPS (29Gf: a Zen 3 core on cnn1), or "
@@ -327,7 +350,7 @@ int dt_cmd_sim(int argc, char **argv) {
     if (help) {
         char help_text[2000];
         dt_usage_with_schemes(help_text, sizeof help_text, "-n N [--platform NAME|FILE] [--link RATE] [--latency TIME] [--compute measured|modelled]\n"
-                              "       [--speed FLOPS|cpu] [--straggler RANK:FACTOR] [--calibration FILE] [train flags]\n"
+                              "       [--speed FLOPS|cpu] [--straggler RANK:FACTOR] [--calibration FILE] [--replay LOG] [train flags]\n"
                               "   or: dtrain sim --cluster FILE --compute modelled [--max-restarts N] [train flags]\n"
                               "   or: dtrain sim calibrate --out FILE [--hostfile FILE | --hosts A,B]\n\n"
                               "Runs N ranks of dtrain train on a simulated cluster (SimGrid SMPI), a host per rank: the log's times\n"

@@ -69,6 +69,7 @@ typedef struct {
     char first[600];    /* the first error's text */
     char deadlock[40];  /* the simulated time of a deadlock ("" when none) */
     char waiting[400];  /* "rank 0 (communication), rank 3 (communication)" */
+    int aborted;        /* a rank called MPI_Abort (after its own line: dtrain: error: rank N: ...) */
 } simgrid_said;
 
 /* SimGrid's own errors (a platform it cannot load, a host it cannot find) come as several
@@ -97,6 +98,12 @@ static int simgrid_option_list(const char *line) {
 }
 
 static void read_line(simgrid_said *s, const char *line) {
+    /* a rank's error ends the run with MPI_Abort (cli/cmd_train.c), whose status SMPI loses
+     * (smpimain exits 0): the rank said why; the warning adds nothing */
+    if (strstr(line, "MPI_Abort was called")) {
+        s->aborted = 1;
+        return;
+    }
     if (strstr(line, "[ker_engine/INFO]")) { /* the deadlock's listing, asked for by cmd_sim */
         deadlocked_actor(s, line);
         return;
@@ -164,6 +171,7 @@ int dt_sim_launch(char **argv, const char *platform) {
                 strsignal(stopped_by));
         return 128 + stopped_by;
     }
+    if (said.aborted) return WIFEXITED(status) && WEXITSTATUS(status) != 0 ? WEXITSTATUS(status) : 2;
     if (said.deadlock[0]) {
         fprintf(stderr, "dtrain: error: dtrain sim: the ranks deadlocked at simulated time %s s: %s wait%s for what no "
                 "rank will send or finish (SimGrid found nothing left to simulate)\n",

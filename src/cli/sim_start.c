@@ -60,6 +60,7 @@ static dt_status setup_env(const sim_opts *o, const dt_sim_cluster *cl, int name
         dt_json_null(&j, "latency_s");
     }
     dt_json_str(&j, "calibration", o->calibration);
+    dt_json_str(&j, "replay", o->replay ? o->replay_abs : NULL);
     dt_json_str(&j, "compute", o->compute ? "modelled" : "measured");
     if (o->compute && !o->cluster) dt_json_num(&j, "speed_flops", o->speed);
     else dt_json_null(&j, "speed_flops");
@@ -143,10 +144,13 @@ int dt_sim_start(const sim_opts *o, const dt_sim_cluster *cl, int named, char *b
     if (o->cluster) snprintf(compute, sizeof compute, "compute modelled at each group's speed");
     else if (o->compute) snprintf(compute, sizeof compute, "compute modelled at %.4g Gflop/s", o->speed / 1e9);
     else snprintf(compute, sizeof compute, "compute measured on this CPU");
-    snprintf(full, sizeof full, "%s; %s%s%s", describe, compute, o->calibration ? "; calibrated by " : "",
-             o->calibration ? o->calibration : "");
+    /* a replay's log is in the sim object: the seeds of one configuration replay each its own */
+    snprintf(full, sizeof full, "%s; %s%s%s%s", describe, compute, o->calibration ? "; calibrated by " : "",
+             o->calibration ? o->calibration : "", o->replay ? "; a replay (nothing calculated)" : "");
     setenv("DTRAIN_SIM_DESCRIBE", full, 1);
     setenv("DTRAIN_SIM_COMPUTE", o->compute ? "modelled" : "measured", 1);
+    if (o->replay) setenv("DTRAIN_SIM_REPLAY", o->replay_abs, 1);
+    else unsetenv("DTRAIN_SIM_REPLAY");
     if (st == DT_OK) st = setup_env(o, cl, named);
     char *typed = dt_shell_quote(argv, argc);
     if (typed) setenv(DT_COMMAND_ENV, typed, 1);

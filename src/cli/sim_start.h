@@ -17,6 +17,8 @@ typedef struct sim_opts {
     int compute; /* 0 measured, 1 modelled */
     int link_given, latency_given;
     const char *platform, *hostfile, *straggler, *calibration, *cluster;
+    const char *replay;  /* --replay LOG */
+    char replay_abs[4096]; /* ... its absolute path, for the ranks */
     int n_given, platform_given, max_restarts;
     dt_calibration cal;  /* --calibration's, read */
     dt_cluster_file cf;  /* --cluster's, read */

@@ -295,7 +295,29 @@ static void append_name(char *name, size_t len, const char *part) {
     name[o] = 0;
 }
 
-/* One run: the builder's flags resolved (n taken out, false dropped, true a switch). */
+/* A value with each {seed} made the run's seed (replay = runs/x/a-seed{seed}/log.jsonl: each
+ * seed's run replays that seed's log); NULL when it has one and the run has no seed. */
+static char *with_seed(const char *value, const char *seed) {
+    size_t n = 0;
+    for (const char *c = strstr(value, "{seed}"); c; c = strstr(c + 6, "{seed}")) n++;
+    if (n && !seed) return NULL;
+    char *out = malloc(strlen(value) + n * (seed ? strlen(seed) : 0) + 1);
+    if (!out) dt_nomem_exit("a copy of %s", value);
+    char *o = out;
+    for (const char *c = value; *c;) {
+        if (!strncmp(c, "{seed}", 6)) {
+            o += sprintf(o, "%s", seed);
+            c += 6;
+        } else {
+            *o++ = *c++;
+        }
+    }
+    *o = 0;
+    return out;
+}
+
+/* One run: the builder's flags resolved (n taken out, false dropped, true a switch, {seed} the
+ * run's seed). */
 static int add_run(parser *p, dt_sweep *s, const builder *b, const char *name, int line) {
     if (!strcmp(name, "sweep.json") || !strcmp(name, DT_SWEEP_LOCK))
         return err(p, line, "a run named '%s' would take the sweep's own file of that name: name the variant otherwise", name);
@@ -308,11 +330,18 @@ static int add_run(parser *p, dt_sweep *s, const builder *b, const char *name, i
     r->ranks = 1;
     r->flags = calloc((size_t)b->n + 1, sizeof *r->flags);
     if (!r->flags) dt_nomem_exit("the flags of a run");
+    const char *seed = NULL;
+    for (int i = 0; i < b->n; i++)
+        if (!strcmp(b->f[i].key, "seed")) seed = b->f[i].value;
     for (int i = 0; i < b->n; i++) {
         const dt_sweep_flag *f = &b->f[i];
         if (!strcmp(f->key, "n")) { r->ranks = atoi(f->value); r->ranks_line = f->line; continue; }
         if (!strcmp(f->value, "false")) continue;
-        r->flags[r->nflags++] = (dt_sweep_flag){copy_text(f->key), strcmp(f->value, "true") ? copy_text(f->value) : NULL, f->line};
+        char *value = strcmp(f->value, "true") ? with_seed(f->value, seed) : NULL;
+        if (strcmp(f->value, "true") && !value)
+            return err(p, f->line, "key '%s': {seed} in '%s', but the run has no seed (give [sweep] seeds, or seed)", f->key,
+                       f->value);
+        r->flags[r->nflags++] = (dt_sweep_flag){copy_text(f->key), value, f->line};
     }
     /* the one rank-count error a flag check without ranks cannot see, and the likeliest */
     const char *algo = "local";

@@ -22,6 +22,17 @@ int dt_sim_modelled(void) {
     return modelled;
 }
 
+const char *dt_sim_replay(void) {
+    static int known = 0; /* per rank, as dt_sim_modelled's */
+    static const char *replay = NULL;
+    if (!known) {
+        const char *r = getenv("DTRAIN_SIM_REPLAY");
+        replay = r && *r && dt_sim_modelled() ? r : NULL;
+        known = 1;
+    }
+    return replay;
+}
+
 /* A restarted simulation (dtrain sim --cluster with a host failure and --max-restarts) goes on
  * from the simulated time the first one failed at: DTRAIN_SIM_CLOCK_OFFSET seconds, read once. */
 static double clock_offset(void) {
@@ -61,6 +72,7 @@ const char *dt_sim_setup(void) { return getenv("DTRAIN_SIM_SETUP"); }
 #else
 int dt_sim_active(void) { return 0; }
 int dt_sim_modelled(void) { return 0; }
+const char *dt_sim_replay(void) { return NULL; }
 double dt_sim_clock(void) { return 0; }
 void dt_sim_compute(double flops) { (void)flops; }
 const char *dt_sim_describe(void) { return NULL; }

@@ -10,6 +10,9 @@
 int dt_sim_active(void);
 /* 1 when compute is modelled (DTRAIN_SIM_COMPUTE=modelled, set by dtrain sim). */
 int dt_sim_modelled(void);
+/* The log a replay takes its numbers from (DTRAIN_SIM_REPLAY, set by dtrain sim --replay), or
+ * NULL: the model then charges every layer's FLOPs and calculates nothing (models/model.c). */
+const char *dt_sim_replay(void);
 /* The simulated clock, seconds (0 outside simulation). dt_now reads it in a simulation:
  * SMPI's own clock_gettime reads the host's clock before MPI_Init and after MPI_Finalize. */
 double dt_sim_clock(void);

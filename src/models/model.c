@@ -415,9 +415,12 @@ const float *dt_model_forward(dt_model *m, const float *x, int batch, int train)
     m->input = x;
     m->batch = batch;
     m->last_train = train;
+    /* a replay (dtrain sim --replay): the time of the forward pass, none of its numbers */
+    const int calculate = !dt_sim_replay();
     if (m->precision == DT_PRECISION_BF16) {
         dt_sim_compute(dt_model_flops(m) * batch);
-        dt_bf16_forward(m, batch, train);
+        if (calculate) dt_bf16_forward(m, batch, train);
+        else m->logits = m->slogits;
         return m->logits;
     }
     for (int i = 0; i < m->nn; i++) {
@@ -426,7 +429,7 @@ const float *dt_model_forward(dt_model *m, const float *x, int batch, int train)
         for (int j = 0; j < n->ops->ninputs; j++) p.x[j] = node_input(m, n->in[j]);
         if (n->relu_fused) continue; /* done by its producer (relu_out) */
         double t0 = m->t_fwd ? dt_now() : 0;
-        n->ops->forward(n, &p);
+        if (calculate) n->ops->forward(n, &p);
         if (m->t_fwd) m->t_fwd[i] += dt_now() - t0;
         dt_sim_compute(n->flops * batch); /* simulation, modelled compute: this layer's time */
     }
@@ -460,10 +463,33 @@ size_t dt_model_ready_after(const dt_model *m, const dt_node *n, size_t ready) {
     return ready;
 }
 
+/* A replay's backward pass: each layer's time charged as the calculating pass charges it (per
+ * layer, or bf16's all at once before), and the gradients said ready layer by layer, so that a
+ * scheme's sums start when they would; nothing calculated. */
+static void replay_backward(dt_model *m, int charge_per_layer, int *correct) {
+    size_t ready = m->np;
+    for (int i = m->nn - 1; i >= 0; i--) {
+        dt_node *n = &m->nodes[i];
+        if (charge_per_layer) dt_sim_compute(2 * n->flops * m->batch);
+        ready = dt_model_ready_after(m, n, ready);
+        if (m->grads_ready) m->grads_ready(m->grads_ready_arg, ready);
+    }
+    if (correct) *correct = 0;
+}
+
 static float backward(dt_model *m, const uint16_t *targets, int *correct, float *dx_out) {
+    /* a replay: the time of the backward pass; the gradients stay zero (dt_model_zero_grads),
+     * the loss is the log's */
+    const int calculate = !dt_sim_replay();
     if (m->precision == DT_PRECISION_BF16) {
         dt_sim_compute(2 * dt_model_flops(m) * m->batch);
-        return dt_bf16_backward(m, targets, correct, dx_out);
+        if (calculate) return dt_bf16_backward(m, targets, correct, dx_out);
+        replay_backward(m, 0, correct);
+        return 0;
+    }
+    if (!calculate) {
+        replay_backward(m, 1, correct);
+        return 0;
     }
     dt_node *last = &m->nodes[m->nn - 1];
     float loss = dt_softmax_xent(last->y, targets, m->batch * dt_model_positions(m), dt_model_num_classes(m),

@@ -242,5 +242,5 @@ static dt_status allreduce_create(dt_scheme *s) {
 const dt_scheme_def dt_scheme_allreduce = {
     .name = "allreduce", .summary = "average the gradients every step (MPI_Allreduce, in buckets during backward)",
     DT_SCHEME_FLAGS(allreduce_flags, allreduce_opts),
-    .compress = DT_COMPRESS_AND_POWERSGD, .create = allreduce_create,
+    .compress = DT_COMPRESS_AND_POWERSGD, .create = allreduce_create, .replayable = 1,
 };

@@ -278,5 +278,5 @@ static dt_status fedavg_create(dt_scheme *s) {
 
 const dt_scheme_def dt_scheme_fedavg = {
     .name = "fedavg", .summary = "local SGD for K steps or E epochs, then average the models (weighted)",
-    DT_SCHEME_FLAGS(fedavg_flags, fedavg_opts), .compress = DT_COMPRESS_YES, .create = fedavg_create,
+    DT_SCHEME_FLAGS(fedavg_flags, fedavg_opts), .compress = DT_COMPRESS_YES, .create = fedavg_create, .replayable = 1,
 };

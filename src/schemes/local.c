@@ -10,5 +10,5 @@ static dt_status local_create(dt_scheme *s) {
 }
 
 const dt_scheme_def dt_scheme_local = {
-    .name = "local", .summary = "one process, plain mini-batch SGD (the reference)", .create = local_create,
+    .name = "local", .summary = "one process, plain mini-batch SGD (the reference)", .create = local_create, .replayable = 1,
 };

@@ -182,5 +182,5 @@ static dt_status ps_create(dt_scheme *s) {
 
 const dt_scheme_def dt_scheme_ps = {
     .name = "ps", .summary = "synchronous parameter server: rank 0 gathers, averages, applies, broadcasts",
-    DT_SCHEME_FLAGS(ps_flags, ps_opts), .compress = DT_COMPRESS_YES, .create = ps_create,
+    DT_SCHEME_FLAGS(ps_flags, ps_opts), .compress = DT_COMPRESS_YES, .create = ps_create, .replayable = 1,
 };

@@ -7,6 +7,7 @@
 
 #include "trainer/trainer.h"
 #include "core/alloc.h"
+#include "core/sim.h"
 
 /* Accuracy: the share of predictions that are right (a language model's: of its next tokens);
  * loss: their mean cross-entropy in nats. A text's windows are its fixed ones (no offsets). */
@@ -32,7 +33,8 @@ dt_status dt_evaluate(dt_model *m, const dt_dataset *d, int batch, int limit, do
         for (int i = 0; i < cnt; i++) idx[i] = b + i;
         dt_batch_fill_targets(d, idx, cnt, x, y, 0, NULL);
         dt_model_forward(m, x, cnt, 0);
-        lsum += (double)dt_model_loss_targets(m, y, &ok) * cnt;
+        /* a replay's forward calculates nothing: its figures are the log's (trainer/replay.c) */
+        if (!dt_sim_replay()) lsum += (double)dt_model_loss_targets(m, y, &ok) * cnt;
         correct += ok;
     }
     free(x); free(y); free(idx);

@@ -301,6 +301,7 @@ dt_status dt_trainer_run(dt_trainer *t) {
     default_baseline(t);
     /* every rank keeps the agreed (averaged) model: that is what is saved */
     if ((st = dt_trainer_agreed_model(t, &spread_after)) != DT_OK) return st;
+    if (t->replay) dt_replay_spreads(t->replay, &spread, &spread_after); /* the replayed run's */
     memcpy(dt_model_params(t->model), t->eval_params, dt_model_num_params(t->model) * sizeof(float));
     memcpy(dt_model_state(t->model), t->eval_state, dt_model_num_state(t->model) * sizeof(float));
     if ((st = dt_trainer_check_final(t)) != DT_OK) return st;

@@ -112,7 +112,10 @@ dt_status dt_trainer_log_config(dt_trainer *t) {
     dt_json_int(&j, "ranks", t->comm.size);
     dt_json_int(&j, "training_ranks", t->ctx.run.nworkers);
     dt_status st = hosts_json(t, &j);
-    if (st != DT_OK || t->comm.rank != 0) { dt_json_free(&j); return st; }
+    if (st != DT_OK || t->comm.rank != 0) {
+        dt_json_free(&j);
+        return st;
+    }
     /* simulated time and hosts (dtrain sim): the log says so, and on what */
     if (dt_sim_active()) dt_json_str(&j, "simulated", *dt_sim_describe() ? dt_sim_describe() : "SimGrid SMPI");
     if (dt_sim_active() && dt_sim_setup()) dt_json_raw(&j, "sim", dt_sim_setup());
@@ -165,6 +168,17 @@ dt_status dt_trainer_log_config(dt_trainer *t) {
     dt_scheme_flags_json(t->scheme, &j);
     dt_json_end(&j);
     dt_json_end(&j);
+    /* a replay checks its log against this line before anything is written; a log it cannot
+     * replay ends the run as rank 0's errors do (MPI_Abort): an agreement would be a message the
+     * replayed run did not send, and move its times */
+    if (dt_sim_replay()) {
+        const char *text = dt_json_text(&j);
+        st = text ? dt_replay_open(dt_sim_replay(), text, &t->replay) : dt_nomem("the configuration line");
+    }
+    if (st != DT_OK) {
+        dt_json_free(&j);
+        return st;
+    }
     return dt_report_log_json(t, &j);
 }
 
@@ -353,6 +367,8 @@ dt_status dt_trainer_step_report(dt_trainer *t) {
     if (st == DT_OK) st = dt_trainer_agreed_model(t, &e.spread);
     if (st == DT_OK && t->comm.rank == 0)
         st = dt_trainer_eval_rank0(t, t->eval_params, t->eval_state, &e.acc, &e.loss, e.val);
+    if (st == DT_OK && t->replay)
+        st = dt_replay_step(t->replay, e.step, e.msgs, e.bytes / 1e6, &e.acc, &e.loss, e.val, &e.spread);
     if (st != DT_OK) return st;
     e.eval_s = dt_now() - t0;
     st = print_step_eval(t, &e);
@@ -390,6 +406,9 @@ dt_status dt_trainer_epoch_report(dt_trainer *t, double loss_sum, long seen, lon
     if (st != DT_OK) return st;
     if (t->comm.rank == 0 &&
         (st = dt_trainer_eval_rank0(t, t->eval_params, t->eval_state, &e->test_acc, &e->test_loss, val)) != DT_OK)
+        return st;
+    if (t->replay && (st = dt_replay_epoch(t->replay, e->epoch, e->msgs_sent, e->mb_sent, &e->loss, &e->train_acc,
+                                           &e->test_acc, &e->test_loss, val, &e->spread)) != DT_OK)
         return st;
     e->val_acc = val[0];
     e->val_loss = val[1];

@@ -365,6 +365,7 @@ void dt_trainer_free(dt_trainer *t) {
     free(t->shard); free(t->x); free(t->y); free(t->idx);
     if (t->log_fd >= 0) close(t->log_fd);
     free(t->eval_params); free(t->eval_state);
+    dt_replay_free(t->replay);
     memset(t, 0, sizeof *t);
     t->log_fd = -1;
 }

@@ -80,6 +80,8 @@ static void summary_line(dt_trainer *t, dt_json *j, const double *rows, const do
     dt_json_str(j, "model", c->model);
     dt_json_str(j, "data", c->data);
     dt_json_str(j, "algo", t->scheme->def->name);
+    /* a replay's figures are that log's run's; its times, messages and bytes its own */
+    if (t->replay) dt_json_str(j, "replay_of", dt_replay_path(t->replay));
     dt_json_int(j, "ranks", t->comm.world_size);
     dt_json_int(j, "epochs", c->epochs);
     dt_json_int(j, "batch", c->batch);

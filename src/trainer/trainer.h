@@ -19,6 +19,7 @@
 #include "core/tensorfile.h"
 #include "dtrain.h"
 #include "trainer/ckset.h"
+#include "trainer/replay.h"
 
 typedef struct dt_epoch_stats {
     int epoch;
@@ -105,6 +106,7 @@ typedef struct dt_trainer {
     dt_resume_point at;
     int log_fd;              /* --log, open from the first line on (rank 0); -1: not yet */
     int log_in_place;        /* --log is a character device or a FIFO: no truncation, no fsync */
+    dt_replay *replay;       /* dtrain sim --replay: the log whose figures this run reports (rank 0) */
 } dt_trainer;
 
 /* stop.c: a stop asked by a signal and agreed by every rank (the file says how) */
