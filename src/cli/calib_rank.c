@@ -55,7 +55,7 @@ static void pause_ms(double ms) {
 
 /* one size: its one-way time, MPI_Isend's return time and MPI_Recv's on an arrived message
  * (rank 0's figures; rank 1 times the receive and sends it over) */
-static int measure(int rank, int size, const rank_opts *o, char *buf, double *t, double out[3]) {
+static void measure(int rank, int size, const rank_opts *o, char *buf, double *t, double out[3]) {
     const int R = o->reps;
     for (int r = 0; r < R; r++) { /* the ping-pong */
         pause_ms(o->gap_ms);
@@ -100,7 +100,6 @@ static int measure(int rank, int size, const rank_opts *o, char *buf, double *t,
     if (rank == 1) MPI_Send(&recv, 1, MPI_DOUBLE, 0, 4, MPI_COMM_WORLD);
     if (rank == 0) MPI_Recv(&recv, 1, MPI_DOUBLE, 1, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     out[2] = recv;
-    return 0;
 }
 
 /* The sizes: 0, 64 B, then 4x up to 64 kB, then doubling until a message takes longest_s (or

@@ -478,8 +478,8 @@ static void replay_backward(dt_model *m, int charge_per_layer, int *correct) {
 }
 
 static float backward(dt_model *m, const uint16_t *targets, int *correct, float *dx_out) {
-    /* a replay: the time of the backward pass; the gradients stay zero (dt_model_zero_grads),
-     * the loss is the log's */
+    /* a replay: the time of the backward pass; the gradients stay as allocated (zeros), the
+     * loss is the log's (trainer/replay.c) */
     const int calculate = !dt_sim_replay();
     if (m->precision == DT_PRECISION_BF16) {
         dt_sim_compute(2 * dt_model_flops(m) * m->batch);

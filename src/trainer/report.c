@@ -112,10 +112,7 @@ dt_status dt_trainer_log_config(dt_trainer *t) {
     dt_json_int(&j, "ranks", t->comm.size);
     dt_json_int(&j, "training_ranks", t->ctx.run.nworkers);
     dt_status st = hosts_json(t, &j);
-    if (st != DT_OK || t->comm.rank != 0) {
-        dt_json_free(&j);
-        return st;
-    }
+    if (st != DT_OK || t->comm.rank != 0) { dt_json_free(&j); return st; }
     /* simulated time and hosts (dtrain sim): the log says so, and on what */
     if (dt_sim_active()) dt_json_str(&j, "simulated", *dt_sim_describe() ? dt_sim_describe() : "SimGrid SMPI");
     if (dt_sim_active() && dt_sim_setup()) dt_json_raw(&j, "sim", dt_sim_setup());
