@@ -233,10 +233,17 @@ static dt_status check_inputs(sim_opts *o, dt_train_flags *f, dt_sim_cluster *cl
         if (stat(o->replay, &sb) != 0 || !S_ISREG(sb.st_mode))
             return dt_fail(DT_ERR_ARG, "--replay %s: expected the log of a finished dtrain run (%s)", o->replay,
                            stat(o->replay, &sb) != 0 ? strerror(errno) : "not a regular file");
-        if (!realpath(o->replay, o->replay_abs))
-            return dt_fail(DT_ERR_ARG, "--replay %s: %s", o->replay, strerror(errno));
-        char log_abs[PATH_MAX];
-        if (f->c.log_path && realpath(f->c.log_path, log_abs) && !strcmp(log_abs, o->replay_abs))
+        /* the ranks' path to it (they share this folder) and the log's: absolute */
+        char cwd[PATH_MAX];
+        if (o->replay[0] != '/' && !getcwd(cwd, sizeof cwd))
+            return dt_fail(DT_ERR_IO, "--replay %s: this folder's path: %s", o->replay, strerror(errno));
+        const int w = snprintf(o->replay_abs, sizeof o->replay_abs, "%s%s%s", o->replay[0] == '/' ? "" : cwd,
+                               o->replay[0] == '/' ? "" : "/", o->replay);
+        if (w < 0 || (size_t)w >= sizeof o->replay_abs)
+            return dt_fail(DT_ERR_ARG, "--replay %s: a path of up to %zu characters expected", o->replay,
+                           sizeof o->replay_abs - 1);
+        struct stat lb;
+        if (f->c.log_path && stat(f->c.log_path, &lb) == 0 && lb.st_dev == sb.st_dev && lb.st_ino == sb.st_ino)
             return dt_fail(DT_ERR_ARG, "--replay %s: also this run's --log (which it would append to): give the replay "
                            "a log of its own", o->replay);
     }
