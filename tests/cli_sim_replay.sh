@@ -93,6 +93,18 @@ bad "a log of two runs" "a second run in the log" "$T/two.jsonl"
 printf 'not json\n' >"$T/junk.jsonl"
 bad "not a dtrain log" "not a line of a dtrain log" "$T/junk.jsonl"
 
+# scripts/scaling: time to a target against the host count (2 and 4 hosts), a panel per link
+for n in 2 4; do
+    "$DTRAIN" sim "${C[@]}" -n $n --algo allreduce --link 1Gbps --target-acc 0.3 --log "$T/scale-$n.jsonl" >/dev/null 2>&1
+done
+out=$(/usr/bin/python3 "$(dirname "$0")/../scripts/scaling" --out "$T/scale.svg" "$T/scale-2.jsonl" "$T/scale-4.jsonl" 2>&1)
+[ $? -eq 0 ] && grep -q "<svg" "$T/scale.svg" && [ -n "$(summary_field "$T/scale-2.jsonl" time_to_target_s)" ]
+check "scripts/scaling draws the runs of 2 and 4 hosts" $? "$out"
+"$DTRAIN" train --model cnn1 --data mnist --train-limit 500 --test-limit 100 --max-steps 3 --quiet --no-save --log "$T/real.jsonl" >/dev/null 2>&1
+out=$(/usr/bin/python3 "$(dirname "$0")/../scripts/scaling" --out "$T/no.svg" "$T/real.jsonl" 2>&1)
+[ $? -ne 0 ] && [ ! -e "$T/no.svg" ] && grep -q "not a run of dtrain sim" <<<"$out"
+check "scripts/scaling: a run not simulated is refused in one line" $? "$out"
+
 # dtrain sweep: {seed} is each run's seed, refused in a run without one
 printf '[sweep]\nname = r\nsimulate = true\nseeds = 1 2\n[base]\nmodel = cnn1\nalgo = allreduce\ncompute = modelled\nspeed = 29Gf\nn = 4\nreplay = %s/seed{seed}.jsonl\n' "$T" >"$T/r.ini"
 touch "$T/seed1.jsonl" "$T/seed2.jsonl"
