@@ -230,9 +230,10 @@ static dt_status check_inputs(sim_opts *o, dt_train_flags *f, dt_sim_cluster *cl
         if (o->max_restarts > 0 || f->c.resume)
             return dt_fail(DT_ERR_ARG, "--replay %s: not with %s (a replay takes its run whole from the log)", o->replay,
                            f->c.resume ? "--resume" : "--max-restarts");
-        if (stat(o->replay, &sb) != 0 || !S_ISREG(sb.st_mode))
+        const int missing = stat(o->replay, &sb) != 0;
+        if (missing || !S_ISREG(sb.st_mode))
             return dt_fail(DT_ERR_ARG, "--replay %s: expected the log of a finished dtrain run (%s)", o->replay,
-                           stat(o->replay, &sb) != 0 ? strerror(errno) : "not a regular file");
+                           missing ? strerror(errno) : "not a regular file");
         /* the ranks' path to it (they share this folder) and the log's: absolute */
         char cwd[PATH_MAX];
         if (o->replay[0] != '/' && !getcwd(cwd, sizeof cwd))

@@ -337,8 +337,8 @@ static int add_run(parser *p, dt_sweep *s, const builder *b, const char *name, i
         const dt_sweep_flag *f = &b->f[i];
         if (!strcmp(f->key, "n")) { r->ranks = atoi(f->value); r->ranks_line = f->line; continue; }
         if (!strcmp(f->value, "false")) continue;
-        char *value = strcmp(f->value, "true") ? with_seed(f->value, seed) : NULL;
-        if (strcmp(f->value, "true") && !value)
+        char *value = NULL; /* a switch (true) has none */
+        if (strcmp(f->value, "true") && !(value = with_seed(f->value, seed)))
             return err(p, f->line, "key '%s': {seed} in '%s', but the run has no seed (give [sweep] seeds, or seed)", f->key,
                        f->value);
         r->flags[r->nflags++] = (dt_sweep_flag){copy_text(f->key), value, f->line};

@@ -172,17 +172,21 @@ static dt_status next(dt_replay *rp, int epoch_line, long at, double msgs, doubl
     return DT_OK;
 }
 
-dt_status dt_replay_step(dt_replay *rp, long step, double msgs, double mb, double *acc, double *loss, double val[2],
-                         double *spread) {
-    const record *r = NULL;
-    dt_status st = next(rp, 0, step, msgs, mb, &r);
-    if (st != DT_OK) return st;
+/* An evaluation's figures, the record's: what every evaluation line has. */
+static void take(const record *r, double *acc, double *loss, double val[2], double *spread) {
     *acc = r->test_acc;
     *loss = r->test_loss;
     val[0] = r->val_acc;
     val[1] = r->val_loss;
     if (isfinite(r->spread)) *spread = r->spread;
-    return DT_OK;
+}
+
+dt_status dt_replay_step(dt_replay *rp, long step, double msgs, double mb, double *acc, double *loss, double val[2],
+                         double *spread) {
+    const record *r = NULL;
+    dt_status st = next(rp, 0, step, msgs, mb, &r);
+    if (st == DT_OK) take(r, acc, loss, val, spread);
+    return st;
 }
 
 dt_status dt_replay_epoch(dt_replay *rp, int epoch, double msgs, double mb, double *loss, double *train_acc,
@@ -190,13 +194,9 @@ dt_status dt_replay_epoch(dt_replay *rp, int epoch, double msgs, double mb, doub
     const record *r = NULL;
     dt_status st = next(rp, 1, epoch, msgs, mb, &r);
     if (st != DT_OK) return st;
+    take(r, acc, test_loss, val, spread);
     *loss = r->loss;
     *train_acc = r->train_acc;
-    *acc = r->test_acc;
-    *test_loss = r->test_loss;
-    val[0] = r->val_acc;
-    val[1] = r->val_loss;
-    if (isfinite(r->spread)) *spread = r->spread;
     return DT_OK;
 }
 
