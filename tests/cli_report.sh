@@ -5,6 +5,7 @@
 # validation mean, not the test mean; --area: the loss-curve area by images seen (trapezoid),
 # blank for a diverged run and one whose loss never fell below --loss-below; bad input gets one
 # line, exit 2 and no file. scripts/table (report --runs) and scripts/dtrainlog.py's commands.
+# scripts/sim-validate's table of errors on logs written here.
 # Outputs are readable by their owner under any umask.
 . "$(dirname "$0")/lib.sh"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -310,5 +311,31 @@ for mask in 022 077 777; do
     [ "$modes" = "${want#0} " ]; check "... each of mode $want" $? "$modes"
 done
 left=$(ls -A "$T/modes" | grep tmp); [ -z "$left" ]; check "... no temporary left" $? "$left"
+
+
+# scripts/sim-validate's table (docs/simulation.md, "Validation") on logs written here: the
+# error of each simulation from the real run, per step and to the target, for both speeds;
+# its settings checked before anything is made
+SV=$ROOT/scripts/sim-validate
+mkdir -p "$T/sv"
+summary() { # FILE STEPS TRAIN_S TIME_TO_TARGET
+    printf '{"type":"config"}\n{"type":"summary","steps":%s,"train_s":%s,"time_to_target_s":%s}\n' "$2" "$3" "$4" >"$1"
+}
+summary "$T/sv/real-100mbit-allreduce-s1.jsonl" 100 10.0 5.0
+summary "$T/sv/real-100mbit-allreduce-s2.jsonl" 100 12.0 7.0
+summary "$T/sv/sim-100mbit-allreduce-s1.jsonl" 100 11.0 5.5
+summary "$T/sv/sim-100mbit-allreduce-s2.jsonl" 100 13.2 7.7
+summary "$T/sv/simown-100mbit-allreduce-s1.jsonl" 100 9.0 4.0
+summary "$T/sv/simown-100mbit-allreduce-s2.jsonl" 100 13.0 8.0
+out=$(OUT=$T/sv RATES=100mbit SCHEMES="allreduce fedavg" SEEDS="1 2" "$SV" table 2>&1)
+grep -qF '| 100mbit | allreduce | 110.00 ± 14.14 | 121.00 ± 15.56 | +10% | 6.00 ± 1.41 | 6.60 ± 1.56 | +10% |' <<<"$out"
+check "sim-validate table: the simulation 10% behind, per step and to the target" $? "$out"
+grep -qF '| 100mbit | allreduce | 110.00 ± 14.14 | 110.00 ± 28.28 | +0% | 6.00 ± 1.41 | 6.00 ± 2.83 | +0% |' <<<"$out"
+check "... and at the runs' own speed, 0%" $? "$out"
+[ "$(grep -c '| 100mbit | fedavg | missing |' <<<"$out")" = 2 ]; check "... a scheme not run is said missing, in both tables" $? "$out"
+grep -qF 'largest |error|, per step and to 97%: 10%; 2 of 2 within 10%' <<<"$out"
+check "... the largest error" $? "$out"
+expect_error "sim-validate: MODEL resnet" "MODEL is cnn1 or gpt-small, not 'resnet'" -- env MODEL=resnet OUT="$T/sv2" "$SV" table
+expect_error "sim-validate: HOSTS 1" "HOSTS is a number of hosts, 2 or more, not '1'" -- env HOSTS=1 OUT="$T/sv2" "$SV" table
 
 finish
