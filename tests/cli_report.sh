@@ -312,7 +312,6 @@ for mask in 022 077 777; do
 done
 left=$(ls -A "$T/modes" | grep tmp); [ -z "$left" ]; check "... no temporary left" $? "$left"
 
-
 # scripts/sim-validate's table (docs/simulation.md, "Validation") on logs written here: the
 # error of each simulation from the real run, per step and to the target, for both speeds;
 # its settings checked before anything is made
