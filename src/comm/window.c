@@ -29,6 +29,9 @@ static void win_release(dt_win *w) {
     free(w->sent); free(w->last); free(w->hdr_out); free(w->scratch); free(w->stage);
     free(w->stage2); free(w->which); free(w->pend); free(w->req); free(w->stat); free(w->round_bytes);
     free(w->probe); free(w->probe_want);
+#ifdef DT_SIM
+    free(w->soff); free(w->pack);
+#endif
     free(w);
 }
 
@@ -63,6 +66,9 @@ static dt_status win_create(dt_comm *c, const int *nbrs, int nnbrs, size_t n,
     if (w) {
         w->c = c;
         w->win = MPI_WIN_NULL;
+#ifdef DT_SIM
+        w->win_lower = MPI_WIN_NULL;
+#endif
         w->pcomm = MPI_COMM_NULL;
         w->nnbrs = nnbrs;
         w->T = ntensors;
@@ -119,6 +125,18 @@ static dt_status win_create(dt_comm *c, const int *nbrs, int nnbrs, size_t n,
             if (!w->scratch || !w->stage)
                 st = dt_nomem("dt_win_create's %zu-byte read and send buffers", w->maxcap + w->slot_bytes);
         }
+#ifdef DT_SIM
+        /* each tensor's header just before its data, at 8-byte places (dt_win_put_msg) */
+        if (st == DT_OK && !(w->soff = malloc((size_t)ntensors * sizeof *w->soff)))
+            st = dt_nomem("dt_win_create's tables");
+        for (int t = 0; t < ntensors && st == DT_OK; t++) {
+            w->soff[t] = w->stride;
+            w->stride += HDR_BYTES + ((w->cap[t] + 7) & ~(size_t)7);
+        }
+        w->hdr_region = 0;
+        if (st == DT_OK && !(w->pack = malloc(k_cap * w->stride + 1)))
+            st = dt_nomem("dt_win_create's %zu-byte send buffers", k_cap * w->stride);
+#endif
     }
 
     /* Every rank must have its buffers before the exchange below. */
@@ -142,7 +160,11 @@ static dt_status win_create(dt_comm *c, const int *nbrs, int nnbrs, size_t n,
     free(theirpos);
     mypos = theirpos = NULL;
 
+#ifdef DT_SIM
+    bytes = (MPI_Aint)((size_t)nnbrs * w->stride);
+#else
     bytes = (MPI_Aint)(w->hdr_region + (size_t)nnbrs * w->slot_bytes);
+#endif
 
     /* MPI_Alloc_mem + MPI_Win_create, not MPI_Win_allocate: Debian's MPICH 4.0.2 (ch4:ucx)
      * maps displacements 8 bytes short in windows of MPI_Win_allocate above some size (seen
@@ -164,6 +186,12 @@ static dt_status win_create(dt_comm *c, const int *nbrs, int nnbrs, size_t n,
 
     /* One epoch for the whole run; NOCHECK: no rank ever takes a conflicting lock. */
     err = MPI_Win_lock_all(MPI_MODE_NOCHECK, w->win);
+#ifdef DT_SIM
+    /* the second window of the simulation build (win_to); never freed, as the first (dt_win_free) */
+    if (err == MPI_SUCCESS) err = MPI_Win_create(base, bytes, 1, MPI_INFO_NULL, c->comm, &w->win_lower);
+    if (err == MPI_SUCCESS) MPI_Win_set_errhandler(w->win_lower, MPI_ERRORS_RETURN);
+    if (err == MPI_SUCCESS) err = MPI_Win_lock_all(MPI_MODE_NOCHECK, w->win_lower);
+#endif
     if (err == MPI_SUCCESS) err = win_sync(w->win);
     if (err == MPI_SUCCESS) err = MPI_Comm_dup(c->comm, &w->pcomm);
     /* nobody puts before every window is zeroed */
@@ -199,44 +227,14 @@ dt_status dt_win_create_bytes(dt_comm *c, const int *nbrs, int nnbrs, const size
     return win_create(c, nbrs, nnbrs, 0, NULL, tensor_cap, ntensors, out);
 }
 
-/* A data put in the simulation build: request-based, its request kept until sim_wait_puts.
- * SMPI 3.32 holds a window's lock while MPI_Win_flush waits, and a neighbour's put into that
- * window waits for the lock: two ranks putting to each other took turns (26.3 ms a step where
- * the link gives 13.2). The data puts waited for without the lock leave the flush only the
- * headers. Elsewhere a plain put, completed by the flush. */
-#ifdef DT_SIM
-static MPI_Request *sim_req;
-static int sim_nreq, sim_capreq;
-#endif
-static int put_data(dt_win *w, int target, int slot, int t, size_t bytes, const unsigned char *src) {
-#ifdef DT_SIM
-    if (sim_nreq == sim_capreq) {
-        const int cap = sim_capreq ? 2 * sim_capreq : 64;
-        MPI_Request *r = realloc(sim_req, (size_t)cap * sizeof *r);
-        if (!r) return MPI_ERR_NO_MEM;
-        sim_req = r, sim_capreq = cap;
-    }
-    return dt_win_put_data(w, target, slot, t, bytes, src, &sim_req[sim_nreq++]);
-#else
-    return dt_win_put_data(w, target, slot, t, bytes, src, NULL);
-#endif
-}
-
-static int sim_wait_puts(void) {
-#ifdef DT_SIM
-    const int err = sim_nreq ? MPI_Waitall(sim_nreq, sim_req, MPI_STATUSES_IGNORE) : MPI_SUCCESS;
-    sim_nreq = 0;
-    return err;
-#else
-    return MPI_SUCCESS;
-#endif
-}
-
+#ifndef DT_SIM
 /* The header of tensor t for neighbour k (its sequence number and check word) into k's slot. */
 static int put_header(dt_win *w, int k, int t) {
     const uint64_t *hdr = w->hdr_out + 2 * ((size_t)k * (size_t)w->T + (size_t)t);
-    return MPI_Put(hdr, 2, MPI_UINT64_T, w->nbrs[k], hdr_disp(w, w->peer_slot[k], t), 2, MPI_UINT64_T, w->win);
+    return MPI_Put(hdr, 2, MPI_UINT64_T, w->nbrs[k], hdr_disp(w, w->peer_slot[k], t), 2, MPI_UINT64_T,
+                   win_to(w, w->nbrs[k]));
 }
+#endif
 
 /* Data and header in one round trip: dt_win_read accepts a copy only when it hashes to the
  * header, so it needs no order between the two. The data goes out from a staging copy that
@@ -255,14 +253,19 @@ dt_status dt_win_put_bytes(dt_win *w, int k, int t, const void *src, size_t byte
     if (bytes) memcpy(stage, src, bytes);
     hdr[0] = ++w->sent[idx];
     hdr[1] = check_word(dt_hash64(stage, bytes, 0), hdr[0]);
+#ifdef DT_SIM
+    (void)slot;
+    const char *what = "MPI_Put (tensor and header)";
+    int err = dt_win_put_msg(w, k, t, bytes, stage, NULL);
+#else
     const char *what = "MPI_Put (tensor data)";
-    int err = put_data(w, target, slot, t, bytes, stage);
-    if (err == MPI_SUCCESS) err = sim_wait_puts();
+    int err = dt_win_put_data(w, target, slot, t, bytes, stage, NULL);
     if (err == MPI_SUCCESS) {
         what = "MPI_Put (header)";
         err = put_header(w, k, t);
     }
-    if (err == MPI_SUCCESS) { what = "MPI_Win_flush"; err = MPI_Win_flush(target, w->win); }
+#endif
+    if (err == MPI_SUCCESS) { what = "MPI_Win_flush"; err = MPI_Win_flush(target, win_to(w, target)); }
     w->c->c.t_comm += dt_now() - t0;
     if (err != MPI_SUCCESS) return dt_mpi_check(err, what);
 
@@ -308,22 +311,31 @@ static dt_status put_batch_now(dt_win *w, const int *ts, int nt, const void *con
     const char *what = "MPI_Put";
     int err = MPI_SUCCESS;
     for (int k = 0; k < w->nnbrs && err == MPI_SUCCESS; k++) {
-        const int target = w->nbrs[k], slot = w->peer_slot[k];
         for (int i = 0; i < nt && err == MPI_SUCCESS; i++) {
             const int t = ts[i];
-            err = put_data(w, target, slot, t, x ? w->cap[t] : nbytes[i], w->stage + w->boff[t]);
-            if (err == MPI_SUCCESS && !dt_sim_active()) err = put_header(w, k, t);
+            const size_t bytes = x ? w->cap[t] : nbytes[i];
+#ifdef DT_SIM
+            err = dt_win_put_msg(w, k, t, bytes, w->stage + w->boff[t], NULL);
+#else
+            err = dt_win_put_data(w, w->nbrs[k], w->peer_slot[k], t, bytes, w->stage + w->boff[t], NULL);
+            if (err == MPI_SUCCESS) err = put_header(w, k, t);
+#endif
         }
     }
-    /* simulation: the headers once the data is there (put_data) */
-    if (err == MPI_SUCCESS && dt_sim_active()) err = sim_wait_puts();
-    for (int k = 0; k < w->nnbrs && err == MPI_SUCCESS && dt_sim_active(); k++)
-        for (int i = 0; i < nt && err == MPI_SUCCESS; i++) err = put_header(w, k, ts[i]);
+#ifdef DT_SIM
+    /* a flush a neighbour, which waits only for this rank's puts (win_to) */
+    for (int k = 0; k < w->nnbrs && err == MPI_SUCCESS; k++) {
+        what = "MPI_Win_flush";
+        err = MPI_Win_flush(w->nbrs[k], win_to(w, w->nbrs[k]));
+        w->st.flushes++;
+    }
+#else
     if (err == MPI_SUCCESS) {
         what = "MPI_Win_flush_all";
         err = MPI_Win_flush_all(w->win);
         w->st.flushes++;
     }
+#endif
     w->c->c.t_comm += dt_now() - t0;
     if (err != MPI_SUCCESS) return dt_mpi_check(err, what);
     for (int i = 0; i < nt; i++) dt_win_count_puts(w, w->nnbrs, x ? w->cap[ts[i]] : nbytes[i]);

@@ -66,7 +66,7 @@ static int start_probe(dt_win *w, int k) {
     MPI_Request *pq = w->req + 2 * (size_t)w->T * (size_t)w->nnbrs + k;
     w->st.probes++;
     return MPI_Rget(w->probe + 2 * k, 2, MPI_UINT64_T, w->nbrs[k], hdr_disp(w, w->peer_slot[k], w->probe_t), 2,
-                    MPI_UINT64_T, w->win, pq);
+                    MPI_UINT64_T, win_to(w, w->nbrs[k]), pq);
 }
 
 /* Starts a round: every tensor waiting, from its staging copy, to every neighbour; then the
@@ -85,15 +85,23 @@ static dt_status start_round(dt_win *w) {
             uint64_t *hdr = w->hdr_out + 2 * idx;
             hdr[0] = ++w->sent[idx];
             hdr[1] = check_word(h, hdr[0]);
+#ifdef DT_SIM
+            err = dt_win_put_msg(w, k, t, bytes, from, &rq[2 * k]);
+#else
             const int target = w->nbrs[k], slot = w->peer_slot[k];
             err = dt_win_put_data(w, target, slot, t, bytes, from, &rq[2 * k]);
             if (err == MPI_SUCCESS)
-                err = MPI_Rput(hdr, 2, MPI_UINT64_T, target, hdr_disp(w, slot, t), 2, MPI_UINT64_T, w->win, &rq[2 * k + 1]);
+                err = MPI_Rput(hdr, 2, MPI_UINT64_T, target, hdr_disp(w, slot, t), 2, MPI_UINT64_T, win_to(w, target),
+                               &rq[2 * k + 1]);
+#endif
         }
         w->which[t] = (unsigned char)which;
         w->round_bytes[t] = w->pend[t];
         w->pend[t] = 0;
-        last = t;
+        /* the tensor whose header is read back: the last put (a real MPI's stream keeps their
+         * order); in the simulation the largest, whose flow, started with the others on the
+         * same links and sharing them fairly, ends last */
+        if (last < 0 || !dt_sim_active() || bytes >= w->round_bytes[last] - 1) last = t;
         dt_win_count_puts(w, w->nnbrs, bytes);
     }
     if (last < 0 || err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Rput (a round of puts)");
@@ -122,6 +130,17 @@ void dt_win_mirror_arrived(dt_win *w, void *mirror) {
     w->mirror = mirror;
 }
 
+/* The simulation retires a round that arrived from the neighbours' windows (win_to): SMPI
+ * keeps each put's receiving request there until a flush, and SimGrid's cost grows with them.
+ * Every one of them is done, so the flushes wait for nothing. */
+static dt_status sim_retire(dt_win *w) {
+    if (!dt_sim_active()) return DT_OK;
+    int err = MPI_SUCCESS;
+    for (int k = 0; k < w->nnbrs && err == MPI_SUCCESS; k++) err = MPI_Win_flush(w->nbrs[k], win_to(w, w->nbrs[k]));
+    w->st.flushes += (uint64_t)w->nnbrs;
+    return dt_mpi_check(err, "MPI_Win_flush (a round that arrived)");
+}
+
 /* Has the round in flight arrived (its puts done, every neighbour's header read back)? Lets
  * MPI progress; makes a read-back again where it came back older. */
 static dt_status round_arrived(dt_win *w, int *arrived) {
@@ -137,7 +156,10 @@ static dt_status round_arrived(dt_win *w, int *arrived) {
         *arrived = 0;
         if ((err = start_probe(w, k)) != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Rget (has the round arrived?)");
     }
-    if (*arrived) round_done(w);
+    if (*arrived) {
+        round_done(w);
+        return sim_retire(w);
+    }
     return DT_OK;
 }
 
@@ -155,23 +177,28 @@ dt_status dt_win_overlap_advance(dt_win *w) {
     return st;
 }
 
-/* The simulation blocks until the round's requests are done instead of spinning on them: a
- * spin costs no simulated time, so SimGrid's clock stood still while it waited for puts that
- * need time to arrive (comm/sim_poll.h). What a read-back then finds is as in a real run. */
-static dt_status sim_block(dt_win *w) {
-    if (!dt_sim_active()) return DT_OK;
-    const int err = MPI_Waitall(2 * w->T * w->nnbrs + w->nnbrs, w->req, w->stat);
-    return dt_mpi_check(err, "MPI_Waitall (puts in flight)");
-}
-
-/* Waits (spinning, so that MPI progresses) until the round in flight has arrived. */
+/* Waits until the round in flight has arrived: spinning, so that MPI progresses. The simulation
+ * flushes each neighbour instead, which blocks until every put of the round has landed: a spin
+ * costs no simulated time, so SimGrid's clock stood still while it waited for puts that need
+ * time to arrive (comm/sim_poll.h), and a read-back made again at each turn stayed in SimGrid's
+ * lists until the round's flush (16 hosts at 100 Mbit/s, computing a step faster than their
+ * link carries it: thousands a round). It knows of the arrival at once, where a real rank's
+ * next read-back does, a round trip later at most. */
 static dt_status wait_round(dt_win *w) {
-    const double deadline = dt_now() + 120.0;
     dt_status st = DT_OK;
     dt_watch_wait_begin("a round of one-sided puts (--max-lag)");
+    if (dt_sim_active()) {
+        int err = MPI_Waitall(2 * w->T * w->nnbrs + w->nnbrs, w->req, w->stat);
+        for (int k = 0; k < w->nnbrs && err == MPI_SUCCESS; k++) err = MPI_Win_flush(w->nbrs[k], win_to(w, w->nbrs[k]));
+        w->st.flushes += (uint64_t)w->nnbrs;
+        st = dt_mpi_check(err, "MPI_Win_flush (a round of puts)");
+        if (st == DT_OK) round_done(w);
+        dt_watch_wait_end();
+        return st;
+    }
+    const double deadline = dt_now() + 120.0;
     for (int arrived = 0; st == DT_OK && !arrived;) {
-        st = sim_block(w);
-        if (st == DT_OK) st = round_arrived(w, &arrived);
+        st = round_arrived(w, &arrived);
         if (st == DT_OK && !arrived && dt_now() > deadline)
             st = dt_fail(DT_ERR_MPI, "one-sided puts to rank %d and the other neighbours did not arrive within 120 s",
                          w->nnbrs ? w->nbrs[0] : -1);

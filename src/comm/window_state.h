@@ -6,6 +6,7 @@
 
 #include <assert.h>
 #include <limits.h>
+#include <string.h>
 
 #include "comm/window.h"
 #include "core/hash.h"
@@ -15,6 +16,9 @@
 struct dt_win {
     dt_comm *c;
     MPI_Win win;
+#ifdef DT_SIM
+    MPI_Win win_lower;       /* the same memory again, for puts to lower ranks (win_to) */
+#endif
     MPI_Comm pcomm;          /* private duplicate of c->comm, only for progress polls */
     int nnbrs, T;
     int *nbrs;               /* nnbrs ranks */
@@ -49,17 +53,50 @@ struct dt_win {
     MPI_Status *stat;        /* as many (not MPI_STATUSES_IGNORE: GCC 12 warns of MPICH's) */
     size_t *round_bytes;     /* [t]: 1 + bytes of tensor t in the round in flight; 0: not in it */
     unsigned char *mirror;   /* dt_win_mirror_arrived's copy (the caller's), or NULL */
+#ifdef DT_SIM
+    size_t *soff;            /* [t]: tensor t's place in a slot, its header first (dt_win_put_msg) */
+    size_t stride;           /* bytes of a slot, headers included */
+    unsigned char *pack;     /* nnbrs * stride: each put's header and data side by side */
+#endif
     dt_win_stats st;
 };
 
-static inline uint64_t *hdr_ptr(const dt_win *w, int slot, int t) {
-    return (uint64_t *)(void *)(w->base + ((size_t)slot * (size_t)w->T + (size_t)t) * HDR_BYTES);
-}
+/* Where the header and the data of (slot, t) are in a window: the headers of every slot first,
+ * then the slots; in the simulation build each tensor's header just before its data
+ * (dt_win_put_msg). */
 static inline MPI_Aint hdr_disp(const dt_win *w, int slot, int t) {
+#ifdef DT_SIM
+    return (MPI_Aint)((size_t)slot * w->stride + w->soff[t]);
+#else
     return (MPI_Aint)(((size_t)slot * (size_t)w->T + (size_t)t) * HDR_BYTES);
+#endif
+}
+static inline uint64_t *hdr_ptr(const dt_win *w, int slot, int t) {
+    return (uint64_t *)(void *)(w->base + hdr_disp(w, slot, t));
 }
 static inline size_t data_byte_off(const dt_win *w, int slot, int t) {
+#ifdef DT_SIM
+    return (size_t)hdr_disp(w, slot, t) + HDR_BYTES;
+#else
     return w->hdr_region + (size_t)slot * w->slot_bytes + w->boff[t];
+#endif
+}
+
+/* The window a put, get or flush to `target` goes through. In the simulation build puts to
+ * lower ranks go through a second window over the same memory, so that in either window a pair
+ * of neighbours only ever puts one way. SMPI 3.32 keeps a put's receiving request in the
+ * target's window until a flush retires it, and MPI_Win_flush(target) also waits for the
+ * target's puts into this rank's window: with one window, flushing a neighbour waited for its
+ * puts in flight (two ranks putting to each other took turns), and never flushing (the overlap
+ * engine) left every put of the run in SimGrid's activity lists, whose cost grows with them
+ * (gpt-tiny's eventgrad: minutes a step). With two, a flush waits only for this rank's puts. */
+static inline MPI_Win win_to(const dt_win *w, int target) {
+#ifdef DT_SIM
+    if (target < w->c->rank) return w->win_lower;
+#else
+    (void)target;
+#endif
+    return w->win;
 }
 
 /* The check word of write `seq` whose data hashes to `h`: a bijection of seq for a fixed h,
@@ -82,9 +119,29 @@ static inline int dt_win_put_data(dt_win *w, int target, int slot, int t, size_t
         type = MPI_FLOAT;
         cnt = (int)(bytes / sizeof(float));
     }
-    if (req) return MPI_Rput(src, cnt, type, target, disp, cnt, type, w->win, req);
-    return MPI_Put(src, cnt, type, target, disp, cnt, type, w->win);
+    if (req) return MPI_Rput(src, cnt, type, target, disp, cnt, type, win_to(w, target), req);
+    return MPI_Put(src, cnt, type, target, disp, cnt, type, win_to(w, target));
 }
+
+#ifdef DT_SIM
+/* The simulation's put: the header and the data of tensor t to neighbour k in ONE message (from
+ * k's part of the pack buffer, which stays unchanged until the next put of (k, t)). SMPI copies
+ * a put into the target's memory whole when its transfer ends, and two puts are two flows on
+ * the link: the 16-byte header arrived long before its data, so a read-back that found it took
+ * a round for arrived with its data still on the link (the next round piled up behind it), and
+ * waiting for the data would stall the rank. As one message the header shows exactly when its
+ * data has landed, as a real MPI's in-order stream makes it show. An MPI error code. */
+static inline int dt_win_put_msg(dt_win *w, int k, int t, size_t bytes, const unsigned char *src, MPI_Request *req) {
+    assert(bytes <= (size_t)INT_MAX - HDR_BYTES);
+    unsigned char *p = w->pack + (size_t)k * w->stride + w->soff[t];
+    memcpy(p, w->hdr_out + 2 * ((size_t)k * (size_t)w->T + (size_t)t), HDR_BYTES);
+    if (bytes) memcpy(p + HDR_BYTES, src, bytes);
+    const int n = (int)(HDR_BYTES + bytes), target = w->nbrs[k];
+    const MPI_Aint disp = hdr_disp(w, w->peer_slot[k], t);
+    if (req) return MPI_Rput(p, n, MPI_BYTE, target, disp, n, MPI_BYTE, win_to(w, target), req);
+    return MPI_Put(p, n, MPI_BYTE, target, disp, n, MPI_BYTE, win_to(w, target));
+}
+#endif
 
 /* n data puts of `bytes` bytes each, and their headers: the messages counted, the protocol's
  * overhead in the window's own figures */
