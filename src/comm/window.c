@@ -133,7 +133,6 @@ static dt_status win_create(dt_comm *c, const int *nbrs, int nnbrs, size_t n,
             w->soff[t] = w->stride;
             w->stride += HDR_BYTES + ((w->cap[t] + 7) & ~(size_t)7);
         }
-        w->hdr_region = 0;
         if (st == DT_OK && !(w->pack = malloc(k_cap * w->stride + 1)))
             st = dt_nomem("dt_win_create's %zu-byte send buffers", k_cap * w->stride);
 #endif
@@ -323,11 +322,9 @@ static dt_status put_batch_now(dt_win *w, const int *ts, int nt, const void *con
         }
     }
 #ifdef DT_SIM
-    /* a flush a neighbour, which waits only for this rank's puts (win_to) */
-    for (int k = 0; k < w->nnbrs && err == MPI_SUCCESS; k++) {
+    if (err == MPI_SUCCESS) {
         what = "MPI_Win_flush";
-        err = MPI_Win_flush(w->nbrs[k], win_to(w, w->nbrs[k]));
-        w->st.flushes++;
+        err = dt_win_flush_nbrs(w);
     }
 #else
     if (err == MPI_SUCCESS) {

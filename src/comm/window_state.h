@@ -141,6 +141,15 @@ static inline int dt_win_put_msg(dt_win *w, int k, int t, size_t bytes, const un
     if (req) return MPI_Rput(p, n, MPI_BYTE, target, disp, n, MPI_BYTE, win_to(w, target), req);
     return MPI_Put(p, n, MPI_BYTE, target, disp, n, MPI_BYTE, win_to(w, target));
 }
+
+/* The simulation's flush of every neighbour (win_to: each waits only for this rank's puts to
+ * it), counted. An MPI error code. */
+static inline int dt_win_flush_nbrs(dt_win *w) {
+    int err = MPI_SUCCESS;
+    for (int k = 0; k < w->nnbrs && err == MPI_SUCCESS; k++) err = MPI_Win_flush(w->nbrs[k], win_to(w, w->nbrs[k]));
+    w->st.flushes += (uint64_t)w->nnbrs;
+    return err;
+}
 #endif
 
 /* n data puts of `bytes` bytes each, and their headers: the messages counted, the protocol's
