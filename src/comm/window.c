@@ -477,7 +477,7 @@ dt_status dt_win_free(dt_win **wp) {
     dt_status st = DT_OK;
     int err;
     if (w->req) { /* what is in flight leaves first; what waits is dropped */
-        err = MPI_Waitall(2 * w->T * w->nnbrs + w->nnbrs, w->req, w->stat);
+        err = MPI_Waitall(dt_win_nreq(w), w->req, w->stat);
         st = dt_mpi_check(err, "MPI_Waitall (puts in flight)");
     }
 #ifdef DT_SIM

@@ -66,7 +66,7 @@ static unsigned char *copy_of(const dt_win *w, int t, int which) {
 
 /* The read-back of neighbour k's slot header for the round's last tensor. */
 static int start_probe(dt_win *w, int k) {
-    MPI_Request *pq = w->req + 2 * (size_t)w->T * (size_t)w->nnbrs + k;
+    MPI_Request *pq = dt_win_probe_req(w, k);
     w->st.probes++;
 #ifdef DT_SIM
     w->probe[2 * k] = PROBE_PENDING; /* sim_testall */
@@ -164,7 +164,7 @@ static dt_status sim_retire(dt_win *w) {
 static int sim_testall(dt_win *w, int n, int *done) {
     *done = 0;
     for (int k = 0; k < w->nnbrs; k++)
-        if (w->req[2 * (size_t)w->T * (size_t)w->nnbrs + k] != MPI_REQUEST_NULL && w->probe[2 * k] == PROBE_PENDING)
+        if (*dt_win_probe_req(w, k) != MPI_REQUEST_NULL && w->probe[2 * k] == PROBE_PENDING)
             return MPI_SUCCESS;
     *done = 1;
     return MPI_Waitall(n, w->req, w->stat);
@@ -176,7 +176,7 @@ static int sim_testall(dt_win *w, int n, int *done) {
 static dt_status round_arrived(dt_win *w, int *arrived) {
     *arrived = 1;
     if (!w->in_flight) return DT_OK;
-    const int n = 2 * w->T * w->nnbrs + w->nnbrs;
+    const int n = dt_win_nreq(w);
     int done = 0, err;
 #ifdef DT_SIM
     err = sim_testall(w, n, &done);
@@ -222,7 +222,7 @@ static dt_status wait_round(dt_win *w) {
     dt_status st = DT_OK;
     dt_watch_wait_begin("a round of one-sided puts (--max-lag)");
 #ifdef DT_SIM
-    int err = MPI_Waitall(2 * w->T * w->nnbrs + w->nnbrs, w->req, w->stat);
+    int err = MPI_Waitall(dt_win_nreq(w), w->req, w->stat);
     if (err == MPI_SUCCESS) err = dt_win_flush_nbrs(w);
     st = dt_mpi_check(err, "MPI_Win_flush (a round of puts)");
     if (st == DT_OK) round_done(w);

@@ -82,6 +82,13 @@ static inline size_t data_byte_off(const dt_win *w, int slot, int t) {
 #endif
 }
 
+/* The overlap engine's requests of a round (w->req): two a put (data, header) for every
+ * (neighbour, tensor), then neighbour k's read-back at dt_win_probe_req(w, k). */
+static inline int dt_win_nreq(const dt_win *w) { return 2 * w->T * w->nnbrs + w->nnbrs; }
+static inline MPI_Request *dt_win_probe_req(dt_win *w, int k) {
+    return w->req + 2 * (size_t)w->T * (size_t)w->nnbrs + k;
+}
+
 /* The window a put, get or flush to `target` goes through. In the simulation build puts to
  * lower ranks go through a second window over the same memory, so that in either window a pair
  * of neighbours only ever puts one way. SMPI 3.32 keeps a put's receiving request in the
