@@ -47,6 +47,20 @@ typedef const char *(*dt_flag_parse_fn)(const char *text, void *value);
 /* ... and back to text that parses to the same value (--help, the log's configuration line). */
 typedef void (*dt_flag_format_fn)(const void *value, char *out, size_t len);
 
+/* What a count flag needs of the run's length to act at all (dt_flag.reach). A start (a
+ * warm-up's end, the step compression starts at) of N acts from step N on: the run needs more
+ * than N steps; a period of N (steps between averagings) acts first at step N: the run needs
+ * N. A run too short for one gets a warning line naming the flag and what the run does instead
+ * (.unreached); 0 is "off" and never warned about. The trainer checks every flag so declared,
+ * with one check (src/trainer/reach.c). */
+typedef enum {
+    DT_REACH_NONE = 0,
+    DT_REACH_START_STEPS,  /* acts from step N on */
+    DT_REACH_EVERY_STEPS,  /* acts at step N, 2N, ... */
+    DT_REACH_START_EPOCHS, /* ... counted in epochs */
+    DT_REACH_EVERY_EPOCHS
+} dt_flag_reach;
+
 typedef struct dt_flag {
     const char *name;        /* without the leading -- */
     /* the value's member in the options struct: set with DT_AT_* (kind, offset, size) */
@@ -65,6 +79,11 @@ typedef struct dt_flag {
      * instead ("all", "no limit"); "": no default shown whatever the value */
     const char *zero;
     int hidden;              /* for the tests: left out of --help and of "did you mean" */
+    dt_flag_reach reach;     /* INT flags: a count of steps or epochs the run must reach to act */
+    const char *unreached;   /* ... and what the run does when it does not ("every step sends, as dpsgd") */
+    /* NULL: the reach always matters; else it matters only when this says so, given the options
+     * struct and --compress's text (NULL: none): --powersgd-start only with powersgd */
+    int (*reach_when)(const void *opts, const char *compress);
 } dt_flag;
 
 /* Where a flag's value goes: member m of struct T, its type checked by the compiler. */

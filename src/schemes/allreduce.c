@@ -29,6 +29,7 @@
  * waits for them all: only that wait is exposed. Every rank cuts the same buckets (the same
  * model), so the sums are the same on every rank. */
 #include <stdlib.h>
+#include <string.h>
 
 #include <assert.h>
 
@@ -64,11 +65,19 @@ typedef struct {
     int encoded_sum; /* encoded_sum_words */
 } allreduce_opts;
 
+/* --powersgd-start matters only when PowerSGD compresses */
+static int with_powersgd(const void *opts, const char *compress) {
+    (void)opts;
+    return compress && !strncmp(compress, "powersgd", 8);
+}
+
 static const dt_flag allreduce_flags[] = {
     {"bucket-kb", DT_AT_FLOAT(allreduce_opts, bucket_kb), .def = "32", .min = 0, .max = 1e7,
      .help = "reduce the gradients in buckets of this many KB while backward goes on (0: one allreduce after it)"},
     {"powersgd-start", DT_AT_INT(allreduce_opts, powersgd_start), .def = "10", .min = 0, .max = 1e12,
-     .help = "with --compress powersgd:R, the plain allreduce for the first N steps (PyTorch's start_powerSGD_iter)"},
+     .help = "with --compress powersgd:R, the plain allreduce for the first N steps (PyTorch's start_powerSGD_iter)",
+     .reach = DT_REACH_START_STEPS, .reach_when = with_powersgd,
+     .unreached = "the gradients are never compressed: every step is the plain allreduce"},
     {"encoded-sum", DT_AT_CHOICE(allreduce_opts, encoded_sum, encoded_sum_words), .def = "auto",
      .help = "how --compress int8 | topk:F payloads are summed: allgather (N-1 payloads a rank), reduce-scatter (re-encoded, ~2 a rank), auto (reduce-scatter from 3 ranks)"},
 };

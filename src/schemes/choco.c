@@ -49,7 +49,8 @@ static const dt_flag choco_flags[] = {
     {"trigger", DT_AT_FLOAT(choco_opts, trigger), .def = "0", .min = 0, .max = 1e9,
      .help = "send a tensor only when |x - copy| > R |copy| (0: every communication step)"},
     {"gossip-every", DT_AT_INT(choco_opts, local_steps), .def = "1", .min = 1, .max = 1e6,
-     .help = "communicate every N steps (SPARQ's local steps)"},
+     .help = "communicate every N steps (SPARQ's local steps)",
+     .reach = DT_REACH_EVERY_STEPS, .unreached = "the ranks never gossip and train alone"},
     {"transport", DT_AT_CHOICE(choco_opts, transport, transports), .def = "packed", .hidden = 1,
      .help = "(tests) packed: a message per neighbour and step | window: dpsgd's one-sided puts and tokens"},
 };

@@ -57,7 +57,8 @@ static const dt_flag eg_flags[] = {
     {"threshold-decay", DT_AT_FLOAT(eg_opts, trig.decay), .def = "1", .min = 0, .max = 1, .min_open = 1,
      .help = "threshold factor per step without a send, (0, 1]"},
     {"warmup-steps", DT_AT_INT(eg_opts, trig.warmup), .def = "30", .min = 0, .max = 1e9,
-     .help = "always send during the first N steps"},
+     .help = "always send during the first N steps",
+     .reach = DT_REACH_START_STEPS, .unreached = "the trigger never holds a send back, as in dpsgd"},
     {"sync", DT_AT_SWITCH(eg_opts, sync), .def = "0", .help = "lock-step, deterministic"},
     {"mix", DT_AT_CHOICE(eg_opts, mix, mix_words), .def = "auto",
      .help = "every: every tensor every step, with the last copies (the paper) | fresh: only tensors of which something "

@@ -56,7 +56,8 @@ typedef struct {
 
 static const dt_flag fedavg_flags[] = {
     {"local-steps", DT_AT_INT(fedavg_opts, local_steps), .def = "0", .min = 0, .max = 1e9,
-     .help = "steps between averagings (0: --local-epochs)"},
+     .help = "steps between averagings (0: --local-epochs)",
+     .reach = DT_REACH_EVERY_STEPS, .unreached = "the ranks train alone and are averaged only at the end"},
     {"local-epochs", DT_AT_INT(fedavg_opts, local_epochs), DT_GIVEN(fedavg_opts, local_epochs_given), .def = "1",
      .min = 1, .max = 1e6, .help = "epochs between averagings"},
     {"aggregate", DT_AT_CHOICE(fedavg_opts, aggregate, dt_param_weighting_words), .def = "average",

@@ -327,7 +327,9 @@ static dt_status init_run(dt_trainer *t, const dt_train_config *cfg) {
         if ((st = dt_trace_open(from, to)) != DT_OK) return st;
     }
     if ((st = derive_length(t)) != DT_OK) return st;
-    return schedule_steps(t);
+    if ((st = schedule_steps(t)) != DT_OK) return st;
+    dt_trainer_warn_unreached(t);
+    return DT_OK;
 }
 
 dt_status dt_trainer_init(dt_trainer *t, const dt_train_config *cfg, dt_scheme_choice *checked) {

@@ -182,6 +182,9 @@ void dt_trainer_on_step_eval(dt_trainer *t, const dt_step_eval *e);
 dt_status dt_trainer_check_divergence(dt_trainer *t, long bad_step);
 /* After a backward pass whose loss was not finite (the first one): which gradient was not. */
 void dt_trainer_note_nonfinite(dt_trainer *t);
+/* reach.c: rank 0 warns, a line each, of the flags that cannot act within the run's steps or
+ * epochs (dt_flag.reach): a warm-up longer than the run, averagings it never reaches... */
+void dt_trainer_warn_unreached(const dt_trainer *t);
 /* diverge.c: the final (agreed) model is finite, or DT_ERR_DIVERGED (every rank holds it) */
 dt_status dt_trainer_check_final(dt_trainer *t);
 /* diverge.c: after the agreed model was made (t->eval_params) and its spread measured, at an
