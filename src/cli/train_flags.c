@@ -27,7 +27,7 @@ static const dt_flag train_flags[] = {
     {"data", DT_AT_TEXT(F, c.data), .help = "mnist | fashion-mnist | cifar10"},
     {"data-dir", DT_AT_TEXT(F, c.data_dir), .help = "folder with the dataset files", .zero = "$DTRAIN_DATA/NAME or data/NAME"},
     {"algo", DT_AT_TEXT(F, c.scheme.name), .help = algo_help},
-    {"split", DT_AT_TEXT(F, c.split), .help = "random | class | equal | stripe: the training set across ranks"},
+    {"split", DT_AT_TEXT(F, c.split), .help = "random | class | equal | contiguous | stripe: how the training set is divided among the training ranks"},
     {"epochs", DT_AT_INT(F, c.epochs), DT_GIVEN(F, epochs_given), .min = 1, .max = 1e6, .help = "epochs, >= 1"},
     {"batch", DT_AT_INT(F, c.batch), .min = 1, .max = 1e6, .help = "mini-batch size per rank, >= 1"},
     {"lr", DT_AT_FLOAT(F, c.lr), .min = 0, .max = 1e6, .min_open = 1, .help = "learning rate, > 0"},

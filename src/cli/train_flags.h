@@ -26,7 +26,7 @@ typedef struct dt_train_flags {
      * schemes: given, their text goes to c.scheme (dt_scheme_config_set), checked there */
     int nscheme;
     dt_flag scheme[DT_SCHEME_MAX_SET];
-    char scheme_help[DT_SCHEME_MAX_SET][240];
+    char scheme_help[DT_SCHEME_MAX_SET][1024]; /* "eventgrad, choco: HELP": the longest (--mix) is ~480 */
 } dt_train_flags;
 
 /* The flag lists of train: the run's own (into f, set to the defaults), then the schemes'. */

@@ -260,7 +260,8 @@ void dt_flags_help(const char *cmd, const char *usage, const dt_flag_list *lists
                             : f->kind == DT_FLAG_INT || f->kind == DT_FLAG_SEED ? "N"
                             : f->kind == DT_FLAG_FLOAT ? "X" : "S";
             char left[64], def[220];
-            snprintf(left, sizeof left, "--%s%s%s", f->name, *arg ? " " : "", arg);
+            /* a one-letter flag as its usage line and every example write it: -n 4 */
+            snprintf(left, sizeof left, "%s%s%s%s", f->name[1] ? "--" : "-", f->name, *arg ? " " : "", arg);
             help_default(f, &lists[l], def, sizeof def);
             printf("  %-22s %s%s\n", left, f->help, def);
         }

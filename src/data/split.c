@@ -10,7 +10,7 @@ dt_status dt_split_parse(const char *text, dt_split_kind *out) {
     else if (!strcmp(text, "class")) *out = DT_SPLIT_CLASS;
     else if (!strcmp(text, "equal")) *out = DT_SPLIT_EQUAL;
     else if (!strcmp(text, "contiguous")) *out = DT_SPLIT_CONTIGUOUS;
-    else return dt_fail(DT_ERR_ARG, "--split %s: expected random, class, equal or contiguous", text);
+    else return dt_fail(DT_ERR_ARG, "--split %s: expected random, class, equal, contiguous or stripe", text);
     return DT_OK;
 }
 
