@@ -29,6 +29,16 @@ check "dtrain run --help: -n N, as its usage line" $? "$(grep -E -- '-n N' "$T/r
 grep -q -- '^  --mix S .*auto: consensus without --sync \[auto\]$' "$T/train"
 check "dtrain train --help: --mix's help whole, with its default" $? "...$(grep -- '^  --mix' "$T/train" | tail -c 60)"
 
+# ... and a missing data folder says every way to give one
+for data in mnist kjv; do
+    model=mlp; [ $data = kjv ] && model=gpt-tiny
+    "$DTRAIN" train --model $model --data $data --data-dir "$T/nothing-here" --epochs 1 --no-save >"$T/out" 2>"$T/err"
+    rc=$?
+    [ $rc -eq 2 ] && [ "$(wc -l <"$T/err")" -eq 1 ] && grep -q "scripts/get-data" "$T/err" && grep -q -- "--data-dir DIR" "$T/err" &&
+        grep -q "DTRAIN_DATA" "$T/err" && grep -q "$T/nothing-here" "$T/err"
+    check "--data $data, no files: one line naming the folder, scripts/get-data, --data-dir and DTRAIN_DATA" $? "exit $rc: $(head -c 300 "$T/err")"
+done
+
 # 3. every built-in model in the Models table
 missing=""
 for m in $("$DTRAIN" info --list); do grep -q "^| \`$m\` |" "$CLI" || missing="$missing $m"; done

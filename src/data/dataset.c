@@ -364,8 +364,9 @@ static dt_status idx_find_part(char *buf, size_t size, const char *dir, const ch
     if (idx_find(buf, size, dir, dash, dot, first, sizeof first, &st)) return DT_OK;
     if (st == DT_ERR_IO)
         st = dt_fail(DT_ERR_IO, "%s: not found (nor .gz, nor the '%s' spelling); %s %s "
-                     "%s missing - run scripts/get-data to download",
-                     first, dot, name, split, kind);
+                     "%s missing: run scripts/get-data, or name its folder with --data-dir DIR (or the folder holding "
+                     "%s/ with DTRAIN_DATA)",
+                     first, dot, name, split, kind, name);
     return st;
 }
 

@@ -124,7 +124,8 @@ dt_status dt_text_load(const char *name, const char *dir, int train, dt_dataset 
     text_path(name, dir, path, sizeof path);
     const int bytes = strncmp(name, "tokens:", 7) != 0;
     if (bytes && strncmp(name, "text:", 5) && access(path, F_OK) != 0)
-        return dt_fail(DT_ERR_IO, "%s: not found; the %s text is missing - run scripts/get-data %s", path, name, name);
+        return dt_fail(DT_ERR_IO, "%s: not found; the %s text is missing: run scripts/get-data %s, or name its folder with --data-dir DIR "
+                       "(or the folder holding %s/ with DTRAIN_DATA)", path, name, name, name);
     uint16_t *all = NULL;
     long long n = 0;
     int vocab = 256;
