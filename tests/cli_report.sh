@@ -176,6 +176,31 @@ out=$("$REPORT" "$T/lm" --target-loss 1.8 --select time_to_loss_s --tune lr 2>&1
 echo "$out" | grep -q '| 0.004 (best of 0.004) | 1,2,3 | 3 | .*| 26.0 ± 5.7 (2 of 3) |'
 check "--select time_to_loss_s --tune lr: chosen by the time to the loss" $? "$out"
 
+# --target KIND=X on the same runs (test loss = validation loss + 0.01). val_loss=1.805: seed 1
+# at step 150 (1.7; 30 s, 300 MB), seed 2 at step 100 (1.8; 22 s, 200 MB), seed 3 never (1.9):
+# 26.0 ± 5.7 s, 125 ± 35 steps, 250.0 ± 70.7 MB. loss=1.805 (the test loss): seed 2's 1.81 at
+# step 100 is above it, so seed 2 at step 150 (1.61; 33 s): 31.5 ± 2.1 s, 150 ± 0 steps
+out=$("$REPORT" "$T/lm" --target val_loss=1.805 --target loss=1.805 --metrics time_to_val_loss1.805_s,steps_to_val_loss1.805,mb_to_val_loss1.805,time_to_loss1.805_s,steps_to_loss1.805 2>&1)
+echo "$out" | grep -q '| 1,2,3 | 3 | 26.0 ± 5.7 (2 of 3) | 125 ± 35 (2 of 3) | 250.0 ± 70.7 (2 of 3) | 31.5 ± 2.1 (2 of 3) | 150 ± 0 (2 of 3) |$' &&
+    echo "$out" | grep -q '| to val_loss 1.805 s | steps to val_loss 1.805 | MB to val_loss 1.805 | to loss 1.805 s |' &&
+    echo "$out" | grep -q 'validation loss at or below 1.805, found in the logs, so as fine as their evaluations as the logs have them'
+check "--target val_loss= and loss=: the validation or the test loss, first at or below" $? "$out"
+# --target-loss on runs without --val (their eval lines' val_loss is null): the test loss counts
+# (seconds 10 and 11 at step 50, where the test loss is 2.0 and 1.9; the third never below 2.0)
+"$PY" - "$T/noval" <<'EOF'
+import json, os, sys
+for seed, (loss, t) in enumerate([(2.0, 10.0), (1.9, 11.0), (2.5, 12.0)], 1):
+    os.makedirs(f"{sys.argv[1]}/s{seed}")
+    lines = [{"type": "config", "algo": "allreduce", "model": "gpt-tiny", "lr": 4e-3, "seed": seed, "eval_every_steps": 50,
+              "eval_every": 1},
+             {"type": "eval", "step": 50, "test_loss": loss, "val_loss": None, "train_s": t, "mb_sent": 100.0},
+             {"type": "summary", "test_acc": 0.5}]
+    with open(f"{sys.argv[1]}/s{seed}/log.jsonl", "w") as f:
+        f.writelines(json.dumps(l) + "\n" for l in lines)
+EOF
+out=$("$REPORT" "$T/noval" --target-loss 2.0 --metrics time_to_loss_s 2>&1)
+echo "$out" | grep -q '| 1,2,3 | 3 | 10.5 ± 0.7 (2 of 3) |$' && echo "$out" | grep -q 'evaluations every 50 steps and at every epoch.s end'
+check "--target-loss without --val: the test loss (val_loss null), the resolution said" $? "$out"
 # the physical limit: the compute-only bound and utilisation as the summaries give them, and
 # the training time over its bound (lr 0.1: 84/40, 88/40, 92/40 -> 2.20 ± 0.10)
 out=$("$REPORT" "$T/sweep" 2>&1)
