@@ -6,7 +6,8 @@
 # seconds of the plain run's own evaluation at that step; on the --target-acc run, its summary's
 # time_to_target_s. The note says how often the runs evaluated (the figures' resolution).
 # scripts/plot --target puts a star on the line at that evaluation's point and says where in the
-# legend; a target never reached says so and draws no star.
+# legend; a target never reached says so and draws no star. On a simulated cluster (dtrain sim)
+# the same, and the report's times and the plot's time axis say simulated, on what platform.
 . "$(dirname "$0")/lib.sh"
 require_mnist
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -109,5 +110,46 @@ expect_error "plot --target loss=-1" "--target 'loss=-1': a loss target is a num
     "$PLOT" --target loss=-1 --out "$T/bad.svg" "$P"
 expect_error "plot --target with --x images" "--target: evaluations have no images-seen figure" -- \
     "$PLOT" --x images --y loss --target acc=0.5 --out "$T/bad.svg" "$P"
+
+# the same on a simulated cluster (dtrain sim, computing modelled: the times are simulated, and
+# the same in every run of these flags). The config line says "simulated" (the platform): the
+# report labels its times simulated and names the platform, the plot its time axis
+require_sim
+S=(-n 4 --platform campus-100m --algo allreduce --model mlp --data mnist --train-limit 2048 --test-limit 500 --batch 32
+   --lr 0.05 --epochs 2 --eval-every-steps 4 --compute modelled --speed 29Gf --seed 1 --no-save --quiet)
+mkdir -p "$T/sim/plain" "$T/sim/target"
+"$DTRAIN" sim "${S[@]}" --log "$T/sim/plain/log.jsonl" && "$DTRAIN" sim "${S[@]}" --target-acc 0.75 --log "$T/sim/target/log.jsonl"
+check "dtrain sim, plain and with --target-acc 0.75" $? ""
+SP=$T/sim/plain/log.jsonl ST=$T/sim/target/log.jsonl
+platform=$(log_query "$SP" 'one("config")["simulated"]')
+out=$("$REPORT" --target acc=0.75 --csv "$T/sim.csv" "$T/sim" 2>&1) &&
+"$PY" - "$T/sim.csv" "$out" "$platform" "$(log_query "$ST" 'one("summary")')" \
+    "$(log_query "$SP" '{e["step"]: e["train_s"] for e in of("eval")}')" >"$T/verdict" 2>&1 <<'EOF'
+import csv, json, sys
+rows = {r["target_acc"]: r for r in csv.DictReader(open(sys.argv[1]))}
+md, platform, summ, plain_t = sys.argv[2], sys.argv[3], json.loads(sys.argv[4]), json.loads(sys.argv[5])
+p = rows["0"]  # the plain run's row (its --target-acc: 0)
+steps = summ["steps_to_target"]
+assert float(p["steps_to_acc0.75_mean"]) == steps and float(p["mb_to_acc0.75_mean"]) == summ["mb_to_target"] and \
+    float(p["msgs_to_acc0.75_mean"]) == summ["msgs_to_target"], (p, summ)
+assert float(p["time_to_acc0.75_s_mean"]) == plain_t[str(steps)], (p["time_to_acc0.75_s_mean"], plain_t)
+# the --target-acc run agreed on the target at each evaluation: a broadcast, in simulated time too
+assert abs(float(p["time_to_acc0.75_s_mean"]) - summ["time_to_target_s"]) <= 0.01 * summ["time_to_target_s"], p
+assert f"Simulated runs (dtrain sim): their times are simulated seconds, on {platform}." in md, md
+assert "| to target s (simulated) |" in md and "to acc 0.75 s (simulated) " in md, md  # a column, or alike in both rows
+print(f"step {steps}, {p['mb_to_acc0.75_mean']} MB, {p['time_to_acc0.75_s_mean']} simulated s "
+      f"(--target-acc's: {summ['time_to_target_s']}); on {platform}")
+EOF
+check "sim: report --target as --target-acc; times labelled simulated, the platform named" $? "$(cat "$T/verdict")"
+out=$("$PLOT" --x seconds --evals --target acc=0.75 --out "$T/sim.svg" "$SP" 2>&1) &&
+"$PY" - "$T/sim.svg" "$platform" >"$T/verdict" 2>&1 <<'EOF'
+import sys, xml.etree.ElementTree as ET
+S = "{http://www.w3.org/2000/svg}"
+g = next(g for g in ET.parse(sys.argv[1]).getroot().iter(S + "g") if g.get("id") == "xlabel-0")
+label = " ".join(t.strip() for t in g.itertext() if t.strip())
+assert label == "simulated training time (s) " + sys.argv[2], label
+print(label)
+EOF
+check "sim: plot's time axis: simulated seconds, on the platform" $? "$out; $(cat "$T/verdict")"
 
 finish
