@@ -130,10 +130,11 @@ ev = dtrain.read_log(a1)
 same = lambda a, b: a.keys() == b.keys() and all(a[k] == b[k] or a[k] != a[k] and b[k] != b[k] for k in a)  # NaN alike
 assert same(dtrain.time_to_target(ev, acc=0.75), dtrain.time_to_target(a1, acc=0.75))
 runs = dtrain.read_runs(sys.argv[1])  # warns of the empty log (checked above)
-tt = dtrain.time_to_target(runs, acc=0.75)
-got = dict(zip(runs["run"], tt["time_s"]))
+runs = runs.join(dtrain.time_to_target(runs, acc=0.75))  # beside the summary's own steps
+got = dict(zip(runs["run"], runs["time_to_acc0.75_s"]))
 assert got["a1"] == 2.5 and got["a2"] == 3.0 and got["b1"] == 1.2, got
 assert all(math.isnan(got[k]) for k in ("b2", "b3", "b4")), got
+assert list(runs["steps_to_acc0.75"][:2]) == [100, 100] and list(runs["steps"][:2]) == [180, 100], runs
 # as dtrain compares --target-acc: in 32-bit floats (0.599999995 is the float 0.6)
 assert dtrain.parse_target("acc=0.6").reached({"test_acc": 0.599999995})
 assert not dtrain.parse_target("acc=0.6").reached({"test_acc": 0.59999})

@@ -158,7 +158,7 @@ NOT_REACHED = {"time_s": math.nan, "steps": math.nan, "mb": math.nan, "msgs": ma
 def at(ev):
     """Where a run stood at evaluation EV (None: never reached): NaN for a figure it lacks."""
     if ev is None:
-        return dict(NOT_REACHED, reached=False)
+        return dict(reached=False, **NOT_REACHED)
     nan = lambda v: math.nan if v is None else v
     return {"reached": True, "time_s": nan(ev["train_s"]), "steps": nan(ev["step"]), "mb": nan(ev["mb_sent"]),
             "msgs": nan(ev["msgs_sent"]), "compute_s": nan(ev["compute_s"]), "epoch": nan(ev["epoch"]),
@@ -172,13 +172,17 @@ def time_to_target(log, target=None, *, acc=None, val_acc=None, loss=None, val_l
         dtrain.time_to_target("a.jsonl", "val_loss=2.1")      # validation loss <= 2.1
 
     LOG: a log file or run folder, a dtrain.log.Run, a DataFrame of dtrain.read_log, or a
-    DataFrame of dtrain.read_runs (then a DataFrame back, a row per run, on the same index).
-    The target: one of acc=, val_acc= (fractions), loss=, val_loss=, or TARGET as text.
+    DataFrame of dtrain.read_runs. The target: one of acc=, val_acc= (fractions), loss=,
+    val_loss=, or TARGET as text.
 
     Gives {"reached", "time_s" (training seconds, evaluations not counted), "steps" (per rank),
     "mb" and "msgs" (sent by all ranks so far), "compute_s" (the slowest rank's computing: the
     time's compute-only bound), "epoch", "kind" ("eval" or "epoch": which line)}, the figures
-    NaN and kind None when no evaluation reached it."""
+    NaN and kind None when no evaluation reached it. For a read_runs frame, a DataFrame on its
+    index, a row per run, its columns named as scripts/report --target names them, so that
+    runs.join(...) adds them beside the summary's own (steps, time_to_target_s): for acc=0.75
+    reached_acc0.75, time_to_acc0.75_s, steps_to_acc0.75, mb_to_acc0.75, msgs_to_acc0.75,
+    compute_to_acc0.75_s, epoch_acc0.75, kind_acc0.75."""
     t = one_target(target, {"acc": acc, "val_acc": val_acc, "loss": loss, "val_loss": val_loss})
     if isinstance(log, Run):
         return at(first_reaching(log, t))
@@ -187,7 +191,11 @@ def time_to_target(log, target=None, *, acc=None, val_acc=None, loss=None, val_l
             return at(first_reaching(log.to_dict("records"), t))
         if "path" in log.columns:
             import pandas as pd
-            return pd.DataFrame([time_to_target(p, t) for p in log["path"]], index=log.index)
+            k = t.key
+            names = {"reached": f"reached_{k}", "time_s": f"time_to_{k}_s", "steps": f"steps_to_{k}",
+                     "mb": f"mb_to_{k}", "msgs": f"msgs_to_{k}", "compute_s": f"compute_to_{k}_s",
+                     "epoch": f"epoch_{k}", "kind": f"kind_{k}"}
+            return pd.DataFrame([time_to_target(p, t) for p in log["path"]], index=log.index).rename(columns=names)
         raise ValueError("time_to_target: expected a DataFrame of dtrain.read_log (a row per evaluation) or of "
                          "dtrain.read_runs (a row per run)")
     return at(first_reaching(one_run(log), t))
