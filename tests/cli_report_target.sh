@@ -106,6 +106,8 @@ expect_error "report --target without a kind" "--target 'fast': expected acc=X, 
     "$REPORT" --target fast "$T/sweep"
 expect_error "report --target acc=75 (a percentage)" "--target 'acc=75': an accuracy is a fraction in (0, 1]" -- \
     "$REPORT" --target acc=75 "$T/sweep"
+expect_error "report --target with --runs" "--target: columns of the table of configurations, not of --area" -- \
+    "$REPORT" --runs --target acc=0.5 "$T/sweep"
 expect_error "plot --target loss=-1" "--target 'loss=-1': a loss target is a number > 0" -- \
     "$PLOT" --target loss=-1 --out "$T/bad.svg" "$P"
 expect_error "plot --target with --x images" "--target: evaluations have no images-seen figure" -- \
