@@ -7,8 +7,8 @@ none does: diverged, not finished, fewer than two step lines, or (--loss-below X
 never fell below X, since a run that never learned must not win by a flat curve."""
 import math
 
-import dtrainlog
-from dtrainlog import show
+import dtrain.log as dtrainlog  # python/dtrain: on the path of scripts/report, which imports this
+from dtrain.log import show
 from dtrainout import csv_text, markdown
 
 AXES = ("batch", "lr")

@@ -9,8 +9,8 @@ models averaged for evaluation, protocol headers: the summary's other_mb_sent) a
 mb_sent; a column gives them per configuration."""
 import math
 
-import dtrainlog
-from dtrainlog import show
+import dtrain.log as dtrainlog  # python/dtrain: on the path of scripts/report, which imports this
+from dtrain.log import show
 from dtrainout import csv_text, markdown
 
 DASH = "–"

@@ -210,6 +210,33 @@ print(f"20 lines, {len({t[0] for t in triples})} colours, {len({t[2] for t in tr
 EOF
 check "20 lines: 20 styles" $? "$out; $(cat "$T/verdict")"
 
+# runs of dtrain sim (their config line's "simulated": the platform): the time axis says
+# simulated seconds and the platform; beside a measured run, how many of the runs; an axis that
+# is no time (epochs) says nothing of it
+"$PY" - "$T/fast.jsonl" "$T/sim1.jsonl" "$T/sim2.jsonl" <<'EOF'
+import json, sys
+for i, path in enumerate(sys.argv[2:], 1):
+    with open(path, "w") as out:
+        for line in open(sys.argv[1]):
+            r = json.loads(line)
+            if r["type"] == "config":
+                r.update(simulated="cluster: 4 hosts, 100 Mbit/s links (50 us)", seed=i)
+            out.write(json.dumps(r) + "\n")
+EOF
+xlabel() { "$PY" - "$1" <<'EOF'
+import sys, xml.etree.ElementTree as ET
+S = "{http://www.w3.org/2000/svg}"
+g = next(g for g in ET.parse(sys.argv[1]).getroot().iter(S + "g") if g.get("id") == "xlabel-0")
+print(" / ".join(t.strip() for t in g.itertext() if t.strip()))
+EOF
+}
+out=$("$PLOT" --x seconds --out "$T/sim.svg" "$T/sim1.jsonl" "$T/sim2.jsonl" 2>&1) &&
+    l1=$(xlabel "$T/sim.svg") && [ "$l1" = "simulated training time (s) / cluster: 4 hosts, 100 Mbit/s links (50 us)" ] &&
+    "$PLOT" --x seconds --out "$T/mixed.svg" "$T/sim1.jsonl" "$T/fast.jsonl" >/dev/null 2>&1 &&
+    l2=$(xlabel "$T/mixed.svg") && [ "$l2" = "training time (s): simulated for 1 of 2 runs" ] &&
+    "$PLOT" --out "$T/simep.svg" "$T/sim1.jsonl" >/dev/null 2>&1 && l3=$(xlabel "$T/simep.svg") && [ "$l3" = epoch ]
+check "simulated runs: the time axis says simulated seconds, and the platform" $? "$out; '${l1-}', '${l2-}', '${l3-}'"
+
 # bad input: one line on stderr, exit 2, no output file
 plot_bad() { "$PLOT" --out "$T/bad.svg" "$@"; }
 echo '{"type":"summary","test_acc":0.5}' >"$T/nosteps.jsonl"

@@ -49,7 +49,8 @@ out=$("$REPORT" --csv "$T/t.csv" --md "$T/t.md" "$T/sweep" 2>&1)
 check "report writes Markdown and CSV" $? "$out"
 # by hand: lr 0.1: 97.0, 97.5, 98.0 -> 97.50 ± 0.50; lr 0.05: 96, 97, 99 -> 97.33 ± 1.53
 # (deviations -4/3, -1/3, 5/3: (16 + 1 + 25) / 9 / 2 = 7/3, sqrt 1.5275); val 95.00 ± 0.00 and
-# 96.33 ± 0.58; wall 102 ± 1 for both; MB 20 ± 10
+# 96.33 ± 0.58; wall 102 ± 1 for both; MB 20 ± 10. The columns alike in both rows (seeds, n,
+# wall, MB, ...) are said once above the table, not repeated in each row
 "$PY" - "$T/t.md" "$T/t.csv" >"$T/verdict" 2>&1 <<'EOF'
 import csv, sys
 md = open(sys.argv[1]).read().splitlines()
@@ -60,15 +61,17 @@ for gone in ("seed=", "started_utc", "run_dir", "command", "commit"):
     assert gone not in head, f"{gone} listed as a setting: {head}"
 rows = [[c.strip() for c in l.strip("|").split("|")] for l in md if l.startswith("|")]
 h, body = rows[0], rows[2:]
-assert h[:4] == ["lr", "seeds", "n", "not finished"], f"columns {h}"
+assert h[:4] == ["lr", "not finished", "test acc %", "val acc %"], f"columns {h}"
 r = {row[0]: dict(zip(h, row)) for row in body}
 assert sorted(r) == ["0.05", "0.1"], f"rows {sorted(r)}"
 a, b = r["0.1"], r["0.05"]
-assert a["seeds"] == "1,2,3,4" and a["n"] == "3" and a["not finished"] == "1 no summary", a
-assert b["seeds"] == "1,2,3,4" and b["n"] == "3" and b["not finished"] == "1 diverged", b
+assert a["not finished"] == "1 no summary" and b["not finished"] == "1 diverged", (a, b)
 assert a["test acc %"] == "97.50 ± 0.50" and b["test acc %"] == "97.33 ± 1.53", (a["test acc %"], b["test acc %"])
 assert a["val acc %"] == "95.00 ± 0.00" and b["val acc %"] == "96.33 ± 0.58", (a["val acc %"], b["val acc %"])
-assert a["wall s"] == "102.0 ± 1.0" and a["MB sent"] == "20.0 ± 10.0", a
+alike = [l for l in md if l.startswith("Same in every row: ")]
+assert len(alike) == 1 and all(f"{c};" in alike[0] or f"{c}." in alike[0] for c in
+                               ("seeds 1,2,3,4", "n 3", "wall s 102.0 ± 1.0", "MB sent 20.0 ± 10.0")), alike
+assert not {"seeds", "n", "wall s", "MB sent"} & set(h), f"columns alike in every row repeated: {h}"
 c = {row["lr"]: row for row in csv.DictReader(open(sys.argv[2]))}
 ca = c["0.1"]
 got = [float(ca[k]) for k in ("test_acc_mean", "test_acc_std", "test_acc_min", "test_acc_max", "test_acc_n")]
@@ -79,10 +82,18 @@ print(f"lr 0.1: {a['test acc %']}, lr 0.05: {b['test acc %']}, n 3 + 1 not finis
 EOF
 check "seeds grouped: n, mean ± std, varying columns, CSV" $? "$(cat "$T/verdict")"
 
-# one seed: the std is "–"; a file and a run folder name the same runs as the sweep folder
+# one seed: the std is "–"; a file and a run folder name the same runs as the sweep folder (n,
+# 1 in both rows, said once)
 out=$("$REPORT" "$T/sweep/a2" "$T/sweep/b1/log.jsonl" --metrics test_acc 2>&1)
-echo "$out" | grep -q '^| 0.1 | 2 | 1 | 97.50 ± – |$' && echo "$out" | grep -q '^| 0.05 | 1 | 1 | 96.00 ± – |$'
+echo "$out" | grep -q '^| 0.1 | 2 | 97.50 ± – |$' && echo "$out" | grep -q '^| 0.05 | 1 | 96.00 ± – |$' &&
+    echo "$out" | grep -qx 'Same in every row: n 1.'
 check "one run: std –" $? "$(echo "$out" | tail -2 | tr '\n' ' ')"
+# --all: every column, those alike in every row too (the table before they were said once)
+out=$("$REPORT" --all "$T/sweep" 2>&1)
+echo "$out" | grep -q '^| lr | seeds | n | not finished | test acc % | val acc % | MB sent | messages % | wall s |' &&
+    echo "$out" | grep -q '^| 0.1 | 1,2,3,4 | 3 | 1 no summary | 97.50 ± 0.50 | 95.00 ± 0.00 | 20.0 ± 10.0 | 50.0 ± 0.0 | 102.0 ± 1.0 |' &&
+    ! echo "$out" | grep -q 'Same in every row'
+check "--all: every column" $? "$(echo "$out" | grep '^| 0.1 ')"
 
 # --select val_acc --tune lr: lr 0.05 has the better validation mean (96.33 > 95.00) though lr
 # 0.1 has the better test mean (97.50 > 97.33): 0.05 is chosen, its test figure reported
@@ -176,13 +187,79 @@ out=$("$REPORT" "$T/lm" --target-loss 1.8 --select time_to_loss_s --tune lr 2>&1
 echo "$out" | grep -q '| 0.004 (best of 0.004) | 1,2,3 | 3 | .*| 26.0 ± 5.7 (2 of 3) |'
 check "--select time_to_loss_s --tune lr: chosen by the time to the loss" $? "$out"
 
+# --target KIND=X on the same runs (test loss = validation loss + 0.01). val_loss=1.805: seed 1
+# at step 150 (1.7; 30 s, 300 MB), seed 2 at step 100 (1.8; 22 s, 200 MB), seed 3 never (1.9):
+# 26.0 ± 5.7 s, 125 ± 35 steps, 250.0 ± 70.7 MB. loss=1.805 (the test loss): seed 2's 1.81 at
+# step 100 is above it, so seed 2 at step 150 (1.61; 33 s): 31.5 ± 2.1 s, 150 ± 0 steps
+out=$("$REPORT" "$T/lm" --target val_loss=1.805 --target loss=1.805 --metrics time_to_val_loss1.805_s,steps_to_val_loss1.805,mb_to_val_loss1.805,time_to_loss1.805_s,steps_to_loss1.805 2>&1)
+echo "$out" | grep -q '| 1,2,3 | 3 | 26.0 ± 5.7 (2 of 3) | 125 ± 35 (2 of 3) | 250.0 ± 70.7 (2 of 3) | 31.5 ± 2.1 (2 of 3) | 150 ± 0 (2 of 3) |$' &&
+    echo "$out" | grep -q '| to val_loss 1.805 s | steps to val_loss 1.805 | MB to val_loss 1.805 | to loss 1.805 s |' &&
+    echo "$out" | grep -q 'validation loss at or below 1.805, found in the logs, so as fine as their evaluations as the logs have them'
+check "--target val_loss= and loss=: the validation or the test loss, first at or below" $? "$out"
+# --target-loss on runs without --val (their eval lines' val_loss is null): the test loss counts
+# (seconds 10 and 11 at step 50, where the test loss is 2.0 and 1.9; the third never below 2.0)
+"$PY" - "$T/noval" <<'EOF'
+import json, os, sys
+for seed, (loss, t) in enumerate([(2.0, 10.0), (1.9, 11.0), (2.5, 12.0)], 1):
+    os.makedirs(f"{sys.argv[1]}/s{seed}")
+    lines = [{"type": "config", "algo": "allreduce", "model": "gpt-tiny", "lr": 4e-3, "seed": seed, "eval_every_steps": 50,
+              "eval_every": 1},
+             {"type": "eval", "step": 50, "test_loss": loss, "val_loss": None, "train_s": t, "mb_sent": 100.0},
+             {"type": "summary", "test_acc": 0.5}]
+    with open(f"{sys.argv[1]}/s{seed}/log.jsonl", "w") as f:
+        f.writelines(json.dumps(l) + "\n" for l in lines)
+EOF
+out=$("$REPORT" "$T/noval" --target-loss 2.0 --metrics time_to_loss_s 2>&1)
+echo "$out" | grep -q '| 1,2,3 | 3 | 10.5 ± 0.7 (2 of 3) |$' && echo "$out" | grep -q 'evaluations every 50 steps and at every epoch.s end'
+check "--target-loss without --val: the test loss (val_loss null), the resolution said" $? "$out"
 # the physical limit: the compute-only bound and utilisation as the summaries give them, and
 # the training time over its bound (lr 0.1: 84/40, 88/40, 92/40 -> 2.20 ± 0.10)
-out=$("$REPORT" "$T/sweep" 2>&1)
+out=$("$REPORT" --all "$T/sweep" 2>&1)
 echo "$out" | grep -q '| compute bound s | compute util % | × bound |' &&
     echo "$out" | grep -q '^| 0.1 | 1,2,3,4 | 3 | 1 no summary | .* | 40.0 ± 0.0 | 50.0 ± 0.0 | 2.20 ± 0.10 |$'
 check "report: compute bound, utilisation and the time over its bound" $? "$out"
 
+# schemes side by side: each scheme's flags (the config's scheme.*) said once per scheme, not a
+# column each with "-" in the other schemes' rows; a flag that varies within a scheme (eventgrad's
+# horizon) stays a column, blank in the rows of schemes without it. Runs of dtrain sim (their
+# config line's "simulated": the platform): their times labelled simulated, the platform said
+"$PY" - "$T/mix" "$T/simr" <<'EOF'
+import json, os, sys
+def log(folder, name, algo, scheme, acc, sim=None, lr=0.1):
+    os.makedirs(f"{folder}/{name}")
+    cfg = {"type": "config", "algo": algo, "lr": lr, "seed": 1, "scheme": dict({"compress": "none"}, **scheme)}
+    if sim:
+        cfg["simulated"] = sim
+    with open(f"{folder}/{name}/log.jsonl", "w") as f:
+        for l in [cfg, {"type": "summary", "test_acc": acc, "wall_s": 10.0 * lr, "time_to_target_s": 5.0 * lr}]:
+            f.write(json.dumps(l) + "\n")
+mix, simr = sys.argv[1:]
+log(mix, "eg1", "eventgrad", {"threshold": "adaptive", "horizon": 1}, 0.90)
+log(mix, "eg2", "eventgrad", {"threshold": "adaptive", "horizon": 2}, 0.91)
+log(mix, "ar", "allreduce", {"bucket-kb": 32}, 0.95)
+log(mix, "fa", "fedavg", {"local-steps": 8}, 0.93)
+for lr in (0.1, 0.2):
+    log(simr, f"lr{lr}", "allreduce", {}, 0.9, sim="cluster: 4 hosts, 1 Gbit/s links (50 us)", lr=lr)
+EOF
+out=$("$REPORT" --metrics test_acc "$T/mix" 2>&1)
+echo "$out" | grep -qx 'Scheme flags: allreduce: bucket-kb=32; eventgrad: threshold=adaptive; fedavg: local-steps=8.' &&
+    echo "$out" | grep -qx '| algo | scheme.horizon | test acc % |' && echo "$out" | grep -qx '| allreduce |  | 95.00 ± – |' &&
+    echo "$out" | grep -qx '| eventgrad | 2 | 91.00 ± – |'
+check "schemes side by side: their flags said once, a blank for another scheme's flag" $? "$out"
+out=$("$REPORT" --all --metrics test_acc "$T/mix" 2>&1)
+echo "$out" | grep -q '^| algo | scheme.bucket-kb | scheme.threshold | scheme.horizon | scheme.local-steps | seeds | n |' &&
+    echo "$out" | grep -qx '| fedavg |  |  |  | 8 | 1 | 1 | 93.00 ± – |'
+check "... --all: a column per flag, blank where a scheme has none" $? "$(echo "$out" | tail -3)"
+out=$("$REPORT" "$T/simr" 2>&1)
+echo "$out" | grep -q '^| lr | to target s (simulated) | wall s (simulated) |$' &&
+    echo "$out" | grep -qx 'Simulated runs (dtrain sim): their times are simulated seconds, on cluster: 4 hosts, 1 Gbit/s links (50 us).' &&
+    ! echo "$out" | grep -q 'simulated=' && echo "$out" | grep -qx '| 0.2 | 1.0 ± – | 2.0 ± – |'
+check "simulated runs: their times labelled simulated, the platform said once" $? "$out"
+cp -r "$T/mix/ar" "$T/simr/real"  # allreduce with its bucket-kb (the others' config has none: blank)
+out=$("$REPORT" --metrics wall_s "$T/simr" 2>&1)
+echo "$out" | grep -q "the rows with 'no' there are measured" && echo "$out" | grep -qx '| lr | simulated | scheme.bucket-kb | wall s |' &&
+    echo "$out" | grep -qx '| 0.1 | no | 32 | 1.0 ± – |' && echo "$out" | grep -qx '| 0.1 | cluster: 4 hosts, 1 Gbit/s links (50 us) |  | 1.0 ± – |'
+check "... beside a measured run: which rows are simulated" $? "$out"
 # scripts/table: a row per log, today's columns; scripts/dtrainlog.py for shell scripts
 out=$("$ROOT/scripts/table" "$T/sweep/a1/log.jsonl" "$T/sweep/a4/log.jsonl" "$T/sweep/b4/log.jsonl" 2>&1)
 echo "$out" | grep -q '^| a1 | eventgrad | 4 | 97.00 | 50.0 | 10.0 | 101.0 | 5.0 | 50.0 | - | - |$' &&
