@@ -70,8 +70,10 @@ assert a["test acc %"] == "97.50 ± 0.50" and b["test acc %"] == "97.33 ± 1.53"
 assert a["val acc %"] == "95.00 ± 0.00" and b["val acc %"] == "96.33 ± 0.58", (a["val acc %"], b["val acc %"])
 alike = [l for l in md if l.startswith("Same in every row: ")]
 assert len(alike) == 1 and all(f"{c};" in alike[0] or f"{c}." in alike[0] for c in
-                               ("seeds 1,2,3,4", "n 3", "wall s 102.0 ± 1.0", "MB sent 20.0 ± 10.0")), alike
-assert not {"seeds", "n", "wall s", "MB sent"} & set(h), f"columns alike in every row repeated: {h}"
+                               ("seeds 1,2,3,4", "n 3", "training s 88.0 ± 4.0", "MB sent 20.0 ± 10.0")), alike
+assert not {"seeds", "n", "training s", "MB sent"} & set(h), f"columns alike in every row repeated: {h}"
+# the training time by default, not the wall's (evaluations are not training)
+assert "wall s" not in " ".join(md), "wall s shown by default beside the training seconds"
 c = {row["lr"]: row for row in csv.DictReader(open(sys.argv[2]))}
 ca = c["0.1"]
 got = [float(ca[k]) for k in ("test_acc_mean", "test_acc_std", "test_acc_min", "test_acc_max", "test_acc_n")]
@@ -90,8 +92,8 @@ echo "$out" | grep -q '^| 0.1 | 2 | 97.50 ± – |$' && echo "$out" | grep -q '^
 check "one run: std –" $? "$(echo "$out" | tail -2 | tr '\n' ' ')"
 # --all: every column, those alike in every row too (the table before they were said once)
 out=$("$REPORT" --all "$T/sweep" 2>&1)
-echo "$out" | grep -q '^| lr | seeds | n | not finished | test acc % | val acc % | MB sent | messages % | wall s |' &&
-    echo "$out" | grep -q '^| 0.1 | 1,2,3,4 | 3 | 1 no summary | 97.50 ± 0.50 | 95.00 ± 0.00 | 20.0 ± 10.0 | 50.0 ± 0.0 | 102.0 ± 1.0 |' &&
+echo "$out" | grep -q '^| lr | seeds | n | not finished | test acc % | val acc % | MB sent | messages % | training s |' &&
+    echo "$out" | grep -q '^| 0.1 | 1,2,3,4 | 3 | 1 no summary | 97.50 ± 0.50 | 95.00 ± 0.00 | 20.0 ± 10.0 | 50.0 ± 0.0 | 88.0 ± 4.0 |' &&
     ! echo "$out" | grep -q 'Same in every row'
 check "--all: every column" $? "$(echo "$out" | grep '^| 0.1 ')"
 
@@ -253,16 +255,17 @@ check "... --all: a column per flag, blank where a scheme has none" $? "$(echo "
 out=$("$REPORT" "$T/simr" 2>&1)
 echo "$out" | grep -q '^| lr | to target s (simulated) | wall s (simulated) |$' &&
     echo "$out" | grep -qx 'Simulated runs (dtrain sim): their times are simulated seconds, on cluster: 4 hosts, 1 Gbit/s links (50 us).' &&
-    ! echo "$out" | grep -q 'simulated=' && echo "$out" | grep -qx '| 0.2 | 1.0 ± – | 2.0 ± – |'
+    ! echo "$out" | grep -q 'simulated=' && echo "$out" | grep -qx '| 0.2 | 1.00 ± – | 2.00 ± – |' &&
+    echo "$out" | grep -qx '| 0.1 | 0.500 ± – | 1.00 ± – |'
 check "simulated runs: their times labelled simulated, the platform said once" $? "$out"
 cp -r "$T/mix/ar" "$T/simr/real"  # allreduce with its bucket-kb (the others' config has none: blank)
 out=$("$REPORT" --metrics wall_s "$T/simr" 2>&1)
 echo "$out" | grep -q "the rows with 'no' there are measured" && echo "$out" | grep -qx '| lr | simulated | scheme.bucket-kb | wall s |' &&
-    echo "$out" | grep -qx '| 0.1 | no | 32 | 1.0 ± – |' && echo "$out" | grep -qx '| 0.1 | cluster: 4 hosts, 1 Gbit/s links (50 us) |  | 1.0 ± – |'
+    echo "$out" | grep -qx '| 0.1 | no | 32 | 1.00 ± – |' && echo "$out" | grep -qx '| 0.1 | cluster: 4 hosts, 1 Gbit/s links (50 us) |  | 1.00 ± – |'
 check "... beside a measured run: which rows are simulated" $? "$out"
 # scripts/table: a row per log, today's columns; scripts/dtrainlog.py for shell scripts
 out=$("$ROOT/scripts/table" "$T/sweep/a1/log.jsonl" "$T/sweep/a4/log.jsonl" "$T/sweep/b4/log.jsonl" 2>&1)
-echo "$out" | grep -q '^| a1 | eventgrad | 4 | 97.00 | 50.0 | 10.0 | 101.0 | 5.0 | 50.0 | - | - |$' &&
+echo "$out" | grep -q '^| a1 | eventgrad | 4 | 97.00 | 50.0 | 10.0 | 84.0 | 5.0 | 50.0 | - | - |$' &&
     echo "$out" | grep -q '^| a4 | (no summary: failed or running) |' && echo "$out" | grep -q '^| b4 | (diverged) |'
 check "scripts/table: a row per log" $? "$(echo "$out" | sed -n 3p)"
 d=$("$ROOT/scripts/dtrainlog.py" summary "$T/sweep/a2/log.jsonl" wall_s)
