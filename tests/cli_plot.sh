@@ -14,6 +14,32 @@ C=(--model mlp --data mnist --train-limit 2000 --test-limit 500 --batch 32 --epo
 "$DTRAIN" run -n 2 --algo allreduce "${C[@]}" --lr 0.1 --log "$T/ar.jsonl"
 RUNS=("$T/fast.jsonl" "$T/slow.jsonl" "$T/ar.jsonl")
 
+# by time, each run's points are where its log puts them: an epoch at its line's train_s
+# (evaluations not counted), an evaluation between steps at its own, and the run's end at the
+# summary's train_s with the final model's accuracy (issue 47: every run seemed to end at ~2 s
+# when the epoch lines counted the ranks' wait for rank 0's evaluations)
+"$DTRAIN" run -n 2 --algo allreduce "${C[@]}" --lr 0.1 --eval-every-steps 20 --log "$T/evals.jsonl"
+"$PY" - "$PLOT" "$T/evals.jsonl" <<'EOF' >"$T/verdict" 2>&1
+import importlib.machinery, importlib.util, json, sys
+spec = importlib.util.spec_from_loader("plot", importlib.machinery.SourceFileLoader("plot", sys.argv[1]))
+plot = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(plot)
+import dtrain.log
+run = dtrain.log.read_runs(dtrain.log.find_logs([sys.argv[2]]))[0]
+lines = [json.loads(l) for l in open(sys.argv[2])]
+epochs = [l for l in lines if l["type"] == "epoch"]
+evals = [l for l in lines if l["type"] == "eval"]
+summary = lines[-1]
+pts = plot.points(run, "seconds", "test_acc", True)
+want = sorted([e["train_s"] for e in epochs] + [e["train_s"] for e in evals] + [summary["train_s"]])
+got = [p[1] for p in pts]
+assert len(evals) >= 3 and got == want, (got, want)
+assert pts[-1][1] == summary["train_s"] and abs(pts[-1][2] - 100 * summary["test_acc"]) < 1e-9, pts[-1]
+assert summary["train_s"] < summary["wall_s"], summary
+print(f"{len(pts)} points, the last at the summary's {summary['train_s']} s (wall {summary['wall_s']} s)")
+EOF
+check "--x seconds: epochs, evaluations and the run's end at their training seconds" $? "$(tail -3 "$T/verdict")"
+
 # svg_lines SVG: the lines of a chart scripts/plot drew, as JSON: per line (g id="line-N", in
 # order) its points in SVG coordinates (y grows downwards), its stroke colour and dashes and
 # its marker's shape; the legend's texts (id="legend-N"), the title, the x tick labels and
@@ -294,7 +320,7 @@ EOF
 done
 "$PLOT" --x seconds --out "$T/huge.svg" "$T/huge1.jsonl" "$T/huge2.jsonl" >"$T/out" 2>"$T/err"; rc=$?
 n=$("$PY" -c 'import json, sys; print(len(json.loads(sys.argv[1])["lines"][0]["pts"]))' "$(svg_lines "$T/huge.svg" 2>/dev/null)" 2>/dev/null)
-[ "$rc" = 0 ] && [ "$n" = 2 ]
+[ "$rc" = 0 ] && [ "$n" = 3 ]  # epochs 1 and 3, and the runs' end (their summaries)
 check "figures beyond any measurement are left out, not a traceback" $? "exit $rc, $n points; $(head -c 300 "$T/err")"
 
 finish

@@ -15,7 +15,8 @@ from .log import LogError, Run, find_logs, number, read_run
 
 # An evaluation's figures, as numbers (None where its line has none): where the run stood (step,
 # epoch, training seconds, MB and messages sent by all ranks, the slowest rank's computing) and
-# what the model scored. An eval line has them all; an epoch line has no step or train_s (below).
+# what the model scored. An eval line has them all; so does an epoch line from dtrain 0.9 on
+# (the step and train_s of an older one are worked out: below).
 FIGURES = ("step", "epoch", "train_s", "test_acc", "test_loss", "val_acc", "val_loss", "mb_sent", "msgs_sent",
            "compute_s", "eval_s")
 
@@ -29,10 +30,10 @@ def evaluations(run):
     """[dict] one per evaluation of RUN (a dtrain.log.Run), in the order dtrain made them: kind
     ("eval" or "epoch"), FIGURES as numbers or None, then the line's other fields as written.
 
-    An epoch line says neither its step nor its training time: its step is epoch x
-    steps_per_epoch (the config's; at most the summary's steps and --max-steps, for an epoch
-    cut short), its train_s the sum of the epoch lines' seconds so far (what scripts/plot --x
-    seconds draws; dtrain's --target-acc reads rank 0's clock there instead, which can differ
+    An epoch line has its step and training time (rank 0's clock, where --target-acc stops);
+    an older dtrain's did not: its step is then epoch x steps_per_epoch (the config's; at most
+    the summary's steps and --max-steps, for an epoch cut short), its train_s the sum of the
+    epoch lines' seconds so far (the slowest rank's each, which can differ from rank 0's clock
     by milliseconds). An eval line's own train_s is exact. At one step, the eval line came
     first (dtrain evaluates between steps before the epoch's end)."""
     spe = number(run.config.get("steps_per_epoch"))
@@ -41,9 +42,11 @@ def evaluations(run):
     for e in run.epoch_lines():
         ev = dict(kind="epoch", **{f: number(e.get(f)) for f in FIGURES})
         ep = ev["epoch"]
-        ev["step"] = min([ep * spe] + caps) if ep is not None and spe else None
+        if ev["step"] is None:
+            ev["step"] = min([ep * spe] + caps) if ep is not None and spe else None
         elapsed += number(e.get("seconds")) or 0.0
-        ev["train_s"] = elapsed
+        if ev["train_s"] is None:
+            ev["train_s"] = elapsed
         ev.update((k, v) for k, v in e.items() if k not in FIGURES and k != "type")
         out.append(ev)
     for e in run.eval_lines():

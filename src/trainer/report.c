@@ -218,6 +218,8 @@ static dt_status log_epoch(dt_trainer *t, const dt_epoch_stats *e) {
     dt_json_begin(&j, NULL);
     dt_json_str(&j, "type", "epoch");
     dt_json_int(&j, "epoch", e->epoch);
+    dt_json_int(&j, "step", e->step);
+    dt_json_fixed(&j, "train_s", e->train_s, 3);
     dt_json_fixed(&j, "loss", e->loss, 6);
     dt_json_fixed(&j, "train_acc", e->train_acc, 6);
     dt_json_fixed(&j, "test_acc", e->test_acc, 6);
@@ -307,6 +309,8 @@ dt_status dt_trainer_report_server_epoch(void *host, int epoch, double train_los
     double train_s = 0;
     double val[2] = {0, 0};
     dt_status st = eval_server_model(t, ev, &e->test_acc, &e->test_loss, val, &train_s);
+    e->step = ev->step;
+    e->train_s = train_s;
     e->val_acc = val[0];
     e->val_loss = val[1];
     if (st != DT_OK) return st;
@@ -382,6 +386,8 @@ dt_status dt_trainer_epoch_report(dt_trainer *t, double loss_sum, long seen, lon
     dt_epoch_stats *e = &t->last;
     memset(e, 0, sizeof *e);
     e->epoch = t->ctx.epoch + 1;
+    e->step = t->ctx.step;
+    e->train_s = dt_trainer_train_seconds(t);
     double mine[6] = {loss_sum, (double)seen, (double)correct, (double)t->comm.c.msgs_sent,
                       (double)t->comm.c.baseline_msgs, (double)t->comm.c.bytes_sent}, all[6];
     /* the slowest rank's epoch, and the most any rank computed so far */

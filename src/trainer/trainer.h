@@ -29,6 +29,9 @@ typedef struct dt_epoch_stats {
     double msgs_pct, mb_sent, msgs_sent; /* so far, all ranks */
     double compute_s;        /* so far, the most any rank computed (NAN: a server's report) */
     int server_report;       /* a server's report: no speed or traffic figures */
+    long step;               /* steps per training rank so far (a server's: the workers' it knows) */
+    double train_s;          /* training seconds so far, rank 0's clock, evaluations not counted: where
+                              * --target-acc would stop, and what an eval line's train_s is */
 } dt_epoch_stats;
 
 /* Rank 0's progress within an epoch (progress.c): the live line and --progress N. */
