@@ -53,8 +53,41 @@ bad empty-axis 'lr = 0.05, 0.1' 'lr ='
 expect_error "an empty axis" "empty-axis.ini:$(line_of empty-axis 'lr ='): axis 'lr': expected values" -- sweep empty-axis.ini
 bad empty-value 'lr = 0.05, 0.1' 'lr = 0.05,,0.1'
 expect_error "an empty value in an axis" "empty-value.ini:$(line_of empty-value 'lr = 0.05,,0.1'): axis 'lr': an empty value" -- sweep empty-value.ini
+# an unknown key: the nearest flag named, as the command line names it for a misspelt flag
 bad unknown-flag 'algo = allreduce' 'algo = allreduce\nmodle = mlp'
-expect_error "an unknown flag of dtrain" "unknown-flag.ini:$(line_of unknown-flag 'modle = mlp'): key 'modle': not a flag of dtrain" -- sweep unknown-flag.ini
+expect_error "an unknown flag: the nearest named" "unknown-flag.ini:$(line_of unknown-flag 'modle = mlp'): unknown flag 'modle' (did you mean 'model'?)" -- sweep unknown-flag.ini
+bad underscore 'epochs = 1' 'epochs = 1\nlocal_steps = 8'
+expect_error "local_steps: local-steps named" "underscore.ini:$(line_of underscore 'local_steps = 8'): unknown flag 'local_steps' (did you mean 'local-steps'?)" -- sweep underscore.ini
+bad underscores 'epochs = 1' 'epochs = 1\neval_every_steps = 8'
+expect_error "eval_every_steps (three edits): eval-every-steps named" "underscores.ini:$(line_of underscores 'eval_every_steps = 8'): unknown flag 'eval_every_steps' (did you mean 'eval-every-steps'?)" -- sweep underscores.ini
+bad axis-typo 'n = 2' 'n = 2\naxis bacth = 16, 32'
+expect_error "an unknown axis of a variant" "axis-typo.ini:$(line_of axis-typo 'axis bacth = 16, 32'): unknown flag 'bacth' (did you mean 'batch'?)" -- sweep axis-typo.ini
+bad no-flag 'epochs = 1' 'epochs = 1\nzzz = 1'
+expect_error "a key near no flag" "no-flag.ini:$(line_of no-flag 'zzz = 1'): key 'zzz': not a flag of dtrain train or run (see dtrain run --help)" -- sweep no-flag.ini
+bad dashes 'epochs = 1' 'epochs = 1\n--lr = 0.1'
+expect_error "a key written --lr" "dashes.ini:$(line_of dashes '--lr = 0.1'): key '--lr': write the flag without its dashes" -- sweep dashes.ini
+bad seeds-in-base 'epochs = 1' 'epochs = 1\nparallel = 2'
+expect_error "a key of [sweep] in [base]" "seeds-in-base.ini:$(line_of seeds-in-base 'parallel = 2'): key 'parallel': a key of [sweep], not a flag of the runs" -- sweep seeds-in-base.ini
+bad sweep-typo 'name = bad' 'parralel = 2'
+expect_error "a misspelt [sweep] key" "sweep-typo.ini:2: unknown key 'parralel' in [sweep] (did you mean 'parallel'?)" -- sweep sweep-typo.ini
+bad flag-in-sweep 'name = bad' 'epochs = 2'
+expect_error "a flag of the runs in [sweep]" "flag-in-sweep.ini:2: key 'epochs' in [sweep]: a flag of the runs: give it in [base]" -- sweep flag-in-sweep.ini
+# dtrain sim's own flags without simulate = true: said so (it was "not a flag of dtrain train or run")
+for k in link=100Mbps platform=wan latency=1ms compute=modelled speed=30Gf straggler=3:4; do
+    bad "sim-${k%%=*}" 'epochs = 1' "epochs = 1\n${k%%=*} = ${k#*=}"
+    expect_error "${k%%=*} without simulate = true" "sim-${k%%=*}.ini:$(line_of "sim-${k%%=*}" "${k%%=*} = ${k#*=}"): key '${k%%=*}': a flag of dtrain sim, not of dtrain train or run: simulate = true in [sweep] makes the runs simulated" -- sweep "sim-${k%%=*}.ini"
+done
+bad sim-typo 'epochs = 1' 'epochs = 1\nlnik = 100Mbps'
+expect_error "a misspelt flag of dtrain sim" "sim-typo.ini:$(line_of sim-typo 'lnik = 100Mbps'): unknown flag 'lnik' (did you mean 'link'? a flag of dtrain sim: simulate = true in [sweep] makes the runs simulated)" -- sweep sim-typo.ini
+# ... and with it, a key like any other (when dtrain-sim is built: the check runs dtrain sim)
+if [ -x "$(dirname "$DTRAIN")/sim/dtrain-sim" ] || [ -x "$(dirname "$DTRAIN")/dtrain-sim" ]; then
+    printf '[sweep]\nname = sim-ok\nsimulate = true\n[base]\n%s\nn = 2\nalgo = allreduce\nlink = 100Mbps\n' "$TINY" >sim-ok.ini
+    sweep sim-ok.ini --dry-run >sim-ok.out 2>sim-ok.err
+    grep -q "^run: .*dtrain sim -n 2 .*--link 100Mbps" sim-ok.out
+    check "simulate = true: link is a flag of the runs" $? "$(cat sim-ok.out sim-ok.err | head -3 | tr '\n' ' ')"
+fi
+printf '[sweep]\nsimulate = true\n[base]\nmodel = mlp\nhosts = a,b\n' >sim-hosts.ini
+expect_error "a flag of dtrain run in simulated runs" "sim-hosts.ini:5: key 'hosts': a flag of dtrain run, not of dtrain sim" -- sweep sim-hosts.ini
 bad bad-seeds 'seeds = 1 2' 'seeds = 1 two'
 expect_error "bad seeds" "bad-seeds.ini:3: key 'seeds': expected seeds" -- sweep bad-seeds.ini
 bad local-ranks 'algo = allreduce' 'algo = local'

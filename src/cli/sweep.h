@@ -38,6 +38,11 @@ typedef struct dt_sweep {
 /* Reads and expands PATH. Errors: one line "PATH:LINE: ..." in dt_last_error(). */
 dt_status dt_sweep_read(const char *path, dt_sweep *s);
 void dt_sweep_free(dt_sweep *s);
+/* sweep_keys.c: 0 when KEY (of [base], [axes] or a [variant]) is a flag of the runs' command
+ * (sim: dtrain sim's, else dtrain train's or run's); else 1 and what is wrong in msg, the nearest
+ * name suggested ("unknown flag 'modle' (did you mean 'model'?)"). The same for a key of [sweep]. */
+int dt_sweep_key_unknown(const char *key, int sim, char *msg, size_t len);
+int dt_sweep_sweep_key_unknown(const char *key, char *msg, size_t len);
 /* sweep_check.c: every run's flags checked by `dtrain run` (DTRAIN_CHECK_ONLY) before any run
  * starts; 0, or 1 with the error printed as the file's line */
 int dt_sweep_check_all(const dt_sweep *s);
