@@ -30,6 +30,8 @@ good() {
 bad() { good | sed "s|^$2\$|$3|" >"$1.ini"; }
 line_of() { grep -n "^$2\$" "$1.ini" | head -1 | cut -d: -f1; }
 sweep() { "$DTRAIN" sweep "$@"; }
+# status_of DIR: a run folder's status and exit, "done 0"
+status_of() { python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(s["status"], s["exit"])' "$1/status.json" 2>/dev/null; }
 
 good >ok.ini
 sweep ok.ini --dry-run >/dev/null 2>&1
@@ -189,6 +191,46 @@ rc=$?
 [ "$rc" -eq 0 ] && ! grep -q "^sweep: start" edited.err && [ "$(md5sum runs/four/*/log.jsonl)" = "$sums" ]
 check "edited file: nothing run again" $? "exit $rc"
 compare "edited file: a warning per run kept" "$(grep -c "^sweep: warning: .*: kept as done, but its command.txt differs" edited.err)" == 4
+compare "... naming the flag that changed and --rerun-changed" \
+    "$(grep -c "^sweep: warning: .*: kept as done, but its command.txt differs from the file's command now (epochs 1 → 2); dtrain sweep --rerun-changed runs it again" edited.err)" == 4 "$(grep -m1 '^sweep: warning' edited.err)"
+# --rerun-changed: the changed runs run again (here variant two's), their old folders moved
+# whole to OUT/.old/NAME.K, the others kept
+sed 's/^algo = allreduce$/algo = allreduce\nmomentum = 0.5/' four.ini >four-two.ini
+one_logs=$(md5sum runs/four/one-*/log.jsonl)
+two_log=$(md5sum <runs/four/two-seed1/log.jsonl)
+sweep four-two.ini --dry-run --rerun-changed >rerun-dry.out 2>rerun-dry.err
+rc=$?
+[ "$rc" -eq 0 ] && [ "$(grep -c "^sweep: two-seed[12]: done before, but its command changed (momentum (not set) → 0.5): would run again" rerun-dry.err)" -eq 2 ] &&
+    ! grep -q "^sweep: one-" rerun-dry.err && [ ! -e runs/four/.old ] && [ "$(md5sum <runs/four/two-seed1/log.jsonl)" = "$two_log" ]
+check "--rerun-changed --dry-run: says which run again, moves nothing" $? "exit $rc, $(head -3 rerun-dry.err | tr '\n' ' ')"
+sweep four-two.ini --rerun-changed >rerun.out 2>rerun.err
+rc=$?
+[ "$rc" -eq 0 ] && [ "$(grep '^sweep: start' rerun.err | sort | tr '\n' ' ')" = "sweep: start two-seed1 sweep: start two-seed2 " ]
+check "--rerun-changed: runs the changed runs, only them" $? "exit $rc, $(grep '^sweep: start' rerun.err | tr '\n' ' ')"
+[ "$(md5sum runs/four/one-*/log.jsonl)" = "$one_logs" ] && [ "$(md5sum <runs/four/.old/two-seed1.1/log.jsonl)" = "$two_log" ] &&
+    ! grep -q momentum runs/four/.old/two-seed1.1/command.txt && [ -s runs/four/.old/two-seed2.1/model.weights ]
+check "... the others untouched, the old folders whole in .old/NAME.1" $? "$(ls -A runs/four runs/four/.old 2>&1 | tr '\n' ' ')"
+[ "$(status_of runs/four/two-seed1)" = "done 0" ] && grep -q -- "--momentum 0.5" runs/four/two-seed1/command.txt &&
+    [ "$(log_query runs/four/two-seed1/log.jsonl 'of("config")[-1]["momentum"]')" = 0.5 ] && [ "$(line_count runs/four/two-seed1/log.jsonl config)" = 1 ]
+check "... the new run in a new folder, its log its own" $? "$(cat runs/four/two-seed1/command.txt)"
+sweep four-two.ini --rerun-changed >rerun2.out 2>rerun2.err
+rc=$?
+[ "$rc" -eq 0 ] && ! grep -q "^sweep: start" rerun2.err && ! grep -q "changed" rerun2.err
+check "... and once done, not again" $? "exit $rc, $(grep -c '^sweep: start' rerun2.err) started"
+sed -i 's/^momentum = 0.5$/momentum = 0.6/' four-two.ini
+sweep four-two.ini --rerun-changed >rerun3.out 2>rerun3.err
+rc=$?
+[ "$rc" -eq 0 ] && [ -d runs/four/.old/two-seed1.1 ] && grep -q -- "--momentum 0.5" runs/four/.old/two-seed1.2/command.txt
+check "... edited again: the next old folder is NAME.2, NAME.1 kept" $? "exit $rc, $(ls -A runs/four/.old | tr '\n' ' ')"
+# a file the run names outside its folder (log = FILE) is the old run's: the new run would
+# append to it (a checkpoint: resume it), so the rerun is refused, nothing moved
+printf '[sweep]\nname = outlog\n[base]\n%s\nlog = outlog.jsonl\n' "$TINY" >outlog.ini
+sweep outlog.ini >/dev/null 2>&1
+sed 's/^epochs = 1$/epochs = 2/' outlog.ini >outlog2.ini
+expect_error "--rerun-changed: a log outside the run's folder" \
+    "outlog2.ini:$(grep -n '^log = ' outlog2.ini | cut -d: -f1): run 'run': --rerun-changed: its log outlog.jsonl, outside its folder, is the old run's" -- sweep outlog2.ini --rerun-changed
+[ ! -e runs/outlog/.old ] && [ "$(line_count outlog.jsonl config)" = 1 ]
+check "... nothing moved, the log as it was" $? "$(ls -A runs/outlog)"
 
 # ------------------------------------------------------------------ interrupted and restarted
 # one at a time, a few seconds each: when one is done and the next running, three more are to
@@ -328,7 +370,6 @@ checkpoint = ck-a
 [variant b]
 checkpoint = ck-b
 EOF
-status_of() { python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(s["status"], s["exit"])' "$1/status.json" 2>/dev/null; }
 "$DTRAIN" sweep ck.ini >ck1.out 2>ck1.err & # not the function: $! must be dtrain
 pid=$!
 wait_until 120 logged runs/ck/a/log.jsonl step 30

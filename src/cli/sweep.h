@@ -67,6 +67,8 @@ typedef struct dt_sweep_slot {
     int state;              /* DT_SWEEP_* */
     int pid;
     int killed;             /* stopped by the sweep's interruption: no status */
+    int changed;            /* --rerun-changed: kept, but its command changed: runs again, its
+                             * old folder moved aside (dt_sweep_move_aside) */
     int in_place;           /* starts again in its folder: resumed from its checkpoint, its log and
                              * console.txt appended to (stopped, or cut short with a checkpoint) */
     double t0, seconds;
@@ -122,7 +124,17 @@ void dt_sweep_last_error(dt_sweep_slot *sl);
 /* What a failed run's line says: its error line, naming slurm.txt when it came from there, or
  * the file that holds what the run printed (console.txt, else slurm.txt: sbatch's own words) */
 const char *dt_sweep_why(const dt_sweep_slot *sl, char *buf, size_t len);
-void dt_sweep_same_command(const dt_sweep_run *r, const dt_sweep_slot *sl); /* warns when command.txt differs */
+/* sweep_changed.c: a kept run whose command.txt is not the file's command for it now: 1 and
+ * the flags that changed in diff ("lr 0.05 → 0.1, epochs 1 → 2"); 0 when the same (the
+ * program's path aside, in any order) or when it has no command.txt */
+int dt_sweep_command_changed(const dt_sweep_run *r, const dt_sweep_slot *sl, char *diff, size_t len);
+/* --rerun-changed: 1 when the run can run again, its folder moved aside; else 0 with one line
+ * printed (its path is no folder, or a file of the file's path outside its folder exists, which
+ * it would append to, replace or resume) */
+int dt_sweep_can_rerun(const dt_sweep *s, const dt_sweep_run *r, const dt_sweep_slot *sl);
+/* The run's folder DIR moved to OUT/.old/NAME.K (K: the first free, from 1), never removed: 0
+ * with that path in moved, or -1 with the error in dt_last_error() */
+int dt_sweep_move_aside(const char *out, const char *dir, const char *name, char *moved, size_t len);
 
 /* The `dtrain sweep` command (sweep.c). */
 int dt_cmd_sweep(int argc, char **argv);
