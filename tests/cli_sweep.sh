@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # dtrain sweep (docs/sweep.md): bad experiment files (one line naming file:line, exit 2,
-# nothing made), --dry-run's cross product, a 4-run sweep end to end, a sweep interrupted
+# nothing made; an unknown key names the flag it likely is, dtrain sim's flags say simulate =
+# true), --dry-run's cross product, the cost estimate (the steps as the runs then take them,
+# the wall clock on the cores) and --budget, a 4-run sweep end to end, its file edited (the
+# warning names the flags; --rerun-changed runs the changed runs again, their old folders
+# kept whole in OUT/.old), a sweep interrupted
 # and restarted (only the missing runs run again), a failing run kept as failed; runs that
 # checkpoint: a path several runs share refused, checkpoint = true each run's own, a run
 # stopped (status 5, by a signal of its own or the sweep's interruption) kept and resumed in
@@ -149,6 +153,82 @@ check "dry-run: a one-process run's command" $? "$(grep '^solo-lr=0.05-seed3:' d
 [ "$rc" -eq 0 ] && [ ! -e runs ]
 check "dry-run: exit 0, nothing made" $? "exit $rc, $(ls -d runs 2>/dev/null)"
 
+# ------------------------------------------------------------------ the cost estimate, --budget
+# estimate_of ERR FIELD: from ERR's "sweep: estimate:" line, its core-minutes (core), the
+# training steps of all ranks (steps) or the wall clock in seconds (wall)
+estimate_of() {
+    python3 - "$@" <<'PY'
+import re, sys
+m = None
+for l in open(sys.argv[1]):
+    m = m or re.match(r"sweep: estimate: (\S+) core-minutes for the \d+ runs? to do, about (?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)? of wall clock.*\((\d+) training steps", l)
+if m:
+    h, mi, se = (int(x) if x else 0 for x in m.group(2, 3, 4))
+    print({"core": m.group(1), "steps": m.group(5), "wall": 3600 * h + 60 * mi + se}[sys.argv[2]])
+PY
+}
+# the steps as the trainer counts them: one process keeps its last partial batch (1000 / 64:
+# 16), two ranks take full batches of their shards (500 / 64: 7 each), --max-steps 5, --val
+# 500 (500 left: 8), --images 640 (640 / 64: 10); 53 in all, what the runs' logs then say
+cat >cost.ini <<EOF
+[sweep]
+name = cost
+[base]
+$TINY
+[variant plain]
+[variant ranks]
+n = 2
+algo = allreduce
+[variant capped]
+max-steps = 5
+[variant val]
+val = 500
+[variant images]
+epochs = false
+images = 640
+EOF
+sweep cost.ini --dry-run >cost-dry.out 2>cost-dry.err
+rc=$?
+compare "the estimate: the training steps of every rank" "$(estimate_of cost-dry.err steps)" == 53 "exit $rc; $(grep -m1 'estimate:' cost-dry.err)"
+compare "... its core-minutes above 0" "$(estimate_of cost-dry.err core)" '>' 0
+grep -q "^sweep: estimate: an estimate of the training steps alone, timed on this machine: evaluation, data loading, start-up and communication are left out" cost-dry.err
+check "... says it is an estimate and what it leaves out" $? "$(tail -2 cost-dry.err | head -1)"
+sweep cost.ini --budget 100 >cost.out 2>cost.err
+rc=$?
+taken=$(for d in runs/cost/*/; do log_query "$d/log.jsonl" 'sum(r["steps"] for r in one("summary")["per_rank"])'; done | awk '{ n += $1 } END { print n }')
+compare "--budget over the estimate: the sweep runs" "$rc" == 0 "$(tail -1 cost.err)"
+compare "... and its runs took the steps estimated" "$taken" == 53
+# twice the epochs: twice the steps, and (a step timed again: loosely) twice the core-minutes
+printf '[sweep]\nname = cost1\n[base]\n%s\n[axes]\nlr = 0.05, 0.1\n' "$TINY" >cost1.ini
+sed -e 's/^epochs = 1$/epochs = 2/' -e 's/^name = cost1$/name = cost2/' cost1.ini >cost2.ini
+sweep cost1.ini --dry-run >/dev/null 2>cost1.err
+sweep cost2.ini --dry-run >/dev/null 2>cost2.err
+compare "epochs 1: 32 steps" "$(estimate_of cost1.err steps)" == 32
+compare "epochs 2: 64 steps" "$(estimate_of cost2.err steps)" == 64
+within "epochs 2 / epochs 1: about twice the core-minutes" "$(ratio "$(estimate_of cost2.err core)" "$(estimate_of cost1.err core)")" 1.3 3
+expect_error "--budget under the estimate: refused, nothing made" "cost1.ini: the runs to do are estimated at" -- sweep cost1.ini --budget 0.000001
+grep -q "over --budget 1e-06: nothing started" "$T/.expect_err"
+check "... naming the budget" $? "$(cat "$T/.expect_err")"
+expect_error "--budget with --dry-run: refused too" "over --budget" -- sweep cost1.ini --budget 0.000001 --dry-run
+expect_error "--budget 0" "dtrain sweep: --budget 0: expected a number > 0" -- sweep cost1.ini --budget 0
+# the wall clock: the runs placed on the cores as the sweep places them; on one core the sum of
+# the runs, on three the longest (each ~12 s of steps here: seconds on any machine, so that
+# the wall clock's rounding to the second counts little)
+printf '[sweep]\nname = wall\nparallel = 1\n[base]\nmodel = mlp\ntrain-limit = 1000\nepochs = 5000\n[axes]\nlr = 0.01, 0.02, 0.03\n' >wall1.ini
+sed 's/^parallel = 1$/parallel = 3/' wall1.ini >wall3.ini
+timeout 60 "$DTRAIN" sweep wall1.ini --dry-run >/dev/null 2>wall1.err
+timeout 60 "$DTRAIN" sweep wall3.ini --dry-run >/dev/null 2>wall3.err
+seconds_of() { awk -v c="$(estimate_of "$1" core)" 'BEGIN { if (c != "") print c * 60 }'; }
+within "parallel = 1: the wall clock is the core time" "$(ratio "$(estimate_of wall1.err wall)" "$(seconds_of wall1.err)")" 0.85 1.15
+within "parallel = 3: a third of it" "$(ratio "$(estimate_of wall3.err wall)" "$(seconds_of wall3.err)")" 0.25 0.45
+# a simulated run computes every rank's steps on its one core, whatever --compute says
+if [ -x "$(dirname "$DTRAIN")/sim/dtrain-sim" ] || [ -x "$(dirname "$DTRAIN")/dtrain-sim" ]; then
+    printf '[sweep]\nname = simcost\nsimulate = true\nparallel = 4\n[base]\nmodel = mlp\ntrain-limit = 1000\nepochs = 20000\nn = 4\nalgo = allreduce\ncompute = modelled\nspeed = 30Gf\n' >simcost.ini
+    timeout 60 "$DTRAIN" sweep simcost.ini --dry-run >/dev/null 2>simcost.err
+    compare "simulated, 4 ranks: every rank's steps" "$(estimate_of simcost.err steps)" == $((4 * 20000 * 3)) "$(head -1 simcost.err)"
+    within "... all on its one core: the wall clock is the core time" "$(ratio "$(estimate_of simcost.err wall)" "$(seconds_of simcost.err)")" 0.85 1.15
+fi
+
 # ------------------------------------------------------------------ a 4-run sweep
 cat >four.ini <<EOF
 [sweep]
@@ -230,7 +310,7 @@ sed 's/^epochs = 1$/epochs = 2/' outlog.ini >outlog2.ini
 expect_error "--rerun-changed: a log outside the run's folder" \
     "outlog2.ini:$(grep -n '^log = ' outlog2.ini | cut -d: -f1): run 'run': --rerun-changed: its log outlog.jsonl, outside its folder, is the old run's" -- sweep outlog2.ini --rerun-changed
 [ ! -e runs/outlog/.old ] && [ "$(line_count outlog.jsonl config)" = 1 ]
-check "... nothing moved, the log as it was" $? "$(ls -A runs/outlog)"
+check "... nothing moved, the log as it was" $? "$(ls -A runs/outlog | tr '\n' ' ')"
 
 # ------------------------------------------------------------------ interrupted and restarted
 # one at a time, a few seconds each: when one is done and the next running, three more are to
@@ -333,7 +413,7 @@ expect_error "run-dir = true" "run-dir.ini:7: key 'run-dir': expected a folder, 
 # each its own: by variant, and checkpoint = true (the run's folder), with --resume auto
 ck_file own '' '' 'checkpoint = ck-b'
 sweep own.ini --dry-run >own.out 2>own.err
-check "a checkpoint of one run: accepted" $? "$(cat own.err)"
+check "a checkpoint of one run: accepted" $? "$(tail -1 own.err)"
 ck_file own-true 'seeds = 1 2' 'checkpoint = true' ''
 sweep own-true.ini --dry-run >own-true.out 2>&1
 grep -q "^a-seed2: .* --checkpoint runs/own-true/a-seed2/checkpoint .*--resume auto " own-true.out && [ ! -e runs/own-true ]

@@ -124,7 +124,7 @@ static pid_t start(const dt_sweep *s, const dt_sweep_run *r, dt_sweep_slot *sl) 
     return pid;
 }
 
-static void fmt_secs(double s, char *out, size_t len) {
+void dt_sweep_fmt_secs(double s, char *out, size_t len) {
     const long t = (long)(s + 0.5);
     if (t >= 3600) snprintf(out, len, "%ldh%02ldm", t / 3600, t / 60 % 60);
     else if (t >= 60) snprintf(out, len, "%ldm%02lds", t / 60, t % 60);
@@ -144,7 +144,7 @@ static void progress(const dt_sweep *s, const tally *t) {
     char eta[32] = "?";
     if (t->finished_here > 0) {
         const double mean = t->secs_here / t->finished_here;
-        fmt_secs(mean * (t->pending + t->running) / (t->running > 0 ? t->running : 1), eta, sizeof eta);
+        dt_sweep_fmt_secs(mean * (t->pending + t->running) / (t->running > 0 ? t->running : 1), eta, sizeof eta);
     }
     const int tty = isatty(2);
     char stopped[32] = "";
@@ -177,7 +177,7 @@ static void ended(const dt_sweep *s, dt_sweep_slot *sl, const dt_sweep_run *r, i
     sl->state = stopped ? DT_SWEEP_STOPPED : sl->exit == 0 ? DT_SWEEP_DONE : DT_SWEEP_FAILED;
     dt_sweep_last_error(sl);
     dt_sweep_write_status(sl);
-    fmt_secs(sl->seconds, secs, sizeof secs);
+    dt_sweep_fmt_secs(sl->seconds, secs, sizeof secs);
     if (stopped) {
         t->stopped++;
         say("sweep: stopped %s (exit %d, %s): its checkpoint committed, it resumes in its folder on the next start\n", r->name,
@@ -195,10 +195,19 @@ static void ended(const dt_sweep *s, dt_sweep_slot *sl, const dt_sweep_run *r, i
     progress(s, t);
 }
 
+/* The cores the runs may use at once: parallel, else this machine's; under Slurm the cluster
+ * places the jobs, so every run is queued at once unless parallel says. */
+static long sweep_cores(const dt_sweep *s) {
+    const long cores = s->parallel ? s->parallel : slurm ? s->nruns : sysconf(_SC_NPROCESSORS_ONLN);
+    return cores < 1 ? 1 : cores;
+}
+
+long dt_sweep_cores_of(const dt_sweep_run *r, long cores, int under_slurm) {
+    return under_slurm || r->sim ? 1 : r->exclusive || r->ranks > cores ? cores : r->ranks;
+}
+
 static int run_all(const dt_sweep *s, dt_sweep_slot *sl, tally *t) {
-    /* under Slurm the cluster places the jobs: every run is queued at once unless parallel says */
-    long cores = s->parallel ? s->parallel : slurm ? s->nruns : sysconf(_SC_NPROCESSORS_ONLN);
-    if (cores < 1) cores = 1;
+    const long cores = sweep_cores(s);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop; /* no SA_RESTART: the sleep below ends at once */
@@ -211,7 +220,7 @@ static int run_all(const dt_sweep *s, dt_sweep_slot *sl, tally *t) {
         for (int i = 0; i < s->nruns && !stop_signal; i++) {
             if (sl[i].state != DT_SWEEP_PENDING || sl[i].killed) continue;
             const dt_sweep_run *r = &s->runs[i];
-            const long cost = slurm ? 1 : r->sim ? 1 : r->exclusive || r->ranks > cores ? cores : r->ranks;
+            const long cost = dt_sweep_cores_of(r, cores, slurm);
             if (t->running > 0 && used + cost > cores) continue;
             sl[i].t0 = dt_now();
             sl[i].pid = start(s, r, &sl[i]);
@@ -228,7 +237,7 @@ static int run_all(const dt_sweep *s, dt_sweep_slot *sl, tally *t) {
             for (int i = 0; i < s->nruns; i++)
                 if (sl[i].state == DT_SWEEP_RUNNING && sl[i].pid == pid) {
                     const dt_sweep_run *r = &s->runs[i];
-                    used -= slurm ? 1 : r->sim ? 1 : r->exclusive || r->ranks > cores ? cores : r->ranks;
+                    used -= dt_sweep_cores_of(r, cores, slurm);
                     ended(s, &sl[i], r, status, t);
                 }
         if (stop_signal && !stop_at) {
@@ -344,6 +353,7 @@ static int survey(const dt_sweep *s, dt_sweep_slot *sl, int retry, int rerun, in
 typedef struct {
     int dry, retry, rerun, slurm;
     const char *sbatch;
+    float budget;           /* core-minutes; 0: none */
 } sweep_opts;
 
 static const dt_flag sweep_flags[] = {
@@ -352,6 +362,8 @@ static const dt_flag sweep_flags[] = {
     {"rerun-changed", DT_AT_SWITCH(sweep_opts, rerun),
      .help = "run again the runs kept (done or failed) whose command changed since (the file was edited); each old "
              "folder is moved, whole, to OUT/.old/NAME.K (else they are kept, with a warning naming the flags that changed)"},
+    {"budget", DT_AT_FLOAT(sweep_opts, budget), .min = 0, .max = 1e12, .min_open = 1, .metavar = "CORE_MINUTES", .zero = "none",
+     .help = "refuse to start (exit 2) when the estimated cost of the runs to do is over this many core-minutes"},
     {"slurm", DT_AT_SWITCH(sweep_opts, slurm),
      .help = "each run one Slurm job (sbatch --wait, --ntasks the run's ranks; its output the run's console.txt); a "
              "cancelled job's run runs again on the next start"},
@@ -368,7 +380,10 @@ int dt_cmd_sweep(int argc, char **argv) {
     if (!flags) return 2;
     int nf = 0, extra = 0;
     for (int i = 2; i < argc; i++) {
-        if (!strncmp(argv[i], "-", 1)) flags[nf++] = argv[i];
+        /* a flag's value goes with it (--budget 30): it is not the file */
+        const dt_flag *f = dt_flags_lookup(&list, 1, argv[i], NULL);
+        if (f && f->kind != DT_FLAG_SWITCH && !strchr(argv[i], '=') && i + 1 < argc) { flags[nf++] = argv[i++]; flags[nf++] = argv[i]; }
+        else if (!strncmp(argv[i], "-", 1)) flags[nf++] = argv[i];
         else if (!file) file = argv[i];
         else extra = 1;
     }
@@ -381,7 +396,8 @@ int dt_cmd_sweep(int argc, char **argv) {
     free(pv);
     free(flags);
     if (st == DT_OK && help) {
-        dt_flags_help("sweep", "FILE [--dry-run] [--retry-failed] [--rerun-changed] [--slurm [--sbatch OPTIONS]]\n\nRuns every run of an experiment file (docs/sweep.md), "
+        dt_flags_help("sweep", "FILE [--dry-run] [--retry-failed] [--rerun-changed] [--budget CORE_MINUTES]\n"
+                      "       [--slurm [--sbatch OPTIONS]]\n\nRuns every run of an experiment file (docs/sweep.md), "
                       "each in its own folder, as many at once as the cores allow.\n"
                       "The file: [sweep] name, seeds = 1 2 3 (each run once per seed), out, parallel;\n"
                       "[base] flags of every run; [axes] KEY = v1, v2 (every combination); [variant NAME]\n"
@@ -393,6 +409,11 @@ int dt_cmd_sweep(int argc, char **argv) {
                       "their folders, their logs going on. A kept run whose command changed since (the file\n"
                       "was edited) is kept with a warning naming the flags that changed; --rerun-changed runs\n"
                       "it again, its old folder moved whole to OUT/.old/NAME.K (never removed).\n"
+                      "Cost: before starting (and with --dry-run) the sweep prints an estimate of the runs to\n"
+                      "do in core-minutes (steps x ranks x a step's seconds, timed here on a few steps of each\n"
+                      "model; a simulated run computes all its ranks on one core) and in wall clock on the\n"
+                      "cores it may use; evaluation, data loading and communication are left out.\n"
+                      "--budget CORE_MINUTES refuses (exit 2, nothing started) a sweep estimated over it.\n"
                       "Exit status: 0 every run done, 1 some failed or stopped, 2 bad input, 130/143 interrupted.", &list, 1);
         return 0;
     }
@@ -413,6 +434,15 @@ int dt_cmd_sweep(int argc, char **argv) {
     /* --slurm without sbatch or a controller would fail every run the same way, one by one */
     if (sl && slurm && dt_sweep_slurm_ready() != 0) { fprintf(stderr, "dtrain: error: %s\n", dt_last_error()); goto out; }
     if (!sl || dt_sweep_check_all(&s) || survey(&s, sl, retry, rerun, dry, 1, &t)) goto out;
+    /* the cost, before anything is made: over --budget, nothing is */
+    dt_sweep_cost cost = {0};
+    if (t.pending) dt_sweep_estimate(&s, sl, sweep_cores(&s), slurm, &cost);
+    if (o.budget > 0 && cost.core_s / 60 > o.budget) {
+        fprintf(stderr, "dtrain: error: %s: the runs to do are estimated at %.3g core-minutes, over --budget %g: nothing started "
+                "(%d of %d runs to do; the estimate counts their training steps alone: dtrain sweep %s --dry-run shows it)\n",
+                file, cost.core_s / 60, o.budget, t.pending, s.nruns, file);
+        goto out;
+    }
     char changed_n[64] = "";
     if (t.changed) snprintf(changed_n, sizeof changed_n, ", %d of them changed since (--rerun-changed)", t.changed);
     if (dry) {
@@ -422,6 +452,7 @@ int dt_cmd_sweep(int argc, char **argv) {
             dt_sweep_quoted(stdout, av);
             dt_sweep_free_command(av);
         }
+        if (t.pending) dt_sweep_estimate_say(&cost, sweep_cores(&s), slurm);
         fprintf(stderr, "sweep: %d runs (%d done, %d failed before, %d to run%s); --dry-run: nothing started\n", s.nruns, t.done,
                 t.failed, t.pending, changed_n);
         rc = 0;
@@ -445,12 +476,13 @@ int dt_cmd_sweep(int argc, char **argv) {
                              t.in_place > 1 ? "s" : "");
     fprintf(stderr, "sweep: %s: %d runs, %d done and %d failed before, %d to run%s%s, into %s\n", s.name, s.nruns, t.done,
             t.failed, t.pending, resumed, changed_n, s.out);
+    if (t.pending) dt_sweep_estimate_say(&cost, sweep_cores(&s), slurm);
     const double t0 = dt_now();
     const int sig = run_all(&s, sl, &t);
     if (status_shown) fputc('\n', stderr);
     status_shown = 0;
     char secs[32];
-    fmt_secs(dt_now() - t0, secs, sizeof secs);
+    dt_sweep_fmt_secs(dt_now() - t0, secs, sizeof secs);
     if (sig) {
         fprintf(stderr, "sweep: interrupted (%s) after %s: the runs it stopped run again on the next start (those stopped with "
                 "a checkpoint resume in their folders); %d/%d done\n", strsignal(sig), secs, t.done, s.nruns);

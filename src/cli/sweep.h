@@ -136,6 +136,26 @@ int dt_sweep_can_rerun(const dt_sweep *s, const dt_sweep_run *r, const dt_sweep_
  * with that path in moved, or -1 with the error in dt_last_error() */
 int dt_sweep_move_aside(const char *out, const char *dir, const char *name, char *moved, size_t len);
 
+/* sweep.c: the cores a run takes of the `cores` the sweep may use (its ranks; one simulated
+ * or under Slurm; all of them across hosts, or when it has more ranks than they are) */
+long dt_sweep_cores_of(const dt_sweep_run *r, long cores, int slurm);
+void dt_sweep_fmt_secs(double s, char *out, size_t len); /* 1h02m, 3m10s, 42s */
+
+/* sweep_cost.c: the cost of the runs to do (state PENDING), estimated before any starts */
+typedef struct dt_sweep_cost {
+    double core_s;          /* their training steps x the ranks holding a core x a step's seconds */
+    double wall_s;          /* the runs placed on the cores as the sweep places them */
+    long long rank_steps;   /* the training steps of all their ranks */
+    int todo, counted;      /* the runs to do; of them, estimated */
+    int replays;            /* dtrain sim --replay: computes nothing, left out */
+    int unknown;            /* left out: their steps or a step's time not found (why: the first's) */
+    char why[500];
+    char speeds[300];       /* "mlp at batch 64: 0.51 ms, ...": the steps timed */
+} dt_sweep_cost;
+void dt_sweep_estimate(const dt_sweep *s, const dt_sweep_slot *sl, long cores, int slurm, dt_sweep_cost *e);
+/* its lines on stderr ("sweep: estimate: ..."), saying what it leaves out */
+void dt_sweep_estimate_say(const dt_sweep_cost *e, long cores, int slurm);
+
 /* The `dtrain sweep` command (sweep.c). */
 int dt_cmd_sweep(int argc, char **argv);
 
