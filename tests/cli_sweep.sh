@@ -515,5 +515,8 @@ h=$("$DTRAIN" sweep --help 2>&1)
 grep -q "seeds = " <<<"$h" && grep -q "\[axes\]" <<<"$h" && grep -q "\[variant NAME\]" <<<"$h" &&
     grep -q "Resuming" <<<"$h" && grep -q -- "--retry-failed" <<<"$h"
 check "sweep --help names seeds, axes, variants and resuming" $? "$(head -4 <<<"$h" | tr '\n' ' ')"
+grep -q -- "--rerun-changed .*OUT/.old/NAME.K" <<<"$h" && grep -q -- "--budget CORE_MINUTES .*core-minutes" <<<"$h" &&
+    grep -q "simulate = true" <<<"$h" && grep -q "^Cost: .*estimate" <<<"$h"
+check "sweep --help names --rerun-changed, --budget, the estimate and simulate" $? "$(grep -c -- '--rerun-changed\|--budget' <<<"$h") lines"
 
 finish

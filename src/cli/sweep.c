@@ -357,7 +357,7 @@ typedef struct {
 } sweep_opts;
 
 static const dt_flag sweep_flags[] = {
-    {"dry-run", DT_AT_SWITCH(sweep_opts, dry), .help = "list the runs (name: command) and start nothing"},
+    {"dry-run", DT_AT_SWITCH(sweep_opts, dry), .help = "list the runs (name: command), what they will cost, and start nothing"},
     {"retry-failed", DT_AT_SWITCH(sweep_opts, retry), .help = "run again the runs that failed before (else they are kept as failed)"},
     {"rerun-changed", DT_AT_SWITCH(sweep_opts, rerun),
      .help = "run again the runs kept (done or failed) whose command changed since (the file was edited); each old "
@@ -399,7 +399,8 @@ int dt_cmd_sweep(int argc, char **argv) {
         dt_flags_help("sweep", "FILE [--dry-run] [--retry-failed] [--rerun-changed] [--budget CORE_MINUTES]\n"
                       "       [--slurm [--sbatch OPTIONS]]\n\nRuns every run of an experiment file (docs/sweep.md), "
                       "each in its own folder, as many at once as the cores allow.\n"
-                      "The file: [sweep] name, seeds = 1 2 3 (each run once per seed), out, parallel;\n"
+                      "The file: [sweep] name, seeds = 1 2 3 (each run once per seed), out, parallel,\n"
+                      "simulate = true (every run dtrain sim -n N: sim's flags become keys);\n"
                       "[base] flags of every run; [axes] KEY = v1, v2 (every combination); [variant NAME]\n"
                       "its own flags, and 'axis KEY = ...' of its own; {seed} in a value is the run's seed.\n"
                       "Runs go to OUT/NAME-KEY=V-seedS/.\n"
