@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # dtrain sweep (docs/sweep.md): bad experiment files (one line naming file:line, exit 2,
-# nothing made), --dry-run's cross product, a 4-run sweep end to end, a sweep interrupted
+# nothing made; an unknown key names the flag it likely is, dtrain sim's flags say simulate =
+# true), --dry-run's cross product, the cost estimate (the steps as the runs then take them,
+# the wall clock on the cores) and --budget, a 4-run sweep end to end, its file edited (the
+# warning names the flags; --rerun-changed runs the changed runs again, their old folders
+# kept whole in OUT/.old), a sweep interrupted
 # and restarted (only the missing runs run again), a failing run kept as failed; runs that
 # checkpoint: a path several runs share refused, checkpoint = true each run's own, a run
 # stopped (status 5, by a signal of its own or the sweep's interruption) kept and resumed in
@@ -30,6 +34,8 @@ good() {
 bad() { good | sed "s|^$2\$|$3|" >"$1.ini"; }
 line_of() { grep -n "^$2\$" "$1.ini" | head -1 | cut -d: -f1; }
 sweep() { "$DTRAIN" sweep "$@"; }
+# status_of DIR: a run folder's status and exit, "done 0"
+status_of() { python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(s["status"], s["exit"])' "$1/status.json" 2>/dev/null; }
 
 good >ok.ini
 sweep ok.ini --dry-run >/dev/null 2>&1
@@ -53,8 +59,41 @@ bad empty-axis 'lr = 0.05, 0.1' 'lr ='
 expect_error "an empty axis" "empty-axis.ini:$(line_of empty-axis 'lr ='): axis 'lr': expected values" -- sweep empty-axis.ini
 bad empty-value 'lr = 0.05, 0.1' 'lr = 0.05,,0.1'
 expect_error "an empty value in an axis" "empty-value.ini:$(line_of empty-value 'lr = 0.05,,0.1'): axis 'lr': an empty value" -- sweep empty-value.ini
+# an unknown key: the nearest flag named, as the command line names it for a misspelt flag
 bad unknown-flag 'algo = allreduce' 'algo = allreduce\nmodle = mlp'
-expect_error "an unknown flag of dtrain" "unknown-flag.ini:$(line_of unknown-flag 'modle = mlp'): key 'modle': not a flag of dtrain" -- sweep unknown-flag.ini
+expect_error "an unknown flag: the nearest named" "unknown-flag.ini:$(line_of unknown-flag 'modle = mlp'): unknown flag 'modle' (did you mean 'model'?)" -- sweep unknown-flag.ini
+bad underscore 'epochs = 1' 'epochs = 1\nlocal_steps = 8'
+expect_error "local_steps: local-steps named" "underscore.ini:$(line_of underscore 'local_steps = 8'): unknown flag 'local_steps' (did you mean 'local-steps'?)" -- sweep underscore.ini
+bad underscores 'epochs = 1' 'epochs = 1\neval_every_steps = 8'
+expect_error "eval_every_steps (three edits): eval-every-steps named" "underscores.ini:$(line_of underscores 'eval_every_steps = 8'): unknown flag 'eval_every_steps' (did you mean 'eval-every-steps'?)" -- sweep underscores.ini
+bad axis-typo 'n = 2' 'n = 2\naxis bacth = 16, 32'
+expect_error "an unknown axis of a variant" "axis-typo.ini:$(line_of axis-typo 'axis bacth = 16, 32'): unknown flag 'bacth' (did you mean 'batch'?)" -- sweep axis-typo.ini
+bad no-flag 'epochs = 1' 'epochs = 1\nzzz = 1'
+expect_error "a key near no flag" "no-flag.ini:$(line_of no-flag 'zzz = 1'): key 'zzz': not a flag of dtrain train or run (see dtrain run --help)" -- sweep no-flag.ini
+bad dashes 'epochs = 1' 'epochs = 1\n--lr = 0.1'
+expect_error "a key written --lr" "dashes.ini:$(line_of dashes '--lr = 0.1'): key '--lr': write the flag without its dashes" -- sweep dashes.ini
+bad seeds-in-base 'epochs = 1' 'epochs = 1\nparallel = 2'
+expect_error "a key of [sweep] in [base]" "seeds-in-base.ini:$(line_of seeds-in-base 'parallel = 2'): key 'parallel': a key of [sweep], not a flag of the runs" -- sweep seeds-in-base.ini
+bad sweep-typo 'name = bad' 'parralel = 2'
+expect_error "a misspelt [sweep] key" "sweep-typo.ini:2: unknown key 'parralel' in [sweep] (did you mean 'parallel'?)" -- sweep sweep-typo.ini
+bad flag-in-sweep 'name = bad' 'epochs = 2'
+expect_error "a flag of the runs in [sweep]" "flag-in-sweep.ini:2: key 'epochs' in [sweep]: a flag of the runs: give it in [base]" -- sweep flag-in-sweep.ini
+# dtrain sim's own flags without simulate = true: said so (it was "not a flag of dtrain train or run")
+for k in link=100Mbps platform=wan latency=1ms compute=modelled speed=30Gf straggler=3:4; do
+    bad "sim-${k%%=*}" 'epochs = 1' "epochs = 1\n${k%%=*} = ${k#*=}"
+    expect_error "${k%%=*} without simulate = true" "sim-${k%%=*}.ini:$(line_of "sim-${k%%=*}" "${k%%=*} = ${k#*=}"): key '${k%%=*}': a flag of dtrain sim, not of dtrain train or run: simulate = true in [sweep] makes the runs simulated" -- sweep "sim-${k%%=*}.ini"
+done
+bad sim-typo 'epochs = 1' 'epochs = 1\nlnik = 100Mbps'
+expect_error "a misspelt flag of dtrain sim" "sim-typo.ini:$(line_of sim-typo 'lnik = 100Mbps'): unknown flag 'lnik' (did you mean 'link'? a flag of dtrain sim: simulate = true in [sweep] makes the runs simulated)" -- sweep sim-typo.ini
+# ... and with it, a key like any other (when dtrain-sim is built: the check runs dtrain sim)
+if [ -x "$(dirname "$DTRAIN")/sim/dtrain-sim" ] || [ -x "$(dirname "$DTRAIN")/dtrain-sim" ]; then
+    printf '[sweep]\nname = sim-ok\nsimulate = true\n[base]\n%s\nn = 2\nalgo = allreduce\nlink = 100Mbps\n' "$TINY" >sim-ok.ini
+    sweep sim-ok.ini --dry-run >sim-ok.out 2>sim-ok.err
+    grep -q "^run: .*dtrain sim -n 2 .*--link 100Mbps" sim-ok.out
+    check "simulate = true: link is a flag of the runs" $? "$(cat sim-ok.out sim-ok.err | head -3 | tr '\n' ' ')"
+fi
+printf '[sweep]\nsimulate = true\n[base]\nmodel = mlp\nhosts = a,b\n' >sim-hosts.ini
+expect_error "a flag of dtrain run in simulated runs" "sim-hosts.ini:5: key 'hosts': a flag of dtrain run, not of dtrain sim" -- sweep sim-hosts.ini
 bad bad-seeds 'seeds = 1 2' 'seeds = 1 two'
 expect_error "bad seeds" "bad-seeds.ini:3: key 'seeds': expected seeds" -- sweep bad-seeds.ini
 bad local-ranks 'algo = allreduce' 'algo = local'
@@ -114,6 +153,82 @@ check "dry-run: a one-process run's command" $? "$(grep '^solo-lr=0.05-seed3:' d
 [ "$rc" -eq 0 ] && [ ! -e runs ]
 check "dry-run: exit 0, nothing made" $? "exit $rc, $(ls -d runs 2>/dev/null)"
 
+# ------------------------------------------------------------------ the cost estimate, --budget
+# estimate_of ERR FIELD: from ERR's "sweep: estimate:" line, its core-minutes (core), the
+# training steps of all ranks (steps) or the wall clock in seconds (wall)
+estimate_of() {
+    python3 - "$@" <<'PY'
+import re, sys
+m = None
+for l in open(sys.argv[1]):
+    m = m or re.match(r"sweep: estimate: (\S+) core-minutes for the \d+ runs? to do, about (?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)? of wall clock.*\((\d+) training steps", l)
+if m:
+    h, mi, se = (int(x) if x else 0 for x in m.group(2, 3, 4))
+    print({"core": m.group(1), "steps": m.group(5), "wall": 3600 * h + 60 * mi + se}[sys.argv[2]])
+PY
+}
+# the steps as the trainer counts them: one process keeps its last partial batch (1000 / 64:
+# 16), two ranks take full batches of their shards (500 / 64: 7 each), --max-steps 5, --val
+# 500 (500 left: 8), --images 640 (640 / 64: 10); 53 in all, what the runs' logs then say
+cat >cost.ini <<EOF
+[sweep]
+name = cost
+[base]
+$TINY
+[variant plain]
+[variant ranks]
+n = 2
+algo = allreduce
+[variant capped]
+max-steps = 5
+[variant val]
+val = 500
+[variant images]
+epochs = false
+images = 640
+EOF
+sweep cost.ini --dry-run >cost-dry.out 2>cost-dry.err
+rc=$?
+compare "the estimate: the training steps of every rank" "$(estimate_of cost-dry.err steps)" == 53 "exit $rc; $(grep -m1 'estimate:' cost-dry.err)"
+compare "... its core-minutes above 0" "$(estimate_of cost-dry.err core)" '>' 0
+grep -q "^sweep: estimate: an estimate of the training steps alone, timed on this machine: evaluation, data loading, start-up and communication are left out" cost-dry.err
+check "... says it is an estimate and what it leaves out" $? "$(tail -2 cost-dry.err | head -1)"
+sweep cost.ini --budget 100 >cost.out 2>cost.err
+rc=$?
+taken=$(for d in runs/cost/*/; do log_query "$d/log.jsonl" 'sum(r["steps"] for r in one("summary")["per_rank"])'; done | awk '{ n += $1 } END { print n }')
+compare "--budget over the estimate: the sweep runs" "$rc" == 0 "$(tail -1 cost.err)"
+compare "... and its runs took the steps estimated" "$taken" == 53
+# twice the epochs: twice the steps, and (a step timed again: loosely) twice the core-minutes
+printf '[sweep]\nname = cost1\n[base]\n%s\n[axes]\nlr = 0.05, 0.1\n' "$TINY" >cost1.ini
+sed -e 's/^epochs = 1$/epochs = 2/' -e 's/^name = cost1$/name = cost2/' cost1.ini >cost2.ini
+sweep cost1.ini --dry-run >/dev/null 2>cost1.err
+sweep cost2.ini --dry-run >/dev/null 2>cost2.err
+compare "epochs 1: 32 steps" "$(estimate_of cost1.err steps)" == 32
+compare "epochs 2: 64 steps" "$(estimate_of cost2.err steps)" == 64
+within "epochs 2 / epochs 1: about twice the core-minutes" "$(ratio "$(estimate_of cost2.err core)" "$(estimate_of cost1.err core)")" 1.3 3
+expect_error "--budget under the estimate: refused, nothing made" "cost1.ini: the runs to do are estimated at" -- sweep cost1.ini --budget 0.000001
+grep -q "over --budget 1e-06: nothing started" "$T/.expect_err"
+check "... naming the budget" $? "$(cat "$T/.expect_err")"
+expect_error "--budget with --dry-run: refused too" "over --budget" -- sweep cost1.ini --budget 0.000001 --dry-run
+expect_error "--budget 0" "dtrain sweep: --budget 0: expected a number > 0" -- sweep cost1.ini --budget 0
+# the wall clock: the runs placed on the cores as the sweep places them; on one core the sum of
+# the runs, on three the longest (each ~12 s of steps here: seconds on any machine, so that
+# the wall clock's rounding to the second counts little)
+printf '[sweep]\nname = wall\nparallel = 1\n[base]\nmodel = mlp\ntrain-limit = 1000\nepochs = 5000\n[axes]\nlr = 0.01, 0.02, 0.03\n' >wall1.ini
+sed 's/^parallel = 1$/parallel = 3/' wall1.ini >wall3.ini
+timeout 60 "$DTRAIN" sweep wall1.ini --dry-run >/dev/null 2>wall1.err
+timeout 60 "$DTRAIN" sweep wall3.ini --dry-run >/dev/null 2>wall3.err
+seconds_of() { awk -v c="$(estimate_of "$1" core)" 'BEGIN { if (c != "") print c * 60 }'; }
+within "parallel = 1: the wall clock is the core time" "$(ratio "$(estimate_of wall1.err wall)" "$(seconds_of wall1.err)")" 0.85 1.15
+within "parallel = 3: a third of it" "$(ratio "$(estimate_of wall3.err wall)" "$(seconds_of wall3.err)")" 0.25 0.45
+# a simulated run computes every rank's steps on its one core, whatever --compute says
+if [ -x "$(dirname "$DTRAIN")/sim/dtrain-sim" ] || [ -x "$(dirname "$DTRAIN")/dtrain-sim" ]; then
+    printf '[sweep]\nname = simcost\nsimulate = true\nparallel = 4\n[base]\nmodel = mlp\ntrain-limit = 1000\nepochs = 20000\nn = 4\nalgo = allreduce\ncompute = modelled\nspeed = 30Gf\n' >simcost.ini
+    timeout 60 "$DTRAIN" sweep simcost.ini --dry-run >/dev/null 2>simcost.err
+    compare "simulated, 4 ranks: every rank's steps" "$(estimate_of simcost.err steps)" == $((4 * 20000 * 3)) "$(head -1 simcost.err)"
+    within "... all on its one core: the wall clock is the core time" "$(ratio "$(estimate_of simcost.err wall)" "$(seconds_of simcost.err)")" 0.85 1.15
+fi
+
 # ------------------------------------------------------------------ a 4-run sweep
 cat >four.ini <<EOF
 [sweep]
@@ -156,6 +271,46 @@ rc=$?
 [ "$rc" -eq 0 ] && ! grep -q "^sweep: start" edited.err && [ "$(md5sum runs/four/*/log.jsonl)" = "$sums" ]
 check "edited file: nothing run again" $? "exit $rc"
 compare "edited file: a warning per run kept" "$(grep -c "^sweep: warning: .*: kept as done, but its command.txt differs" edited.err)" == 4
+compare "... naming the flag that changed and --rerun-changed" \
+    "$(grep -c "^sweep: warning: .*: kept as done, but its command.txt differs from the file's command now (epochs 1 → 2); dtrain sweep --rerun-changed runs it again" edited.err)" == 4 "$(grep -m1 '^sweep: warning' edited.err)"
+# --rerun-changed: the changed runs run again (here variant two's), their old folders moved
+# whole to OUT/.old/NAME.K, the others kept
+sed 's/^algo = allreduce$/algo = allreduce\nmomentum = 0.5/' four.ini >four-two.ini
+one_logs=$(md5sum runs/four/one-*/log.jsonl)
+two_log=$(md5sum <runs/four/two-seed1/log.jsonl)
+sweep four-two.ini --dry-run --rerun-changed >rerun-dry.out 2>rerun-dry.err
+rc=$?
+[ "$rc" -eq 0 ] && [ "$(grep -c "^sweep: two-seed[12]: done before, but its command changed (momentum (not set) → 0.5): would run again" rerun-dry.err)" -eq 2 ] &&
+    ! grep -q "^sweep: one-" rerun-dry.err && [ ! -e runs/four/.old ] && [ "$(md5sum <runs/four/two-seed1/log.jsonl)" = "$two_log" ]
+check "--rerun-changed --dry-run: says which run again, moves nothing" $? "exit $rc, $(head -3 rerun-dry.err | tr '\n' ' ')"
+sweep four-two.ini --rerun-changed >rerun.out 2>rerun.err
+rc=$?
+[ "$rc" -eq 0 ] && [ "$(grep '^sweep: start' rerun.err | sort | tr '\n' ' ')" = "sweep: start two-seed1 sweep: start two-seed2 " ]
+check "--rerun-changed: runs the changed runs, only them" $? "exit $rc, $(grep '^sweep: start' rerun.err | tr '\n' ' ')"
+[ "$(md5sum runs/four/one-*/log.jsonl)" = "$one_logs" ] && [ "$(md5sum <runs/four/.old/two-seed1.1/log.jsonl)" = "$two_log" ] &&
+    ! grep -q momentum runs/four/.old/two-seed1.1/command.txt && [ -s runs/four/.old/two-seed2.1/model.weights ]
+check "... the others untouched, the old folders whole in .old/NAME.1" $? "$(ls -A runs/four runs/four/.old 2>&1 | tr '\n' ' ')"
+[ "$(status_of runs/four/two-seed1)" = "done 0" ] && grep -q -- "--momentum 0.5" runs/four/two-seed1/command.txt &&
+    [ "$(log_query runs/four/two-seed1/log.jsonl 'of("config")[-1]["momentum"]')" = 0.5 ] && [ "$(line_count runs/four/two-seed1/log.jsonl config)" = 1 ]
+check "... the new run in a new folder, its log its own" $? "$(cat runs/four/two-seed1/command.txt)"
+sweep four-two.ini --rerun-changed >rerun2.out 2>rerun2.err
+rc=$?
+[ "$rc" -eq 0 ] && ! grep -q "^sweep: start" rerun2.err && ! grep -q "changed" rerun2.err
+check "... and once done, not again" $? "exit $rc, $(grep -c '^sweep: start' rerun2.err) started"
+sed -i 's/^momentum = 0.5$/momentum = 0.6/' four-two.ini
+sweep four-two.ini --rerun-changed >rerun3.out 2>rerun3.err
+rc=$?
+[ "$rc" -eq 0 ] && [ -d runs/four/.old/two-seed1.1 ] && grep -q -- "--momentum 0.5" runs/four/.old/two-seed1.2/command.txt
+check "... edited again: the next old folder is NAME.2, NAME.1 kept" $? "exit $rc, $(ls -A runs/four/.old | tr '\n' ' ')"
+# a file the run names outside its folder (log = FILE) is the old run's: the new run would
+# append to it (a checkpoint: resume it), so the rerun is refused, nothing moved
+printf '[sweep]\nname = outlog\n[base]\n%s\nlog = outlog.jsonl\n' "$TINY" >outlog.ini
+sweep outlog.ini >/dev/null 2>&1
+sed 's/^epochs = 1$/epochs = 2/' outlog.ini >outlog2.ini
+expect_error "--rerun-changed: a log outside the run's folder" \
+    "outlog2.ini:$(grep -n '^log = ' outlog2.ini | cut -d: -f1): run 'run': --rerun-changed: its log outlog.jsonl, outside its folder, is the old run's" -- sweep outlog2.ini --rerun-changed
+[ ! -e runs/outlog/.old ] && [ "$(line_count outlog.jsonl config)" = 1 ]
+check "... nothing moved, the log as it was" $? "$(ls -A runs/outlog | tr '\n' ' ')"
 
 # ------------------------------------------------------------------ interrupted and restarted
 # one at a time, a few seconds each: when one is done and the next running, three more are to
@@ -258,7 +413,7 @@ expect_error "run-dir = true" "run-dir.ini:7: key 'run-dir': expected a folder, 
 # each its own: by variant, and checkpoint = true (the run's folder), with --resume auto
 ck_file own '' '' 'checkpoint = ck-b'
 sweep own.ini --dry-run >own.out 2>own.err
-check "a checkpoint of one run: accepted" $? "$(cat own.err)"
+check "a checkpoint of one run: accepted" $? "$(tail -1 own.err)"
 ck_file own-true 'seeds = 1 2' 'checkpoint = true' ''
 sweep own-true.ini --dry-run >own-true.out 2>&1
 grep -q "^a-seed2: .* --checkpoint runs/own-true/a-seed2/checkpoint .*--resume auto " own-true.out && [ ! -e runs/own-true ]
@@ -295,7 +450,6 @@ checkpoint = ck-a
 [variant b]
 checkpoint = ck-b
 EOF
-status_of() { python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(s["status"], s["exit"])' "$1/status.json" 2>/dev/null; }
 "$DTRAIN" sweep ck.ini >ck1.out 2>ck1.err & # not the function: $! must be dtrain
 pid=$!
 wait_until 120 logged runs/ck/a/log.jsonl step 30
@@ -361,5 +515,8 @@ h=$("$DTRAIN" sweep --help 2>&1)
 grep -q "seeds = " <<<"$h" && grep -q "\[axes\]" <<<"$h" && grep -q "\[variant NAME\]" <<<"$h" &&
     grep -q "Resuming" <<<"$h" && grep -q -- "--retry-failed" <<<"$h"
 check "sweep --help names seeds, axes, variants and resuming" $? "$(head -4 <<<"$h" | tr '\n' ' ')"
+grep -q -- "--rerun-changed .*OUT/.old/NAME.K" <<<"$h" && grep -q -- "--budget CORE_MINUTES .*core-minutes" <<<"$h" &&
+    grep -q "simulate = true" <<<"$h" && grep -q "^Cost: .*estimate" <<<"$h"
+check "sweep --help names --rerun-changed, --budget, the estimate and simulate" $? "$(grep -c -- '--rerun-changed\|--budget' <<<"$h") lines"
 
 finish

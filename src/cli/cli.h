@@ -20,6 +20,9 @@ int dt_cmd_train(int argc, char **argv);
 int dt_cmd_sample(int argc, char **argv);
 int dt_cmd_run(int argc, char **argv);
 int dt_cmd_sim(int argc, char **argv);
+/* cmd_sim.c: dtrain sim's own flags (not train's), n of them */
+struct dt_flag;
+const struct dt_flag *dt_sim_own_flags(int *n);
 int dt_cmd_eval(int argc, char **argv);
 int dt_cmd_info(int argc, char **argv);
 int dt_cmd_bench(int argc, char **argv);

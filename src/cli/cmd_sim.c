@@ -86,6 +86,12 @@ static const dt_flag sim_flags[] = {
 };
 #undef S
 
+/* dtrain sweep names them: a key of an experiment file that is one of these needs simulate = true */
+const dt_flag *dt_sim_own_flags(int *n) {
+    *n = NOPTS(sim_flags);
+    return sim_flags;
+}
+
 /* dtrain-sim: $DTRAIN_SIM_BIN, beside this program (installed), or in sim/ beside it (a build) */
 static dt_status find_sim_binary(char *out, size_t len) {
     const char *env = getenv("DTRAIN_SIM_BIN");

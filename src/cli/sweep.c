@@ -58,7 +58,18 @@ static long long size_of(const char *dir, const char *name) {
 }
 
 static pid_t start(const dt_sweep *s, const dt_sweep_run *r, dt_sweep_slot *sl) {
-    const int state = dt_sweep_folder_state(sl->dir);
+    int state = dt_sweep_folder_state(sl->dir);
+    /* --rerun-changed: the old run's folder, whoever made it, kept whole beside the sweep's */
+    if (sl->changed && state != DT_SWEEP_FOLDER_NONE) {
+        char moved[1400];
+        if (dt_sweep_move_aside(s->out, sl->dir, r->name, moved, sizeof moved) != 0) {
+            say("sweep: %s: its command changed, but its old folder cannot be moved aside: %s; the run not started\n", r->name,
+                dt_last_error());
+            return -1;
+        }
+        say("sweep: %s: its command changed: its old folder moved to %s\n", r->name, moved);
+        state = DT_SWEEP_FOLDER_NONE;
+    }
     if (state == DT_SWEEP_FOLDER_FOREIGN) { /* made since the check: still not ours to remove */
         say("sweep: %s: %s is not a folder a sweep made: left as it is, the run not started\n", r->name, sl->dir);
         return -1;
@@ -113,7 +124,7 @@ static pid_t start(const dt_sweep *s, const dt_sweep_run *r, dt_sweep_slot *sl) 
     return pid;
 }
 
-static void fmt_secs(double s, char *out, size_t len) {
+void dt_sweep_fmt_secs(double s, char *out, size_t len) {
     const long t = (long)(s + 0.5);
     if (t >= 3600) snprintf(out, len, "%ldh%02ldm", t / 3600, t / 60 % 60);
     else if (t >= 60) snprintf(out, len, "%ldm%02lds", t / 60, t % 60);
@@ -125,6 +136,7 @@ typedef struct tally {
     int cancelled;          /* --slurm: jobs cancelled, preempted or lost: their runs run again */
     int stopped;            /* status 5: they resume in their folders on the next start */
     int in_place;           /* of the pending: resumed in their folders */
+    int changed;            /* of the pending: kept, but their command changed (--rerun-changed) */
     double secs_here;
 } tally;
 
@@ -132,7 +144,7 @@ static void progress(const dt_sweep *s, const tally *t) {
     char eta[32] = "?";
     if (t->finished_here > 0) {
         const double mean = t->secs_here / t->finished_here;
-        fmt_secs(mean * (t->pending + t->running) / (t->running > 0 ? t->running : 1), eta, sizeof eta);
+        dt_sweep_fmt_secs(mean * (t->pending + t->running) / (t->running > 0 ? t->running : 1), eta, sizeof eta);
     }
     const int tty = isatty(2);
     char stopped[32] = "";
@@ -165,7 +177,7 @@ static void ended(const dt_sweep *s, dt_sweep_slot *sl, const dt_sweep_run *r, i
     sl->state = stopped ? DT_SWEEP_STOPPED : sl->exit == 0 ? DT_SWEEP_DONE : DT_SWEEP_FAILED;
     dt_sweep_last_error(sl);
     dt_sweep_write_status(sl);
-    fmt_secs(sl->seconds, secs, sizeof secs);
+    dt_sweep_fmt_secs(sl->seconds, secs, sizeof secs);
     if (stopped) {
         t->stopped++;
         say("sweep: stopped %s (exit %d, %s): its checkpoint committed, it resumes in its folder on the next start\n", r->name,
@@ -183,10 +195,19 @@ static void ended(const dt_sweep *s, dt_sweep_slot *sl, const dt_sweep_run *r, i
     progress(s, t);
 }
 
+/* The cores the runs may use at once: parallel, else this machine's; under Slurm the cluster
+ * places the jobs, so every run is queued at once unless parallel says. */
+static long sweep_cores(const dt_sweep *s) {
+    const long cores = s->parallel ? s->parallel : slurm ? s->nruns : sysconf(_SC_NPROCESSORS_ONLN);
+    return cores < 1 ? 1 : cores;
+}
+
+long dt_sweep_cores_of(const dt_sweep_run *r, long cores, int under_slurm) {
+    return under_slurm || r->sim ? 1 : r->exclusive || r->ranks > cores ? cores : r->ranks;
+}
+
 static int run_all(const dt_sweep *s, dt_sweep_slot *sl, tally *t) {
-    /* under Slurm the cluster places the jobs: every run is queued at once unless parallel says */
-    long cores = s->parallel ? s->parallel : slurm ? s->nruns : sysconf(_SC_NPROCESSORS_ONLN);
-    if (cores < 1) cores = 1;
+    const long cores = sweep_cores(s);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop; /* no SA_RESTART: the sleep below ends at once */
@@ -199,7 +220,7 @@ static int run_all(const dt_sweep *s, dt_sweep_slot *sl, tally *t) {
         for (int i = 0; i < s->nruns && !stop_signal; i++) {
             if (sl[i].state != DT_SWEEP_PENDING || sl[i].killed) continue;
             const dt_sweep_run *r = &s->runs[i];
-            const long cost = slurm ? 1 : r->sim ? 1 : r->exclusive || r->ranks > cores ? cores : r->ranks;
+            const long cost = dt_sweep_cores_of(r, cores, slurm);
             if (t->running > 0 && used + cost > cores) continue;
             sl[i].t0 = dt_now();
             sl[i].pid = start(s, r, &sl[i]);
@@ -216,7 +237,7 @@ static int run_all(const dt_sweep *s, dt_sweep_slot *sl, tally *t) {
             for (int i = 0; i < s->nruns; i++)
                 if (sl[i].state == DT_SWEEP_RUNNING && sl[i].pid == pid) {
                     const dt_sweep_run *r = &s->runs[i];
-                    used -= slurm ? 1 : r->sim ? 1 : r->exclusive || r->ranks > cores ? cores : r->ranks;
+                    used -= dt_sweep_cores_of(r, cores, slurm);
                     ended(s, &sl[i], r, status, t);
                 }
         if (stop_signal && !stop_at) {
@@ -265,11 +286,35 @@ static int place(const dt_sweep *s, const dt_sweep_run *r, dt_sweep_slot *sl, in
     return 0;
 }
 
+/* A run kept (done or failed) whose command changed since (the file was edited): run again
+ * with --rerun-changed (sl->changed: its folder moved aside when it starts), else kept and
+ * said, naming the flags that changed. 1 with one line printed when it cannot run again. */
+static int changed(const dt_sweep *s, dt_sweep_slot *sl, const dt_sweep_run *r, int rerun, int dry, int first, tally *t) {
+    char diff[600];
+    sl->changed = 0;
+    if (!dt_sweep_command_changed(r, sl, diff, sizeof diff)) return 0;
+    const char *was = sl->state == DT_SWEEP_DONE ? "done" : "failed";
+    if (!rerun) {
+        if (first)
+            fprintf(stderr, "sweep: warning: %s: kept as %s, but its command.txt differs from the file's command now (%s); "
+                    "dtrain sweep --rerun-changed runs it again, its folder moved aside to %s/.old/\n", r->name, was, diff, s->out);
+        return 0;
+    }
+    if (!dt_sweep_can_rerun(s, r, sl)) return 1;
+    sl->state = DT_SWEEP_PENDING;
+    sl->changed = 1;
+    t->changed++;
+    if (first)
+        fprintf(stderr, "sweep: %s: %s before, but its command changed (%s): %s again, its old folder moved to %s/.old/%s.K\n",
+                r->name, was, diff, dry ? "would run" : "runs", s->out, r->name);
+    return 0;
+}
+
 /* Each run's state from its folder (done, failed, or to run) and the tally; 1 with one line
  * printed when a run to start has at its path what no sweep made (a sweep never removes it),
- * or a checkpoint no folder of its holds, or OUT/sweep.json is another program's. The first
- * survey warns of kept runs whose command changed. */
-static int survey(const dt_sweep *s, dt_sweep_slot *sl, int retry, int dry, int first, tally *t) {
+ * or a checkpoint no folder of its holds, or OUT/sweep.json is another program's, or a run whose
+ * command changed cannot run again. The first survey says which kept runs' commands changed. */
+static int survey(const dt_sweep *s, dt_sweep_slot *sl, int retry, int rerun, int dry, int first, tally *t) {
     memset(t, 0, sizeof *t);
     if (!dt_sweep_json_ours(s)) {
         fprintf(stderr, "dtrain: error: %s: out '%s' holds a sweep.json that no dtrain sweep wrote: it is not replaced; "
@@ -278,20 +323,25 @@ static int survey(const dt_sweep *s, dt_sweep_slot *sl, int retry, int dry, int 
     }
     for (int i = 0; i < s->nruns; i++) {
         snprintf(sl[i].dir, sizeof sl[i].dir, "%s/%s", s->out, s->runs[i].name);
+        sl[i].changed = 0;
         /* a run that ended is kept whoever made its folder (sweeps before the mark made none);
          * only one to start again needs the mark: its folder is removed first */
         const int folder = dt_sweep_folder_state(sl[i].dir);
         dt_sweep_read_status(&sl[i]);
         sl[i].in_place = 0;
         const int was = sl[i].state;
-        if ((was == DT_SWEEP_FAILED && retry) || was == DT_SWEEP_STOPPED) sl[i].state = DT_SWEEP_PENDING;
-        if (sl[i].state != DT_SWEEP_PENDING) { if (first) dt_sweep_same_command(&s->runs[i], &sl[i]); }
-        else if (folder == DT_SWEEP_FOLDER_FOREIGN) {
-            fprintf(stderr, "dtrain: error: %s:%d: run '%s': %s exists and is not a folder a dtrain sweep made (no %s in it): "
-                    "it is never removed; move it away, or set out to another folder\n", s->path, s->runs[i].line,
-                    s->runs[i].name, sl[i].dir, DT_SWEEP_MARK);
-            return 1;
-        } else if (place(s, &s->runs[i], &sl[i], folder, was, dry)) return 1;
+        /* a changed run runs anew in a new folder (its old one moved aside), --retry-failed or not */
+        if ((was == DT_SWEEP_DONE || was == DT_SWEEP_FAILED) && changed(s, &sl[i], &s->runs[i], rerun, dry, first, t)) return 1;
+        if (!sl[i].changed && ((was == DT_SWEEP_FAILED && retry) || was == DT_SWEEP_STOPPED)) sl[i].state = DT_SWEEP_PENDING;
+        if (sl[i].state == DT_SWEEP_PENDING && !sl[i].changed) {
+            if (folder == DT_SWEEP_FOLDER_FOREIGN) {
+                fprintf(stderr, "dtrain: error: %s:%d: run '%s': %s exists and is not a folder a dtrain sweep made (no %s in "
+                        "it): it is never removed; move it away, or set out to another folder\n", s->path, s->runs[i].line,
+                        s->runs[i].name, sl[i].dir, DT_SWEEP_MARK);
+                return 1;
+            }
+            if (place(s, &s->runs[i], &sl[i], folder, was, dry)) return 1;
+        }
         t->in_place += sl[i].state == DT_SWEEP_PENDING && sl[i].in_place;
         t->done += sl[i].state == DT_SWEEP_DONE;
         t->failed += sl[i].state == DT_SWEEP_FAILED;
@@ -301,13 +351,19 @@ static int survey(const dt_sweep *s, dt_sweep_slot *sl, int retry, int dry, int 
 }
 
 typedef struct {
-    int dry, retry, slurm;
+    int dry, retry, rerun, slurm;
     const char *sbatch;
+    float budget;           /* core-minutes; 0: none */
 } sweep_opts;
 
 static const dt_flag sweep_flags[] = {
-    {"dry-run", DT_AT_SWITCH(sweep_opts, dry), .help = "list the runs (name: command) and start nothing"},
+    {"dry-run", DT_AT_SWITCH(sweep_opts, dry), .help = "list the runs (name: command), what they will cost, and start nothing"},
     {"retry-failed", DT_AT_SWITCH(sweep_opts, retry), .help = "run again the runs that failed before (else they are kept as failed)"},
+    {"rerun-changed", DT_AT_SWITCH(sweep_opts, rerun),
+     .help = "run again the runs kept (done or failed) whose command changed since (the file was edited); each old "
+             "folder is moved, whole, to OUT/.old/NAME.K (else they are kept, with a warning naming the flags that changed)"},
+    {"budget", DT_AT_FLOAT(sweep_opts, budget), .min = 0, .max = 1e12, .min_open = 1, .metavar = "CORE_MINUTES", .zero = "none",
+     .help = "refuse to start (exit 2) when the estimated cost of the runs to do is over this many core-minutes"},
     {"slurm", DT_AT_SWITCH(sweep_opts, slurm),
      .help = "each run one Slurm job (sbatch --wait, --ntasks the run's ranks; its output the run's console.txt); a "
              "cancelled job's run runs again on the next start"},
@@ -324,7 +380,10 @@ int dt_cmd_sweep(int argc, char **argv) {
     if (!flags) return 2;
     int nf = 0, extra = 0;
     for (int i = 2; i < argc; i++) {
-        if (!strncmp(argv[i], "-", 1)) flags[nf++] = argv[i];
+        /* a flag's value goes with it (--budget 30): it is not the file */
+        const dt_flag *f = dt_flags_lookup(&list, 1, argv[i], NULL);
+        if (f && f->kind != DT_FLAG_SWITCH && !strchr(argv[i], '=') && i + 1 < argc) { flags[nf++] = argv[i++]; flags[nf++] = argv[i]; }
+        else if (!strncmp(argv[i], "-", 1)) flags[nf++] = argv[i];
         else if (!file) file = argv[i];
         else extra = 1;
     }
@@ -337,20 +396,29 @@ int dt_cmd_sweep(int argc, char **argv) {
     free(pv);
     free(flags);
     if (st == DT_OK && help) {
-        dt_flags_help("sweep", "FILE [--dry-run] [--retry-failed] [--slurm [--sbatch OPTIONS]]\n\nRuns every run of an experiment file (docs/sweep.md), "
+        dt_flags_help("sweep", "FILE [--dry-run] [--retry-failed] [--rerun-changed] [--budget CORE_MINUTES]\n"
+                      "       [--slurm [--sbatch OPTIONS]]\n\nRuns every run of an experiment file (docs/sweep.md), "
                       "each in its own folder, as many at once as the cores allow.\n"
-                      "The file: [sweep] name, seeds = 1 2 3 (each run once per seed), out, parallel;\n"
+                      "The file: [sweep] name, seeds = 1 2 3 (each run once per seed), out, parallel,\n"
+                      "simulate = true (every run dtrain sim -n N: sim's flags become keys);\n"
                       "[base] flags of every run; [axes] KEY = v1, v2 (every combination); [variant NAME]\n"
                       "its own flags, and 'axis KEY = ...' of its own; {seed} in a value is the run's seed.\n"
                       "Runs go to OUT/NAME-KEY=V-seedS/.\n"
                       "Resuming: run it again and only what is missing runs: finished runs are kept, runs\n"
                       "cut short start again, failed runs are kept as failed unless --retry-failed; runs\n"
                       "stopped with a checkpoint (status 5; checkpoint = true: each run its own) resume in\n"
-                      "their folders, their logs going on.\n"
+                      "their folders, their logs going on. A kept run whose command changed since (the file\n"
+                      "was edited) is kept with a warning naming the flags that changed; --rerun-changed runs\n"
+                      "it again, its old folder moved whole to OUT/.old/NAME.K (never removed).\n"
+                      "Cost: before starting (and with --dry-run) the sweep prints an estimate of the runs to\n"
+                      "do in core-minutes (steps x ranks x a step's seconds, timed here on a few steps of each\n"
+                      "model; a simulated run computes all its ranks on one core) and in wall clock on the\n"
+                      "cores it may use; evaluation, data loading and communication are left out.\n"
+                      "--budget CORE_MINUTES refuses (exit 2, nothing started) a sweep estimated over it.\n"
                       "Exit status: 0 every run done, 1 some failed or stopped, 2 bad input, 130/143 interrupted.", &list, 1);
         return 0;
     }
-    const int dry = o.dry, retry = o.retry;
+    const int dry = o.dry, retry = o.retry, rerun = o.rerun;
     slurm = o.slurm;
     sbatch_extra = o.sbatch;
     if (st == DT_OK && o.sbatch && !o.slurm) st = dt_fail(DT_ERR_ARG, "dtrain sweep: --sbatch needs --slurm");
@@ -366,7 +434,18 @@ int dt_cmd_sweep(int argc, char **argv) {
     tally t;
     /* --slurm without sbatch or a controller would fail every run the same way, one by one */
     if (sl && slurm && dt_sweep_slurm_ready() != 0) { fprintf(stderr, "dtrain: error: %s\n", dt_last_error()); goto out; }
-    if (!sl || dt_sweep_check_all(&s) || survey(&s, sl, retry, dry, 1, &t)) goto out;
+    if (!sl || dt_sweep_check_all(&s) || survey(&s, sl, retry, rerun, dry, 1, &t)) goto out;
+    /* the cost, before anything is made: over --budget, nothing is */
+    dt_sweep_cost cost = {0};
+    if (t.pending) dt_sweep_estimate(&s, sl, sweep_cores(&s), slurm, &cost);
+    if (o.budget > 0 && cost.core_s / 60 > o.budget) {
+        fprintf(stderr, "dtrain: error: %s: the runs to do are estimated at %.3g core-minutes, over --budget %g: nothing started "
+                "(%d of %d runs to do; the estimate counts their training steps alone: dtrain sweep %s --dry-run shows it)\n",
+                file, cost.core_s / 60, o.budget, t.pending, s.nruns, file);
+        goto out;
+    }
+    char changed_n[64] = "";
+    if (t.changed) snprintf(changed_n, sizeof changed_n, ", %d of them changed since (--rerun-changed)", t.changed);
     if (dry) {
         for (int i = 0; i < s.nruns; i++) {
             char **av = dt_sweep_command(&s.runs[i], sl[i].dir, 0);
@@ -374,7 +453,9 @@ int dt_cmd_sweep(int argc, char **argv) {
             dt_sweep_quoted(stdout, av);
             dt_sweep_free_command(av);
         }
-        fprintf(stderr, "sweep: %d runs (%d done, %d failed before); --dry-run: nothing started\n", s.nruns, t.done, t.failed);
+        if (t.pending) dt_sweep_estimate_say(&cost, sweep_cores(&s), slurm);
+        fprintf(stderr, "sweep: %d runs (%d done, %d failed before, %d to run%s); --dry-run: nothing started\n", s.nruns, t.done,
+                t.failed, t.pending, changed_n);
         rc = 0;
         goto out;
     }
@@ -384,22 +465,25 @@ int dt_cmd_sweep(int argc, char **argv) {
         goto out;
     }
     if ((lock = dt_sweep_lock(&s)) < 0) { fprintf(stderr, "dtrain: error: %s\n", dt_last_error()); goto out; }
-    if (survey(&s, sl, retry, 0, 0, &t)) goto out;
+    if (survey(&s, sl, retry, rerun, 0, 0, &t)) goto out;
     if (dt_sweep_write_json(&s) != 0) {
         fprintf(stderr, "dtrain: error: %s: out '%s': cannot write sweep.json in it: %s\n", file, s.out, dt_last_error());
         goto out;
     }
+    if (t.changed) snprintf(changed_n, sizeof changed_n, ", %d of them changed since (--rerun-changed)", t.changed);
+    else changed_n[0] = 0;
     char resumed[64] = "";
     if (t.in_place) snprintf(resumed, sizeof resumed, " (%d resumed in %s folder%s)", t.in_place, t.in_place > 1 ? "their" : "its",
                              t.in_place > 1 ? "s" : "");
-    fprintf(stderr, "sweep: %s: %d runs, %d done and %d failed before, %d to run%s, into %s\n", s.name, s.nruns, t.done, t.failed,
-            t.pending, resumed, s.out);
+    fprintf(stderr, "sweep: %s: %d runs, %d done and %d failed before, %d to run%s%s, into %s\n", s.name, s.nruns, t.done,
+            t.failed, t.pending, resumed, changed_n, s.out);
+    if (t.pending) dt_sweep_estimate_say(&cost, sweep_cores(&s), slurm);
     const double t0 = dt_now();
     const int sig = run_all(&s, sl, &t);
     if (status_shown) fputc('\n', stderr);
     status_shown = 0;
     char secs[32];
-    fmt_secs(dt_now() - t0, secs, sizeof secs);
+    dt_sweep_fmt_secs(dt_now() - t0, secs, sizeof secs);
     if (sig) {
         fprintf(stderr, "sweep: interrupted (%s) after %s: the runs it stopped run again on the next start (those stopped with "
                 "a checkpoint resume in their folders); %d/%d done\n", strsignal(sig), secs, t.done, s.nruns);

@@ -38,6 +38,11 @@ typedef struct dt_sweep {
 /* Reads and expands PATH. Errors: one line "PATH:LINE: ..." in dt_last_error(). */
 dt_status dt_sweep_read(const char *path, dt_sweep *s);
 void dt_sweep_free(dt_sweep *s);
+/* sweep_keys.c: 0 when KEY (of [base], [axes] or a [variant]) is a flag of the runs' command
+ * (sim: dtrain sim's, else dtrain train's or run's); else 1 and what is wrong in msg, the nearest
+ * name suggested ("unknown flag 'modle' (did you mean 'model'?)"). The same for a key of [sweep]. */
+int dt_sweep_key_unknown(const char *key, int sim, char *msg, size_t len);
+int dt_sweep_sweep_key_unknown(const char *key, char *msg, size_t len);
 /* sweep_check.c: every run's flags checked by `dtrain run` (DTRAIN_CHECK_ONLY) before any run
  * starts; 0, or 1 with the error printed as the file's line */
 int dt_sweep_check_all(const dt_sweep *s);
@@ -62,6 +67,8 @@ typedef struct dt_sweep_slot {
     int state;              /* DT_SWEEP_* */
     int pid;
     int killed;             /* stopped by the sweep's interruption: no status */
+    int changed;            /* --rerun-changed: kept, but its command changed: runs again, its
+                             * old folder moved aside (dt_sweep_move_aside) */
     int in_place;           /* starts again in its folder: resumed from its checkpoint, its log and
                              * console.txt appended to (stopped, or cut short with a checkpoint) */
     double t0, seconds;
@@ -117,7 +124,37 @@ void dt_sweep_last_error(dt_sweep_slot *sl);
 /* What a failed run's line says: its error line, naming slurm.txt when it came from there, or
  * the file that holds what the run printed (console.txt, else slurm.txt: sbatch's own words) */
 const char *dt_sweep_why(const dt_sweep_slot *sl, char *buf, size_t len);
-void dt_sweep_same_command(const dt_sweep_run *r, const dt_sweep_slot *sl); /* warns when command.txt differs */
+/* sweep_changed.c: a kept run whose command.txt is not the file's command for it now: 1 and
+ * the flags that changed in diff ("lr 0.05 → 0.1, epochs 1 → 2"); 0 when the same (the
+ * program's path aside, in any order) or when it has no command.txt */
+int dt_sweep_command_changed(const dt_sweep_run *r, const dt_sweep_slot *sl, char *diff, size_t len);
+/* --rerun-changed: 1 when the run can run again, its folder moved aside; else 0 with one line
+ * printed (its path is no folder, or a file of the file's path outside its folder exists, which
+ * it would append to, replace or resume) */
+int dt_sweep_can_rerun(const dt_sweep *s, const dt_sweep_run *r, const dt_sweep_slot *sl);
+/* The run's folder DIR moved to OUT/.old/NAME.K (K: the first free, from 1), never removed: 0
+ * with that path in moved, or -1 with the error in dt_last_error() */
+int dt_sweep_move_aside(const char *out, const char *dir, const char *name, char *moved, size_t len);
+
+/* sweep.c: the cores a run takes of the `cores` the sweep may use (its ranks; one simulated
+ * or under Slurm; all of them across hosts, or when it has more ranks than they are) */
+long dt_sweep_cores_of(const dt_sweep_run *r, long cores, int slurm);
+void dt_sweep_fmt_secs(double s, char *out, size_t len); /* 1h02m, 3m10s, 42s */
+
+/* sweep_cost.c: the cost of the runs to do (state PENDING), estimated before any starts */
+typedef struct dt_sweep_cost {
+    double core_s;          /* their training steps x the ranks holding a core x a step's seconds */
+    double wall_s;          /* the runs placed on the cores as the sweep places them */
+    long long rank_steps;   /* the training steps of all their ranks */
+    int todo, counted;      /* the runs to do; of them, estimated */
+    int replays;            /* dtrain sim --replay: computes nothing, left out */
+    int unknown;            /* left out: their steps or a step's time not found (why: the first's) */
+    char why[500];
+    char speeds[300];       /* "mlp at batch 64: 0.51 ms, ...": the steps timed */
+} dt_sweep_cost;
+void dt_sweep_estimate(const dt_sweep *s, const dt_sweep_slot *sl, long cores, int slurm, dt_sweep_cost *e);
+/* its lines on stderr ("sweep: estimate: ..."), saying what it leaves out */
+void dt_sweep_estimate_say(const dt_sweep_cost *e, long cores, int slurm);
 
 /* The `dtrain sweep` command (sweep.c). */
 int dt_cmd_sweep(int argc, char **argv);

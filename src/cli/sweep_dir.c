@@ -370,25 +370,3 @@ const char *dt_sweep_why(const dt_sweep_slot *sl, char *buf, size_t len) {
     }
     return buf;
 }
-
-/* A run kept (done or failed) whose command.txt is not what the file says now (edited since):
- * kept all the same, never deleted, but said. The program's path aside (a moved build). */
-void dt_sweep_same_command(const dt_sweep_run *r, const dt_sweep_slot *sl) {
-    char *old = NULL, *now = NULL;
-    size_t olen = 0, nlen = 0;
-    FILE *f = open_run_file(sl->dir, "command.txt"), *m = open_memstream(&now, &nlen);
-    if (!f || !m) { if (f) fclose(f); if (m) fclose(m); free(now); return; }
-    char **av = dt_sweep_command(r, sl->dir, 0);
-    dt_sweep_quoted(m, av);
-    fclose(m);
-    dt_sweep_free_command(av);
-    if (getline(&old, &olen, f) < 0) { free(old); old = NULL; }
-    fclose(f);
-    const char *a = old ? strchr(old, ' ') : NULL, *b = strchr(now, ' ');
-    if (!a || !b || strcmp(a, b))
-        fprintf(stderr, "sweep: warning: %s: kept as %s, but its command.txt differs from the file's command now; "
-                "remove the folder to run it again\n", r->name, sl->state == DT_SWEEP_DONE ? "done" : "failed");
-    free(old);
-    free(now);
-}
-

@@ -82,10 +82,11 @@ static int err(parser *p, int line, const char *fmt, ...) {
     return 0;
 }
 
+/* '_' too: local_steps is refused later naming local-steps (sweep_keys.c) */
 static int flag_name_ok(const char *k) {
     if (!*k) return 0;
     for (; *k; k++)
-        if (!isalnum((unsigned char)*k) && *k != '-') return 0;
+        if (!isalnum((unsigned char)*k) && *k != '-' && *k != '_') return 0;
     return 1;
 }
 
@@ -197,10 +198,8 @@ static int check_ranks(parser *p, int line, const char *v) {
 }
 
 static int sweep_key(parser *p, const char *key, const char *value) {
-    static const char *known[] = {"name", "seeds", "out", "parallel", "hosts", "hostfile", "simulate"};
-    int ok = 0;
-    for (size_t i = 0; i < sizeof known / sizeof *known; i++) ok |= !strcmp(key, known[i]);
-    if (!ok) return err(p, p->line, "unknown key '%s' in [sweep] (expected name, seeds, out, parallel, hosts, hostfile or simulate)", key);
+    char why[400];
+    if (dt_sweep_sweep_key_unknown(key, why, sizeof why)) return err(p, p->line, "%s", why);
     if (!*value) return err(p, p->line, "key '%s': expected a value, got nothing", key);
     p->sweep_keys[p->nsweep++] = (dt_sweep_flag){copy_text(key), copy_text(value), p->line};
     return 1;
@@ -265,6 +264,25 @@ static const dt_sweep_flag *sweep_get(const parser *p, const char *key) {
     for (int i = 0; i < p->nsweep; i++)
         if (!strcmp(p->sweep_keys[i].key, key)) return &p->sweep_keys[i];
     return NULL;
+}
+
+/* Every key of the runs' sections a flag of their command, the first unknown one (by line)
+ * refused with what it likely is; once the file is read, since [sweep]'s simulate (it may come
+ * last) chooses the command. */
+static int check_keys(parser *p, int sim) {
+    const section *all[2 + MAX_ITEMS] = {&p->base, &p->axes};
+    int nsec = 2, line = 0;
+    for (int i = 0; i < p->nvariants; i++) all[nsec++] = &p->variants[i];
+    char why[400], first[400];
+    for (int q = 0; q < nsec; q++) {
+        for (int i = 0; i < all[q]->nflags; i++)
+            if ((!line || all[q]->flags[i].line < line) && dt_sweep_key_unknown(all[q]->flags[i].key, sim, why, sizeof why))
+                line = all[q]->flags[i].line, memcpy(first, why, sizeof why);
+        for (int i = 0; i < all[q]->naxes; i++)
+            if ((!line || all[q]->axes[i].line < line) && dt_sweep_key_unknown(all[q]->axes[i].key, sim, why, sizeof why))
+                line = all[q]->axes[i].line, memcpy(first, why, sizeof why);
+    }
+    return line ? err(p, line, "%s", first) : 1;
 }
 
 /* ------------------------------------------------------------------ expansion */
@@ -485,6 +503,10 @@ static int finish(parser *p, dt_sweep *s) {
         s->parallel = (int)n;
     }
     if (sweep_get(p, "hosts") && (k = sweep_get(p, "hostfile"))) return err(p, k->line, "key 'hostfile': give hosts or hostfile, not both");
+    const dt_sweep_flag *sim = sweep_get(p, "simulate");
+    if (sim && strcmp(sim->value, "true") && strcmp(sim->value, "false"))
+        return err(p, sim->line, "key 'simulate': expected true or false, got '%s'", sim->value);
+    if (!check_keys(p, sim && !strcmp(sim->value, "true"))) return 0;
     char seeds_buf[MAX_ITEMS][24];
     const char *seeds[MAX_ITEMS];
     int nseeds = 0, seeds_line = 0;
@@ -496,9 +518,7 @@ static int finish(parser *p, dt_sweep *s) {
     for (int i = 0; i < p->nvariants; i++)
         if (!expand_variant(p, s, &p->variants[i], seeds, nseeds, seeds_line)) return 0;
     /* simulate = true: every run is dtrain sim -n N, all its ranks in one process (a core) */
-    if ((k = sweep_get(p, "simulate"))) {
-        if (strcmp(k->value, "true") && strcmp(k->value, "false"))
-            return err(p, k->line, "key 'simulate': expected true or false, got '%s'", k->value);
+    if ((k = sim)) {
         if (k->line && (sweep_get(p, "hosts") || sweep_get(p, "hostfile")) && !strcmp(k->value, "true"))
             return err(p, k->line, "key 'simulate': the hosts are simulated: not with hosts or hostfile");
         for (int i = 0; i < s->nruns && !strcmp(k->value, "true"); i++)
