@@ -53,8 +53,8 @@ out=$("$REPORT" --target acc=0.75 --csv "$T/target.csv" "$T/sweep/target" 2>&1) 
 import csv, sys
 row, = csv.DictReader(open(sys.argv[1]))
 t, want = float(row["time_to_acc0.75_s_mean"]), float(sys.argv[2])
-# one moment read twice from the clock (the eval line's, the summary's), each to the millisecond
-assert abs(t - want) <= 0.0015 and float(row["steps_to_acc0.75_mean"]) == float(sys.argv[3]), (row, sys.argv[2:])
+# the time to the target is the evaluation's train_s, the one its eval line gives
+assert t == want and float(row["steps_to_acc0.75_mean"]) == float(sys.argv[3]), (row, sys.argv[2:])
 print(f"{t} s, time_to_target_s {want}")
 EOF
 check "... and on the --target-acc run, its own time_to_target_s" $? "$(cat "$T/verdict")"
@@ -135,8 +135,9 @@ steps = summ["steps_to_target"]
 assert float(p["steps_to_acc0.75_mean"]) == steps and float(p["mb_to_acc0.75_mean"]) == summ["mb_to_target"] and \
     float(p["msgs_to_acc0.75_mean"]) == summ["msgs_to_target"], (p, summ)
 assert float(p["time_to_acc0.75_s_mean"]) == plain_t[str(steps)], (p["time_to_acc0.75_s_mean"], plain_t)
-# the --target-acc run agreed on the target at each evaluation: a broadcast, in simulated time too
-assert abs(float(p["time_to_acc0.75_s_mean"]) - summ["time_to_target_s"]) <= 0.01 * summ["time_to_target_s"], p
+# the --target-acc run agrees on the target within each evaluation (its broadcast is not
+# training's time): with modelled compute the two runs trained the same simulated seconds
+assert float(p["time_to_acc0.75_s_mean"]) == summ["time_to_target_s"], (p, summ)
 assert f"Simulated runs (dtrain sim): their times are simulated seconds, on {platform}." in md, md
 assert "| to target s (simulated) |" in md and "to acc 0.75 s (simulated) " in md, md  # a column, or alike in both rows
 print(f"step {steps}, {p['mb_to_acc0.75_mean']} MB, {p['time_to_acc0.75_s_mean']} simulated s "

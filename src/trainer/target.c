@@ -40,9 +40,9 @@ int dt_target_reached(dt_trainer *t, double fig, double train_s, long steps, dou
 
 /* Collective, after rank 0 evaluated (acc there: dt_target_figure's): every rank learns whether
  * the --target-acc was reached now for the first time, and the run stops there. */
-dt_status dt_target_check(dt_trainer *t, double acc, long steps, double msgs, double mb, double compute_s) {
+dt_status dt_target_check(dt_trainer *t, double acc, double train_s, long steps, double msgs, double mb, double compute_s) {
     if (!dt_target_set(t->cfg) || t->reached) return DT_OK;
-    double v[2] = {acc, dt_trainer_train_seconds(t)};
+    double v[2] = {acc, train_s};
     int err = MPI_Bcast(v, 2, MPI_DOUBLE, 0, t->comm.comm);
     if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Bcast (target accuracy)");
     dt_target_reached(t, v[0], v[1], steps, msgs, mb, compute_s);

@@ -224,8 +224,9 @@ static inline int dt_target_set(const dt_train_config *c) { return c->target_acc
 /* acc reached --target-acc for the first time: where the run stood is kept and said (rank 0);
  * not collective (a server's own evaluations) */
 int dt_target_reached(dt_trainer *t, double acc, double train_s, long steps, double msgs, double mb, double compute_s);
-/* collective, after rank 0 evaluated: every rank learns whether the target was reached now */
-dt_status dt_target_check(dt_trainer *t, double acc, long steps, double msgs, double mb, double compute_s);
+/* collective, after rank 0 evaluated, within the evaluation: every rank learns whether the
+ * target was reached now, at rank 0's train_s (the evaluation's line's) */
+dt_status dt_target_check(dt_trainer *t, double acc, double train_s, long steps, double msgs, double mb, double compute_s);
 /* collective: what a server found on its own (rank 0) shared with every rank */
 dt_status dt_target_share_server(dt_trainer *t);
 /* the summary's *_to_target figures (null where not reached) */
