@@ -191,7 +191,7 @@ sweep cost.ini --dry-run >cost-dry.out 2>cost-dry.err
 rc=$?
 compare "the estimate: the training steps of every rank" "$(estimate_of cost-dry.err steps)" == 53 "exit $rc; $(grep -m1 'estimate:' cost-dry.err)"
 compare "... its core-minutes above 0" "$(estimate_of cost-dry.err core)" '>' 0
-grep -q "^sweep: estimate: an estimate of the training steps alone, timed on this machine: evaluation, data loading, start-up and communication are left out" cost-dry.err
+grep -q "^sweep: estimate: an estimate of the training steps and evaluations ([0-9.e-]* of the core-minutes), timed on this machine: data loading, start-up, communication and a simulation's own work are left out" cost-dry.err
 check "... says it is an estimate and what it leaves out" $? "$(tail -2 cost-dry.err | head -1)"
 sweep cost.ini --budget 100 >cost.out 2>cost.err
 rc=$?

@@ -143,7 +143,9 @@ void dt_sweep_fmt_secs(double s, char *out, size_t len); /* 1h02m, 3m10s, 42s */
 
 /* sweep_cost.c: the cost of the runs to do (state PENDING), estimated before any starts */
 typedef struct dt_sweep_cost {
-    double core_s;          /* their training steps x the ranks holding a core x a step's seconds */
+    double core_s;          /* their training steps x the ranks holding a core x a step's seconds, and
+                             * their evaluations (the ranks wait for rank 0's) */
+    double eval_s;          /* of it, rank 0's evaluations (forward passes) */
     double wall_s;          /* the runs placed on the cores as the sweep places them */
     long long rank_steps;   /* the training steps of all their ranks */
     int todo, counted;      /* the runs to do; of them, estimated */

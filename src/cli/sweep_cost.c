@@ -6,9 +6,12 @@
  * steps of its model at its batch timed here, as dtrain bench times them (once per distinct
  * model and batch). A simulated run (simulate = true) computes every rank's steps on its one
  * core, whatever --compute says (the model trains for real; modelled compute only changes the
- * simulated clock); a replay (dtrain sim --replay) computes nothing and is left out. It is an
- * estimate of the training steps alone: evaluation, data loading, start-up and communication
- * (and a simulation's own work) are left out, and a run that stops at its target takes less. */
+ * simulated clock); a replay (dtrain sim --replay) computes nothing and is left out. Its
+ * evaluations are counted too (every --eval-every-steps steps and --eval-every epochs, and the
+ * last): a forward pass over the test set and the validation split on rank 0, at a third of a
+ * training step's time an example (forward of forward + backward). Data loading, start-up,
+ * communication and a simulation's own work are left out, and a run that stops at its target
+ * takes less. */
 #include "cli/sweep.h"
 
 #include <stdio.h>
@@ -30,21 +33,24 @@ static dt_status read_config(const dt_sweep_run *r, dt_train_flags *f) {
     dt_flag_list lists[DT_TRAIN_LISTS];
     dt_train_flag_lists(f, lists);
     char **av = calloc((size_t)(2 * r->nflags + 1), sizeof *av), key[160];
-    if (!av) dt_nomem_exit("the flags of a run");
+    char *own = calloc((size_t)(2 * r->nflags + 1), 1); /* 1: av[i] is a copy made here (a --KEY) */
+    if (!av || !own) dt_nomem_exit("the flags of a run");
     int n = 0;
     for (int i = 0; i < r->nflags; i++) {
         snprintf(key, sizeof key, "--%s", r->flags[i].key);
         const dt_flag *fl = dt_flags_lookup(lists, 1, key, NULL);
         /* KEY = true of a file's path (checkpoint = true): the run's own file, no length */
         if (!fl || (fl->kind == DT_FLAG_SWITCH) != !r->flags[i].value) continue;
+        own[n] = 1;
         if (!(av[n++] = strdup(key))) dt_nomem_exit("a flag");
         if (r->flags[i].value) av[n++] = r->flags[i].value;
     }
     int help;
     const dt_status st = dt_flags_parse_argv("sweep", n, av, 0, lists, 1, &help);
     for (int i = 0; i < n; i++)
-        if (!strncmp(av[i], "--", 2)) free(av[i]); /* the values are the run's */
+        if (own[i]) free(av[i]); /* the values are the run's */
     free(av);
+    free(own);
     return st;
 }
 
@@ -83,15 +89,18 @@ static found *lookup(cache *c, const char *key, int *fresh) {
 }
 
 /* The training examples a run sees, all its ranks together, before --val takes its share: the
- * set's first --train-limit (a text's windows of the model's context, as the trainer cuts them). */
-static void count_examples(const dt_train_config *c, found *f) {
+ * set's first --train-limit (a text's windows of the model's context, as the trainer cuts them);
+ * train 0: the test set's first --test-limit, what each evaluation goes through. */
+static void count_examples(const dt_train_config *c, int train, found *f) {
     char dir[1024];
     dt_data_dir(c->data, c->data_dir, dir, sizeof dir);
     dt_dataset d;
     dt_model *m = NULL;
-    dt_status st = dt_dataset_load_first(c->data, dir, 1, c->train_limit, &d);
-    if (st == DT_OK && d.text && (st = dt_model_open(c->model, &m)) == DT_OK) st = dt_trainer_fit_data(m, c->model, c->data, &d, NULL);
-    if (st == DT_OK) f->value = c->train_limit > 0 && c->train_limit < d.n ? c->train_limit : d.n;
+    const int limit = train ? c->train_limit : c->test_limit;
+    dt_status st = dt_dataset_load_first(c->data, dir, train, limit, &d);
+    if (st == DT_OK && d.text && (st = dt_model_open(c->model, &m)) == DT_OK)
+        st = dt_trainer_fit_data(m, c->model, c->data, &d, NULL); /* its windows: either part alike */
+    if (st == DT_OK) f->value = limit > 0 && limit < d.n ? limit : d.n;
     else snprintf(f->why, sizeof f->why, "%s", dt_last_error());
     dt_dataset_free(&d); /* zeroed by the loader first: free whatever it got to */
     dt_model_free(m);
@@ -127,14 +136,14 @@ static void time_step(const char *model, int batch, found *f) {
 /* ------------------------------------------------------------------ the estimate */
 
 /* One run: its steps a rank and the ranks that train them; 0, or -1 with why. */
-static int run_steps(const dt_sweep_run *r, const dt_train_config *c, cache *data, long long *steps, int *workers, char *why,
-                     size_t len) {
+static int run_steps(const dt_sweep_run *r, const dt_train_config *c, cache *data, long long *steps, long long *per_epoch,
+                     int *workers, char *why, size_t len) {
     char key[600];
     int fresh;
-    snprintf(key, sizeof key, "%s\t%s\t%d\t%s", c->data, c->data_dir ? c->data_dir : "", c->train_limit,
+    snprintf(key, sizeof key, "train\t%s\t%s\t%d\t%s", c->data, c->data_dir ? c->data_dir : "", c->train_limit,
              dt_text_name(c->data) ? c->model : "");
     found *n = lookup(data, key, &fresh);
-    if (fresh) count_examples(c, n);
+    if (fresh) count_examples(c, 1, n);
     if (!n->value) { snprintf(why, len, "its training set: %s", n->why); return -1; }
     /* downpour's --servers ranks serve and train nothing (schemes/downpour.c) */
     const char *servers = flag_value(r, "servers");
@@ -151,8 +160,27 @@ static int run_steps(const dt_sweep_run *r, const dt_train_config *c, cache *dat
     long long s = c->images > 0 ? (c->images + B * W - 1) / (B * W) : (long long)c->epochs * spe;
     if (c->max_steps > 0 && c->max_steps < s) s = c->max_steps;
     *steps = s;
+    *per_epoch = spe;
     *workers = W;
     return 0;
+}
+
+/* The examples a run's evaluations go through, all of them: the test set (and --val's split)
+ * at every --eval-every-steps steps, every --eval-every epochs, and the run's end; 0 with why
+ * when the test set cannot be read. */
+static double eval_examples(const dt_train_config *c, long long steps, long long steps_per_epoch, cache *data, char *why,
+                            size_t len) {
+    char key[600];
+    int fresh;
+    snprintf(key, sizeof key, "test\t%s\t%s\t%d\t%s", c->data, c->data_dir ? c->data_dir : "", c->test_limit,
+             dt_text_name(c->data) ? c->model : "");
+    found *n = lookup(data, key, &fresh);
+    if (fresh) count_examples(c, 0, n);
+    if (!n->value) { snprintf(why, len, "its test set: %s", n->why); return 0; }
+    const long long epochs = steps_per_epoch > 0 ? (steps + steps_per_epoch - 1) / steps_per_epoch : 1;
+    long long evals = 1 + (c->eval_every > 0 ? epochs / c->eval_every : 0);
+    if (c->eval_every_steps > 0) evals += steps / c->eval_every_steps;
+    return (double)evals * (n->value + c->val);
 }
 
 /* When the runs end, placed on the cores in file order as sweep.c's run_all places them (first
@@ -206,10 +234,12 @@ void dt_sweep_estimate(const dt_sweep *s, const dt_sweep_slot *sl, long cores, i
         e->todo++;
         if (r->sim && flag_value(r, "replay")) { e->replays++; continue; }
         char why[400] = "";
-        long long steps = 0;
+        long long steps = 0, per_epoch = 0;
         int workers = 0, fresh;
+        double evaluated = 0;
         if (read_config(r, &f) != DT_OK) snprintf(why, sizeof why, "its flags: %s", dt_last_error());
-        else if (run_steps(r, &f.c, &data, &steps, &workers, why, sizeof why) == 0) {
+        else if (run_steps(r, &f.c, &data, &steps, &per_epoch, &workers, why, sizeof why) == 0 &&
+                 (evaluated = eval_examples(&f.c, steps, per_epoch, &data, why, sizeof why)) > 0) {
             char key[600];
             snprintf(key, sizeof key, "%s\t%d", f.c.model, f.c.batch);
             found *t = lookup(&speed, key, &fresh);
@@ -219,8 +249,13 @@ void dt_sweep_estimate(const dt_sweep *s, const dt_sweep_slot *sl, long cores, i
                 /* simulated: every training rank's steps on one core; else each rank on its own,
                  * a run with more ranks than cores sharing them */
                 const double rank = (double)steps * t->value;
-                secs[i] = r->sim ? rank * workers : rank * (!slurm && r->ranks > cores ? (double)r->ranks / cores : 1);
-                e->core_s += r->sim ? secs[i] : rank * r->ranks;
+                /* evaluations: rank 0's forward passes, a third of a step's time an example, while
+                 * the other ranks wait (a core each, as while they train) */
+                const double eval = evaluated * t->value / (3.0 * f.c.batch);
+                secs[i] = r->sim ? rank * workers + eval
+                                 : (rank + eval) * (!slurm && r->ranks > cores ? (double)r->ranks / cores : 1);
+                e->core_s += r->sim ? secs[i] : (rank + eval) * r->ranks;
+                e->eval_s += eval;
                 e->rank_steps += steps * workers;
                 e->counted++;
                 if (fresh && shown < 3 && said < sizeof e->speeds) {
@@ -257,6 +292,7 @@ void dt_sweep_estimate_say(const dt_sweep_cost *e, long cores, int slurm) {
     if (e->unknown)
         fprintf(stderr, "sweep: estimate: %d run%s left out, %s cost unknown (%s)\n", e->unknown, e->unknown > 1 ? "s" : "",
                 e->unknown > 1 ? "their" : "its", e->why);
-    fprintf(stderr, "sweep: estimate: an estimate of the training steps alone, timed on this machine: evaluation, data "
-            "loading, start-up and communication are left out, and a run that stops at its target takes less\n");
+    fprintf(stderr, "sweep: estimate: an estimate of the training steps and evaluations (%.3g of the core-minutes), timed on "
+            "this machine: data loading, start-up, communication and a simulation's own work are left out, and a run that "
+            "stops at its target takes less\n", e->eval_s / 60);
 }
