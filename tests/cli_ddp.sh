@@ -62,9 +62,10 @@ echo "$table" | awk -F' *[|] *' '$2 == "target" && $3 == "ddp" && $11 ~ /^[0-9.]
 check "table: the DDP run's time to the target" $? "$(echo "$table" | grep '^| target')"
 out=$("$ROOT/scripts/plot" --x seconds --out "$T/s.svg" "$T/ddp.jsonl" "$T/target.jsonl" "$T/dtrain.jsonl" 2>&1)
 check "scripts/plot --x seconds reads them" $? "$out"
-text "plot: a point per epoch line" "$out" "plot: 3 runs, 5 points -> $T/s.svg"
+# (by time, a finished run also ends at its summary's training seconds: a point each)
+text "plot: a point per epoch line, and each run's end" "$out" "plot: 3 runs, 8 points -> $T/s.svg"
 out=$("$ROOT/scripts/plot" --x seconds --evals --out "$T/e.svg" "$T/ddp.jsonl" "$T/dtrain.jsonl" 2>&1)
-text "plot --evals: and one per evaluation" "$out" "plot: 2 runs, 12 points -> $T/e.svg"
+text "plot --evals: and one per evaluation" "$out" "plot: 2 runs, 14 points -> $T/e.svg"
 
 expect_error "unknown hook" "argument --hook: invalid choice: 'topk'" -- ddp --hook topk --log "$T/bad.jsonl"
 expect_error "target above 1" "expected an accuracy in (0, 1]" -- ddp --target-acc 1.5 --log "$T/bad.jsonl"

@@ -189,6 +189,11 @@ static void test_argv(void) {
 
     char *h[] = {"prog", "-h"};
     CHECK(parse(&o, &help, 2, h) == DT_OK && help == 1);
+    /* a one-letter flag with one dash, as --help writes it; a longer one needs two */
+    char *short_form[] = {"prog", "-n", "9", "-x=0.25"};
+    CHECK_MSG(parse(&o, &help, 4, short_form) == DT_OK && o.n == 9 && o.x == 0.25f, "%s", dt_last_error());
+    char *long_one_dash[] = {"prog", "-name", "w"};
+    CHECK(parse(&o, &help, 3, long_one_dash) == DT_ERR_ARG && strstr(dt_last_error(), "unexpected argument '-name'"));
 
     struct { int argc; char *argv[4]; const char *msg; } bad[] = {
         {2, {"prog", "--colour"}, "dtrain test: unknown flag '--colour' (did you mean --color?)"},
@@ -239,8 +244,9 @@ static void test_help(void) {
     if (fp) fclose(fp);
     close(fd);
     unlink(path);
-    const char *want[] = {"usage: dtrain test [flags]\n", "  --n N                  a count [42]\n",
-                          "  --x X                  a float in (0, 1] [0.1]\n", "  --name S               a word [none]\n",
+    /* one-letter flags as usage lines write them (-n N), and as the parser takes them too */
+    const char *want[] = {"usage: dtrain test [flags]\n", "  -n N                   a count [42]\n",
+                          "  -x X                   a float in (0, 1] [0.1]\n", "  --name S               a word [none]\n",
                           "  --on                   a switch\n", "  --color S              red | green | blue [green]\n",
                           "  --at S                 a pair [1:2]\n", "  --seed N               a seed [1]\n"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) CHECK_MSG(has_text(text, want[i]), "'%s' not in:\n%s", want[i], text);

@@ -209,9 +209,11 @@ dt_status dt_flags_parse_argv(const char *cmd, int argc, char **argv, int first,
     for (int i = first; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { *help = 1; continue; }
-        if (strncmp(a, "--", 2) != 0)
+        /* a one-letter flag also as --help writes it: -n 4 (as mpiexec's) */
+        const int short_form = a[0] == '-' && a[1] && a[1] != '-' && (!a[2] || a[2] == '=');
+        if (strncmp(a, "--", 2) != 0 && !short_form)
             return dt_fail(DT_ERR_ARG, "%sunexpected argument '%s' (flags start with --; see dtrain %s --help)", prefix, a, cmd);
-        const char *name = a + 2, *eq = strchr(name, '=');
+        const char *name = a + (short_form ? 1 : 2), *eq = strchr(name, '=');
         const size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
         const dt_flag_list *in = NULL;
         const dt_flag *f = lookup(lists, nlists, name, nlen, &in);
