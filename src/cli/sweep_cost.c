@@ -135,21 +135,28 @@ static void time_step(const char *model, int batch, found *f) {
 
 /* ------------------------------------------------------------------ the estimate */
 
+/* The run's training (train 1) or test set's examples, read once per set and limit; 0 with why */
+static double examples_of(const dt_train_config *c, int train, cache *data, char *why, size_t len) {
+    char key[600];
+    int fresh;
+    snprintf(key, sizeof key, "%s\t%s\t%s\t%d\t%s", train ? "train" : "test", c->data, c->data_dir ? c->data_dir : "",
+             train ? c->train_limit : c->test_limit, dt_text_name(c->data) ? c->model : "");
+    found *n = lookup(data, key, &fresh);
+    if (fresh) count_examples(c, train, n);
+    if (!n->value) snprintf(why, len, "its %s set: %s", train ? "training" : "test", n->why);
+    return n->value;
+}
+
 /* One run: its steps a rank and the ranks that train them; 0, or -1 with why. */
 static int run_steps(const dt_sweep_run *r, const dt_train_config *c, cache *data, long long *steps, long long *per_epoch,
                      int *workers, char *why, size_t len) {
-    char key[600];
-    int fresh;
-    snprintf(key, sizeof key, "train\t%s\t%s\t%d\t%s", c->data, c->data_dir ? c->data_dir : "", c->train_limit,
-             dt_text_name(c->data) ? c->model : "");
-    found *n = lookup(data, key, &fresh);
-    if (fresh) count_examples(c, 1, n);
-    if (!n->value) { snprintf(why, len, "its training set: %s", n->why); return -1; }
+    const double examples = examples_of(c, 1, data, why, len);
+    if (!examples) return -1;
     /* downpour's --servers ranks serve and train nothing (schemes/downpour.c) */
     const char *servers = flag_value(r, "servers");
     const int serving = !strcmp(c->scheme.name ? c->scheme.name : "local", "downpour") ? (servers ? atoi(servers) : 1) : 0;
     const int W = r->ranks - serving > 0 ? r->ranks - serving : 1;
-    const long long N = (long long)n->value - c->val, B = c->batch;
+    const long long N = (long long)examples - c->val, B = c->batch;
     /* trainer/setup.c, steps_per_epoch: one process keeps its last partial batch, several take
      * full batches of equal shards */
     const long long spe = r->ranks == 1 ? (N + B - 1) / B : N / W / B;
@@ -170,17 +177,12 @@ static int run_steps(const dt_sweep_run *r, const dt_train_config *c, cache *dat
  * when the test set cannot be read. */
 static double eval_examples(const dt_train_config *c, long long steps, long long steps_per_epoch, cache *data, char *why,
                             size_t len) {
-    char key[600];
-    int fresh;
-    snprintf(key, sizeof key, "test\t%s\t%s\t%d\t%s", c->data, c->data_dir ? c->data_dir : "", c->test_limit,
-             dt_text_name(c->data) ? c->model : "");
-    found *n = lookup(data, key, &fresh);
-    if (fresh) count_examples(c, 0, n);
-    if (!n->value) { snprintf(why, len, "its test set: %s", n->why); return 0; }
+    const double tested = examples_of(c, 0, data, why, len);
+    if (!tested) return 0;
     const long long epochs = steps_per_epoch > 0 ? (steps + steps_per_epoch - 1) / steps_per_epoch : 1;
     long long evals = 1 + (c->eval_every > 0 ? epochs / c->eval_every : 0);
     if (c->eval_every_steps > 0) evals += steps / c->eval_every_steps;
-    return (double)evals * (n->value + c->val);
+    return (double)evals * (tested + c->val);
 }
 
 /* When the runs end, placed on the cores in file order as sweep.c's run_all places them (first
