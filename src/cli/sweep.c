@@ -412,8 +412,8 @@ int dt_cmd_sweep(int argc, char **argv) {
                       "it again, its old folder moved whole to OUT/.old/NAME.K (never removed).\n"
                       "Cost: before starting (and with --dry-run) the sweep prints an estimate of the runs to\n"
                       "do in core-minutes (steps x ranks x a step's seconds, timed here on a few steps of each\n"
-                      "model; a simulated run computes all its ranks on one core) and in wall clock on the\n"
-                      "cores it may use; evaluation, data loading and communication are left out.\n"
+                      "model, and rank 0's evaluations; a simulated run computes all its ranks on one core)\n"
+                      "and in wall clock on the cores it may use; data loading and communication are left out.\n"
                       "--budget CORE_MINUTES refuses (exit 2, nothing started) a sweep estimated over it.\n"
                       "Exit status: 0 every run done, 1 some failed or stopped, 2 bad input, 130/143 interrupted.", &list, 1);
         return 0;
@@ -440,7 +440,7 @@ int dt_cmd_sweep(int argc, char **argv) {
     if (t.pending) dt_sweep_estimate(&s, sl, sweep_cores(&s), slurm, &cost);
     if (o.budget > 0 && cost.core_s / 60 > o.budget) {
         fprintf(stderr, "dtrain: error: %s: the runs to do are estimated at %.3g core-minutes, over --budget %g: nothing started "
-                "(%d of %d runs to do; the estimate counts their training steps alone: dtrain sweep %s --dry-run shows it)\n",
+                "(%d of %d runs to do; the estimate counts their training steps and evaluations: dtrain sweep %s --dry-run shows it)\n",
                 file, cost.core_s / 60, o.budget, t.pending, s.nruns, file);
         goto out;
     }
