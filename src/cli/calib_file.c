@@ -1,4 +1,5 @@
-/* The calibration file (calib_file.h): an INI file with [link], [sizes] and [host]. */
+/* The calibration file (calib_file.h): an INI file with [link], [sizes], [progress] (from
+ * 2026-11-30; older files have none) and [host]. */
 #include "cli/calib_file.h"
 
 #include <errno.h>
@@ -23,6 +24,7 @@ void dt_calib_fit(dt_calibration *c) {
     else if (n >= 2 && c->oneway_s[n - 1] > t0)
         rate = 8 * c->size[n - 1] / (c->oneway_s[n - 1] - t0);
     c->rate_bps = rate;
+    c->duplex_bps = c->duplex_s > t0 ? 8 * c->size[n - 1] / (c->duplex_s - t0) : 0;
     for (int i = 0; i < n; i++) {
         /* at most 1000x the rate (a time within the zero-byte one's noise) */
         const double extra = fmax(c->oneway_s[i] - t0, 8 * c->size[i] / (rate * 1000));
@@ -38,11 +40,25 @@ static dt_status fill(void *ctx, void *file) {
                "; speed for --compute modelled on the same model)\n\n[link]\n");
     fprintf(f, "; one link's latency: half the one-way time of a zero-byte message (a message crosses two links)\n");
     fprintf(f, "latency = %.6g\n", c->latency_s);
-    fprintf(f, "; the payload rate of the largest messages, bits/s\nrate = %.6g\n\n[sizes]\n", c->rate_bps);
+    fprintf(f, "; the payload rate of the largest messages, bits/s\nrate = %.6g\n", c->rate_bps);
+    if (c->duplex_s > 0)
+        fprintf(f, "; the largest size sent both ways at once (MPI_Sendrecv on both hosts): seconds (median), and the\n"
+                   "; rate each way, bits/s (below 95%% of rate: dtrain sim gives each host a link shared by its two\n"
+                   "; directions at twice this, SimGrid's limiter link)\nduplex = %.6g\nduplex_rate = %.6g\n",
+                c->duplex_s, c->duplex_bps);
+    fprintf(f, "\n[sizes]\n");
     fprintf(f, "; bytes = one-way seconds (median), bandwidth factor (the share of the rate that gives it), seconds\n"
                "; MPI_Isend takes to return, seconds MPI_Recv takes for a message already there\n");
     for (int i = 0; i < c->nsizes; i++)
         fprintf(f, "%.0f = %.6g %.6g %.6g %.6g\n", c->size[i], c->oneway_s[i], c->bw_factor[i], c->isend_s[i], c->recv_s[i]);
+    if (c->progress_bucket > 0) {
+        fprintf(f, "\n[progress]\n; a sum of 'bucket' bytes started (MPI_Iallreduce), computing for twice its transfer time\n"
+                   "; with one MPI_Testall, then MPI_Waitall: the share of the transfer that ran while computing\n"
+                   "; ('hidden'), and the bytes one MPI call hands to the network ('bytes_per_call': half the bucket\n"
+                   "; times that share, two calls a bucket; 0: the MPI moves messages in the background)\n");
+        fprintf(f, "bucket = %.0f\nhidden = %.4f\nbytes_per_call = %.0f\n", c->progress_bucket, c->progress_hidden,
+                c->progress_bytes);
+    }
     fprintf(f, "\n[host]\n; the two hosts measured (MPI's processor names) and when (UTC)\nhosts = %s\nwhen = %s\n", c->hosts,
             c->when);
     fprintf(f, "model = %s\nbatch = %d\n", c->model, c->batch);
@@ -50,6 +66,13 @@ static dt_status fill(void *ctx, void *file) {
                "; each rank computing beside the other; the ranks' mean, then each\n");
     fprintf(f, "speed = %.6g\nspeeds = %.6g %.6g\n", c->speed, c->rank_speed[0], c->rank_speed[1]);
     return ferror(f) ? dt_fail(DT_ERR_IO, "write failed: %s", strerror(errno)) : DT_OK;
+}
+
+double dt_calib_limiter_Bps(const dt_calibration *c) {
+    /* SMPI scales a flow's bandwidth by the size's factor: the largest size's, as measured */
+    const double factor = c->nsizes > 0 ? c->bw_factor[c->nsizes - 1] : 1, each = c->duplex_bps / factor;
+    if (c->duplex_bps <= 0 || each >= 0.95 * c->rate_bps) return 0;
+    return 2 * each / 8;
 }
 
 dt_status dt_calib_write(const dt_calibration *c, const char *path) { return dt_write_atomic(path, fill, (void *)c); }
@@ -78,6 +101,10 @@ static int on_value(void *user, const char *section, const char *name, const cha
     } else if (!strcmp(section, "link") && !strcmp(name, "rate")) {
         if (!number(value, &c->rate_bps, 1e3)) { snprintf(r->why, sizeof r->why, "rate: expected bits/s from 1e3"); return 0; }
         r->seen_rate = 1;
+    } else if (!strcmp(section, "link") && !strcmp(name, "duplex")) {
+        if (!number(value, &c->duplex_s, 0)) { snprintf(r->why, sizeof r->why, "duplex: expected seconds >= 0"); return 0; }
+    } else if (!strcmp(section, "link") && !strcmp(name, "duplex_rate")) {
+        if (!number(value, &c->duplex_bps, 0)) { snprintf(r->why, sizeof r->why, "duplex_rate: expected bits/s >= 0"); return 0; }
     } else if (!strcmp(section, "sizes")) {
         double sz, v[4];
         char extra;
@@ -93,6 +120,15 @@ static int on_value(void *user, const char *section, const char *name, const cha
         }
         const int i = c->nsizes++;
         c->size[i] = sz, c->oneway_s[i] = v[0], c->bw_factor[i] = v[1], c->isend_s[i] = v[2], c->recv_s[i] = v[3];
+    } else if (!strcmp(section, "progress") && !strcmp(name, "bucket")) {
+        if (!number(value, &c->progress_bucket, 1)) { snprintf(r->why, sizeof r->why, "bucket: expected bytes from 1"); return 0; }
+    } else if (!strcmp(section, "progress") && !strcmp(name, "hidden")) {
+        if (!number(value, &c->progress_hidden, -1e9) || c->progress_hidden > 1) {
+            snprintf(r->why, sizeof r->why, "hidden: expected a share up to 1");
+            return 0;
+        }
+    } else if (!strcmp(section, "progress") && !strcmp(name, "bytes_per_call")) {
+        if (!number(value, &c->progress_bytes, 0)) { snprintf(r->why, sizeof r->why, "bytes_per_call: expected bytes >= 0"); return 0; }
     } else if (!strcmp(section, "host") && !strcmp(name, "model")) {
         snprintf(c->model, sizeof c->model, "%s", value);
     } else if (!strcmp(section, "host") && !strcmp(name, "batch")) {
@@ -109,8 +145,8 @@ static int on_value(void *user, const char *section, const char *name, const cha
     } else if (!strcmp(section, "host") && !strcmp(name, "speeds")) {
         /* the ranks' own, for the reader: not used */
     } else {
-        snprintf(r->why, sizeof r->why, "unknown key '%s' in [%s] (expected [link] latency, rate; [sizes]; [host] hosts, "
-                 "when, model, batch, speed, speeds)", name, section);
+        snprintf(r->why, sizeof r->why, "unknown key '%s' in [%s] (expected [link] latency, rate, duplex, duplex_rate; [sizes]; [progress] "
+                 "bucket, hidden, bytes_per_call; [host] hosts, when, model, batch, speed, speeds)", name, section);
         return 0;
     }
     return 1;

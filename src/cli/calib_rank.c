@@ -2,7 +2,8 @@
  * host): ranks 0 and 1 measure the link between them as SimGrid's calibration procedure does
  * (the one-way time of each message size, median of a ping-pong's trips, each after a pause as
  * training computes between its messages; the time MPI_Isend takes to return; the time
- * MPI_Recv takes for a message already there), then the hosts' speed on a model (both ranks
+ * MPI_Recv takes for a message already there; the largest both ways at once), how much of a non-blocking sum moves while
+ * the ranks compute, then the hosts' speed on a model (both ranks
  * computing at once, as a cluster's hosts do), and rank 0 writes the calibration file
  * (calib_file.h). A hidden subcommand: `dtrain sim calibrate` gives its flags. */
 #include <math.h>
@@ -120,8 +121,78 @@ static dt_status links(int rank, const rank_opts *o, dt_calibration *c) {
         MPI_Bcast(&more, 1, MPI_INT, 0, MPI_COMM_WORLD);
         if (!more) break;
     }
+    /* the largest size both ways at once (MPI_Sendrecv on both ranks), the median of 5: what
+     * a sum's exchanges get, where the ping-pong above measured one way at a time */
+    const int big = (int)c->size[c->nsizes - 1];
+    char *back = calloc((size_t)big + 1, 1);
+    if (!back) { free(buf); free(t); return dt_nomem("the calibration's buffers"); }
+    const int R = o->reps < 5 ? o->reps : 5;
+    for (int r = 0; r < R; r++) {
+        pause_ms(o->gap_ms);
+        MPI_Barrier(MPI_COMM_WORLD);
+        const double t0 = MPI_Wtime();
+        if (rank < 2)
+            MPI_Sendrecv(buf, big, MPI_BYTE, 1 - rank, 5, back, big, MPI_BYTE, 1 - rank, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        t[r] = MPI_Wtime() - t0;
+    }
+    c->duplex_s = rank == 0 ? median(t, R) : 0;
+    free(back);
     free(buf);
     free(t);
+    return DT_OK;
+}
+
+static void spin_s(double s) { /* computing: the CPU busy, no call into MPI or the kernel */
+    const double t0 = MPI_Wtime();
+    volatile double x = 0;
+    while (MPI_Wtime() - t0 < s) x += 1;
+}
+
+/* How much of a non-blocking sum the MPI moves while the rank computes (comm/sim_coll.c):
+ * K buckets of 1 MB (below UCX's rendezvous threshold, as dtrain run sets it; a large model's
+ * tensors are of this size), each started (MPI_Iallreduce), then computing for twice its
+ * blocking sum's time with one MPI_Testall, as allreduce's buckets go during backward; then
+ * MPI_Waitall. The share of the blocking sums' time that the wait no longer takes ran while
+ * computing (the median of 5); a call then moved hidden x bucket / 2 bytes (two calls a bucket:
+ * its start and its test, each rank sending the bucket's size in all). Nearly all of it (from
+ * 90%): the MPI moves messages in the background, bytes_per_call 0; at least 16 kB a call. */
+static dt_status progress(int rank, dt_calibration *c) {
+    enum { K = 8, REPS = 5 };
+    const size_t bucket = 1 << 20, n = bucket / sizeof(float);
+    float *buf = calloc(K * n, sizeof *buf);
+    if (!buf) return dt_nomem("the progress measurement's buffers");
+    MPI_Request q[K];
+    MPI_Status sts[K]; /* not MPI_STATUSES_IGNORE: GCC 12 takes it for an array of size 0 */
+    double hidden[REPS];
+    for (int r = 0; r < REPS; r++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = MPI_Wtime();
+        for (int b = 0; b < K; b++) MPI_Allreduce(MPI_IN_PLACE, buf + b * n, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        double blocking = MPI_Wtime() - t0;
+        /* both ranks compute as long: the slower one's time */
+        MPI_Allreduce(MPI_IN_PLACE, &blocking, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        const double compute = 2 * blocking / K;
+        MPI_Barrier(MPI_COMM_WORLD);
+        for (int b = 0; b < K; b++) {
+            MPI_Iallreduce(MPI_IN_PLACE, buf + b * n, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &q[b]);
+            spin_s(compute);
+            int done = 0;
+            MPI_Testall(b + 1, q, &done, sts);
+        }
+        t0 = MPI_Wtime();
+        MPI_Waitall(K, q, sts);
+        double wait = MPI_Wtime() - t0;
+        MPI_Allreduce(MPI_IN_PLACE, &wait, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        hidden[r] = 1 - wait / blocking;
+    }
+    free(buf);
+    if (rank != 0) return DT_OK;
+    const double h = median(hidden, REPS);
+    c->progress_bucket = (double)bucket;
+    c->progress_hidden = h;
+    /* a share at or below 0 (the wait as long as the blocking sums, or longer: noise) is
+     * nothing moved while computing, which a piece of 16 kB a call stands for */
+    c->progress_bytes = h >= 0.9 ? 0 : fmax(16384, h * (double)bucket / 2);
     return DT_OK;
 }
 
@@ -169,6 +240,7 @@ int dt_cmd_sim_calibrate_rank(int argc, char **argv) {
                    MPI_COMM_WORLD);
         if (rank == 0) snprintf(c.hosts, sizeof c.hosts, "%s and %s", names, names + MPI_MAX_PROCESSOR_NAME);
         st = links(rank, &o, &c);
+        if (st == DT_OK) st = progress(rank, &c);
     }
     if (st == DT_OK) st = speed(rank, &o, &c);
     if (st == DT_OK && rank == 0) {

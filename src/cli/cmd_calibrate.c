@@ -5,6 +5,7 @@
  * writes the calibration file that `dtrain sim --calibration FILE` reads (calib_file.h). */
 #include <errno.h>
 #include <signal.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +144,13 @@ int dt_cmd_sim_calibrate(int argc, char **argv) {
     if (dt_calib_read(o.out, &c) != DT_OK) return dt_cli_fail();
     printf("%s: between %s: latency %.1f us a link, %.4g Mbit/s for the largest messages (%.0f bytes), %s at %.3g Gflop/s\n",
            o.out, c.hosts, c.latency_s * 1e6, c.rate_bps / 1e6, c.size[c.nsizes - 1], c.model, c.speed / 1e9);
+    if (c.progress_bytes > 0)
+        printf("%s: the MPI moves a non-blocking sum only inside its calls: %.0f%% of a %.0f kB bucket crossed while "
+               "computing (%.0f kB a call)\n", o.out, 100 * fmax(0, c.progress_hidden), c.progress_bucket / 1e3,
+               c.progress_bytes / 1e3);
+    else
+        printf("%s: the MPI moves a non-blocking sum in the background (%.0f%% of a %.0f kB bucket crossed while computing)\n",
+               o.out, 100 * c.progress_hidden, c.progress_bucket / 1e3);
     printf("use: dtrain sim --calibration %s -n N --algo ... (--compute modelled takes its speed for --model %s)\n", o.out,
            c.model);
     return 0;

@@ -83,6 +83,9 @@ static const dt_flag sim_flags[] = {
     {"calibration", DT_AT_TEXT(S, calibration), .metavar = "FILE",
      .help = "what dtrain sim calibrate measured on your hosts: the cluster's links (unless --link, --latency), "
              "SimGrid's corrections, and --speed for its model"},
+    {"duplex-limit", DT_AT_SWITCH(S, duplex_limit),
+     .help = "--calibration: each host's two directions share what the file measured both ways at once (SimGrid's "
+             "limiter link; for large messages: right for 43 MB sums at 100 Mbit/s, 10-25% slow for 150 kB ones)"},
 };
 #undef S
 
@@ -185,6 +188,15 @@ static dt_status apply_calibration(sim_opts *o, const dt_train_flags *f, dt_sim_
         return dt_fail(DT_ERR_ARG, "--calibration %s: with --platform cluster (the links it measured are the hosts'; "
                        "--platform %s sets its own)", o->calibration, o->platform);
     if (!o->link_given) cl->link_Bps = o->link = o->cal.rate_bps / 8;
+    /* --duplex-limit: the two directions' share of a host, as measured (a what-if's links keep
+     * its proportion). Not by default: on namespace hosts it made large sums right and small
+     * messages slow (docs/simulation.md, "both ways at once") */
+    if (o->duplex_limit) {
+        cl->limiter_Bps = dt_calib_limiter_Bps(&o->cal) * cl->link_Bps / (o->cal.rate_bps / 8);
+        if (cl->limiter_Bps <= 0)
+            return dt_fail(DT_ERR_ARG, "--duplex-limit: --calibration %s has no both-ways rate below its one-way rate "
+                           "(duplex_rate: files from 2026-11-30 measure it)", o->calibration);
+    }
     if (!o->latency_given) cl->latency_s = o->latency = o->cal.latency_s;
     if (o->compute && o->speed == 0) {
         if (o->cal.speed <= 0 || strcmp(o->cal.model, f->c.model) != 0)
@@ -379,6 +391,8 @@ int dt_cmd_sim(int argc, char **argv) {
     dt_sim_cluster cl = {.platform = o.platform, .hosts = f.ranks, .link_Bps = o.link, .latency_s = o.latency};
     const int named = dt_sim_platform_known(o.platform);
     if (st == DT_OK && o.calibration) st = apply_calibration(&o, &f, &cl);
+    if (st == DT_OK && o.duplex_limit && !o.calibration)
+        st = dt_fail(DT_ERR_ARG, "--duplex-limit: only with --calibration FILE (it takes what the file measured both ways at once)");
     if (st == DT_OK) st = check_inputs(&o, &f, &cl, named);
     char bin[4200];
     if (st == DT_OK) st = find_sim_binary(bin, sizeof bin);

@@ -4,7 +4,8 @@
  * and a site with a backbone sends every message between two hosts across it as well. Hosts
  * are written as cabinets (runs of hosts of one speed), so that a straggler's host can be
  * slower. The WAN is four such sites (fewer with fewer hosts), each behind an uplink to the
- * others. */
+ * others. A calibration that found a host's two directions slow each other (limiter_Bps) makes
+ * the site one <cluster> whose hosts each have a limiter link both directions cross. */
 #include "cli/sim_platform.h"
 
 #include <math.h>
@@ -166,7 +167,18 @@ dt_status dt_sim_platform_write(const dt_sim_cluster *c, FILE *xml, FILE *hosts,
     fprintf(xml, "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
                  "<!-- written by dtrain sim: %s, %d hosts -->\n<platform version=\"4.1\">\n", p->name, c->hosts);
     const int regions = p->regions < c->hosts ? p->regions : c->hosts;
-    if (regions <= 1) {
+    if (regions <= 1 && c->limiter_Bps > 0) {
+        /* a calibration found the two directions slow each other: SimGrid's <cluster> gives each
+         * host a limiter link both directions cross (cabinets have none, so every host one speed) */
+        if (c->nslow)
+            return dt_fail(DT_ERR_ARG, "--straggler: not with a calibration whose hosts share their links' two directions "
+                           "(its duplex_rate); give a cluster file (--cluster) for a slower host");
+        fprintf(xml, "  <cluster id=\"%s\" prefix=\"host\" suffix=\"\" radical=\"0-%d\" speed=\"%.17gf\" bw=\"%.17gBps\" "
+                     "lat=\"%.17gs\" limiter_link=\"%.17gBps\"",
+                p->name, c->hosts - 1, c->speed, Bps, lat, c->limiter_Bps);
+        if (p->backbone_Bps > 0) fprintf(xml, " bb_bw=\"%.17gBps\" bb_lat=\"%.17gs\"", p->backbone_Bps, p->backbone_s);
+        fprintf(xml, "/>\n");
+    } else if (regions <= 1) {
         fprintf(xml, "  <zone id=\"%s\" routing=\"Cluster\">\n", p->name);
         cabinets(xml, c, 0, c->hosts, Bps, lat);
         if (p->backbone_Bps > 0)
@@ -201,6 +213,10 @@ dt_status dt_sim_platform_write(const dt_sim_cluster *c, FILE *xml, FILE *hosts,
     char rate[32];
     dt_sim_format_rate(Bps, rate, sizeof rate);
     int n = snprintf(describe, len, "%s: %d hosts, %s links (%g us)", p->name, c->hosts, rate, lat * 1e6);
+    if (c->limiter_Bps > 0 && regions <= 1 && n > 0 && (size_t)n < len) {
+        dt_sim_format_rate(c->limiter_Bps, rate, sizeof rate);
+        n += snprintf(describe + n, len - (size_t)n, ", %s in and out together", rate);
+    }
     if (p->backbone_Bps > 0 && n > 0 && (size_t)n < len) {
         dt_sim_format_rate(p->backbone_Bps, rate, sizeof rate);
         n += snprintf(describe + n, len - (size_t)n, ", %s backbone", rate);

@@ -15,6 +15,7 @@ typedef struct dt_sim_cluster {
     int hosts;
     double link_Bps;       /* cluster: each host's link, bytes/s */
     double latency_s;      /* cluster: each host link's latency */
+    double limiter_Bps;    /* cluster: what a host moves in and out together (0: each way its link's rate) */
     double speed;          /* every host's flop/s (a straggler's is divided by its factor) */
     int nslow;
     int slow_rank[DT_SIM_MAX_STRAGGLERS];

@@ -60,6 +60,9 @@ static dt_status setup_env(const sim_opts *o, const dt_sim_cluster *cl, int name
         dt_json_null(&j, "latency_s");
     }
     dt_json_str(&j, "calibration", o->calibration);
+    /* bytes one MPI call moves of a non-blocking sum; null: in the background */
+    if (o->calibration && o->cal.progress_bytes > 0) dt_json_num(&j, "progress_bytes_per_call", o->cal.progress_bytes);
+    else dt_json_null(&j, "progress_bytes_per_call");
     dt_json_str(&j, "replay", o->replay ? o->replay_abs : NULL);
     dt_json_str(&j, "compute", o->compute ? "modelled" : "measured");
     if (o->compute && !o->cluster) dt_json_num(&j, "speed_flops", o->speed);
@@ -149,6 +152,11 @@ int dt_sim_start(const sim_opts *o, const dt_sim_cluster *cl, int named, char *b
              o->calibration ? o->calibration : "", o->replay ? "; a replay (nothing calculated)" : "");
     setenv("DTRAIN_SIM_DESCRIBE", full, 1);
     setenv("DTRAIN_SIM_COMPUTE", o->compute ? "modelled" : "measured", 1);
+    /* the bytes an MPI call moves (comm/sim_coll.c), only from a calibration that measured it */
+    char progress[32];
+    snprintf(progress, sizeof progress, "%.0f", o->calibration ? o->cal.progress_bytes : 0);
+    if (o->calibration && o->cal.progress_bytes > 0) setenv("DTRAIN_SIM_PROGRESS_BYTES", progress, 1);
+    else unsetenv("DTRAIN_SIM_PROGRESS_BYTES");
     if (o->replay) setenv("DTRAIN_SIM_REPLAY", o->replay_abs, 1);
     else unsetenv("DTRAIN_SIM_REPLAY");
     if (st == DT_OK) st = setup_env(o, cl, named);

@@ -20,6 +20,7 @@ typedef struct sim_opts {
     const char *replay;  /* --replay LOG */
     char replay_abs[4096]; /* ... its absolute path, for the ranks */
     int n_given, platform_given, max_restarts;
+    int duplex_limit;    /* --duplex-limit: the calibration's both-ways rate as each host's limiter link */
     dt_calibration cal;  /* --calibration's, read */
     dt_cluster_file cf;  /* --cluster's, read */
 } sim_opts;

@@ -1,10 +1,21 @@
 /* The simulation build's non-blocking allreduce (sim_coll.h): MPICH's schedule for a large
  * buffer on 2^m ranks, recursive halving (a reduce-scatter) then recursive doubling (an
  * allgather), each level one exchange with the partner rank ^ mask. A bucket's level moves
- * on when both its messages are done; dt_test_all and dt_wait_all (comm.c) move the buckets
- * in flight along. Another number of ranks reduces each bucket at once (MPI_Allreduce). */
+ * on when its messages are done; dt_test_all and dt_wait_all (comm.c) move the buckets in
+ * flight along. Another number of ranks reduces each bucket at once (MPI_Allreduce).
+ *
+ * Progress. SMPI moves a posted message in the background; MPICH over TCP moves a large one
+ * only inside its calls, each call handing the kernel what its socket buffers take (measured on
+ * 1 Gbit/s namespace hosts: a 1 MB bucket started, 15 ms of computing, one MPI_Testall: a
+ * quarter of it crossed meanwhile, the rest waited for MPI_Waitall). When the calibration
+ * measured that (dt_sim_progress_bytes, dtrain sim calibrate's [progress]), a level's send goes
+ * in pieces of that many bytes and each call (the start, each test) posts pieces of every
+ * bucket in flight, in order, up to that many bytes in all; a wait posts the rest. Both
+ * partners cut the same pieces (the same sizes), so each piece is a message of its own. Without
+ * it, a level is one message each way, posted at once, as before. */
 #include "comm/sim_coll.h"
 #include "core/alloc.h"
+#include "core/sim.h"
 
 #ifdef DT_SIM
 #include <limits.h>
@@ -23,7 +34,10 @@ typedef struct {
     size_t mlo, mhi;  /* the part this rank holds now */
     char *tmp;        /* the partner's half, to be added */
     size_t tmpcap;
-    MPI_Request req[2];
+    size_t slo, shi, sent; /* the level's values to send, and how many are posted */
+    int posted_all, partner;
+    MPI_Request *rq;  /* the level's receives, then its sends posted so far */
+    int nrq, caprq;
     int tag;
 } bucket;
 
@@ -36,30 +50,80 @@ static struct {
 
 static int is_pow2(int p) { return p > 0 && (p & (p - 1)) == 0; }
 
-/* posts the exchange of b's level */
+/* values a piece of b's level: a whole level unless the MPI moves bytes only inside its calls */
+static size_t piece(const bucket *b) {
+    const double bytes = dt_sim_progress_bytes();
+    /* at least 4 kB: a file's tiny value would make millions of messages a step */
+    const double v = bytes > 0 ? (bytes < 4096 ? 4096 : bytes) / (double)b->elem : 0;
+    return v <= 0 ? SIZE_MAX : (size_t)v;
+}
+
+static int add_request(bucket *b, MPI_Request **out) {
+    if (b->nrq == b->caprq) {
+        const int cap = b->caprq ? 2 * b->caprq : 4;
+        MPI_Request *v = realloc(b->rq, (size_t)cap * sizeof *v);
+        if (!v) return MPI_ERR_NO_MEM;
+        b->rq = v, b->caprq = cap;
+    }
+    *out = &b->rq[b->nrq++];
+    return MPI_SUCCESS;
+}
+
+/* posts b's level's receives (in pieces) and notes what it sends */
 static int post(bucket *b) {
     const int m = q.m, r = q.rank;
+    size_t rlo, rhi;
+    char *into;
+    b->nrq = 0, b->sent = 0, b->posted_all = 0;
     if (b->level < m) { /* halving: keep one half, send the other */
         const int mask = q.size >> (b->level + 1), partner = r ^ mask;
         const size_t lo = b->mlo, hi = b->mhi, mid = lo + (hi - lo) / 2;
         b->lo[b->level] = lo, b->hi[b->level] = hi;
         const int low = (r & mask) == 0;
-        const size_t klo = low ? lo : mid, khi = low ? mid : hi, slo = low ? mid : lo, shi = low ? hi : mid;
+        const size_t klo = low ? lo : mid, khi = low ? mid : hi;
         b->mlo = klo, b->mhi = khi;
-        int err = MPI_Irecv(b->tmp, (int)(khi - klo), b->type, partner, b->tag, q.comm, &b->req[0]);
-        if (err == MPI_SUCCESS)
-            err = MPI_Isend(b->buf + slo * b->elem, (int)(shi - slo), b->type, partner, b->tag, q.comm, &b->req[1]);
-        return err;
+        b->slo = low ? mid : lo, b->shi = low ? hi : mid, b->partner = partner;
+        rlo = 0, rhi = khi - klo, into = b->tmp;
+    } else { /* doubling, the halving levels in reverse: send what this rank holds, take the other half */
+        const int i = 2 * m - 1 - b->level, mask = q.size >> (i + 1), partner = r ^ mask;
+        const size_t lo = b->lo[i], hi = b->hi[i], mid = lo + (hi - lo) / 2;
+        const int low = (r & mask) == 0;
+        rlo = low ? mid : lo, rhi = low ? hi : mid, into = b->buf;
+        b->slo = b->mlo, b->shi = b->mhi, b->partner = partner;
     }
-    /* doubling, the halving levels in reverse: send what this rank holds, take the other half */
-    const int i = 2 * m - 1 - b->level, mask = q.size >> (i + 1), partner = r ^ mask;
-    const size_t lo = b->lo[i], hi = b->hi[i], mid = lo + (hi - lo) / 2;
-    const int low = (r & mask) == 0;
-    const size_t olo = low ? mid : lo, ohi = low ? hi : mid;
-    int err = MPI_Irecv(b->buf + olo * b->elem, (int)(ohi - olo), b->type, partner, b->tag, q.comm, &b->req[0]);
-    if (err == MPI_SUCCESS)
-        err = MPI_Isend(b->buf + b->mlo * b->elem, (int)(b->mhi - b->mlo), b->type, partner, b->tag, q.comm, &b->req[1]);
-    return err;
+    const size_t p = piece(b);
+    for (size_t at = rlo;; at += p) { /* a zero-length level is one empty message */
+        const size_t len = rhi - at < p ? rhi - at : p;
+        MPI_Request *req;
+        int err = add_request(b, &req);
+        if (err == MPI_SUCCESS) err = MPI_Irecv(into + at * b->elem, (int)len, b->type, b->partner, b->tag, q.comm, req);
+        if (err != MPI_SUCCESS) return err;
+        if (rhi - at <= p) break;
+    }
+    return MPI_SUCCESS;
+}
+
+/* posts b's level's sends, in pieces, while *budget bytes last (budget NULL: all of them) */
+static int push(bucket *b, double *budget) {
+    const size_t p = piece(b), len = b->shi - b->slo;
+    while (!b->posted_all && (!budget || *budget > 0)) {
+        const size_t n = len - b->sent < p ? len - b->sent : p;
+        MPI_Request *req;
+        int err = add_request(b, &req);
+        if (err == MPI_SUCCESS)
+            err = MPI_Isend(b->buf + (b->slo + b->sent) * b->elem, (int)n, b->type, b->partner, b->tag, q.comm, req);
+        if (err != MPI_SUCCESS) return err;
+        b->sent += n;
+        if (budget) *budget -= (double)(n * b->elem);
+        b->posted_all = b->sent == len;
+    }
+    return MPI_SUCCESS;
+}
+
+/* a call's budget: the calibrated bytes a call moves, or NULL (all: in the background, or a wait) */
+static double *call_budget(double *budget, int wait) {
+    *budget = dt_sim_progress_bytes();
+    return wait || *budget <= 0 ? NULL : budget;
 }
 
 /* b's level is done: add the partner's half (halving) or take the parent range (doubling) */
@@ -116,7 +180,10 @@ dt_status dt_sim_iallreduce_start_op(dt_comm *c, void *buf, size_t n, MPI_Dataty
     b->level = 0, b->mlo = 0, b->mhi = n;
     b->tag = 1 + q.seq++ % 30000;
     q.n++;
-    return dt_mpi_check(post(b), "MPI_Isend/Irecv (simulated iallreduce)");
+    double budget;
+    int err = post(b);
+    if (err == MPI_SUCCESS) err = push(b, call_budget(&budget, 0));
+    return dt_mpi_check(err, "MPI_Isend/Irecv (simulated iallreduce)");
 }
 
 int dt_sim_sums_as_mpich(const dt_comm *c, size_t n, size_t bytes) {
@@ -126,17 +193,21 @@ int dt_sim_sums_as_mpich(const dt_comm *c, size_t n, size_t bytes) {
 dt_status dt_sim_iallreduce_progress(dt_comm *c, int wait) {
     (void)c;
     int all_done = 1;
+    double budget;
+    double *left = call_budget(&budget, wait);
     for (int i = 0; i < q.n; i++) {
         bucket *b = &q.v[i];
         while (b->level < 2 * q.m) {
-            int flag = 1, err;
-            if (wait) err = MPI_Waitall(2, b->req, MPI_STATUSES_IGNORE);
-            else err = MPI_Testall(2, b->req, &flag, MPI_STATUSES_IGNORE);
+            int flag = 1, err = push(b, left);
+            if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Isend (simulated iallreduce)");
+            if (!b->posted_all) break; /* the level cannot end before all of it is sent */
+            if (wait) err = MPI_Waitall(b->nrq, b->rq, MPI_STATUSES_IGNORE);
+            else err = MPI_Testall(b->nrq, b->rq, &flag, MPI_STATUSES_IGNORE);
             if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Testall (simulated iallreduce)");
             if (!flag) break;
             finish_level(b);
             if (b->level < 2 * q.m && (err = post(b)) != MPI_SUCCESS)
-                return dt_mpi_check(err, "MPI_Isend/Irecv (simulated iallreduce)");
+                return dt_mpi_check(err, "MPI_Irecv (simulated iallreduce)");
         }
         all_done &= b->level == 2 * q.m;
     }

@@ -69,6 +69,19 @@ const char *dt_sim_describe(void) {
 }
 
 const char *dt_sim_setup(void) { return getenv("DTRAIN_SIM_SETUP"); }
+
+double dt_sim_progress_bytes(void) {
+    static int known = 0; /* per rank, as dt_sim_modelled's */
+    static double bytes = 0;
+    if (!known) {
+        const char *v = getenv("DTRAIN_SIM_PROGRESS_BYTES");
+        char *end = NULL;
+        const double x = v ? strtod(v, &end) : 0;
+        bytes = v && end != v && !*end && x > 0 ? x : 0;
+        known = 1;
+    }
+    return bytes;
+}
 #else
 int dt_sim_active(void) { return 0; }
 int dt_sim_modelled(void) { return 0; }
@@ -77,4 +90,5 @@ double dt_sim_clock(void) { return 0; }
 void dt_sim_compute(double flops) { (void)flops; }
 const char *dt_sim_describe(void) { return NULL; }
 const char *dt_sim_setup(void) { return NULL; }
+double dt_sim_progress_bytes(void) { return 0; }
 #endif

@@ -13,6 +13,12 @@ int dt_sim_modelled(void);
 /* The log a replay takes its numbers from (DTRAIN_SIM_REPLAY, set by dtrain sim --replay), or
  * NULL: the model then charges every layer's FLOPs and calculates nothing (models/model.c). */
 const char *dt_sim_replay(void);
+/* Bytes of a non-blocking operation that one call into MPI hands to the network, when the
+ * calibration (dtrain sim calibrate, [progress]) found the user's MPI moves large messages only
+ * inside its calls, as MPICH over TCP does: DTRAIN_SIM_PROGRESS_BYTES, set by dtrain sim.
+ * 0: the MPI moves them in the background (SMPI's own model, every shipped platform), and
+ * always 0 outside simulation (the real MPI does what it does). */
+double dt_sim_progress_bytes(void);
 /* The simulated clock, seconds (0 outside simulation). dt_now reads it in a simulation:
  * SMPI's own clock_gettime reads the host's clock before MPI_Init and after MPI_Finalize. */
 double dt_sim_clock(void);
