@@ -2,6 +2,7 @@
  * 2026-11-30; older files have none) and [host]. */
 #include "cli/calib_file.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <ini.h>
 #include <math.h>
@@ -59,12 +60,17 @@ static dt_status fill(void *ctx, void *file) {
         fprintf(f, "bucket = %.0f\nhidden = %.4f\nbytes_per_call = %.0f\n", c->progress_bucket, c->progress_hidden,
                 c->progress_bytes);
     }
-    fprintf(f, "\n[host]\n; the two hosts measured (MPI's processor names) and when (UTC)\nhosts = %s\nwhen = %s\n", c->hosts,
-            c->when);
-    fprintf(f, "model = %s\nbatch = %d\n", c->model, c->batch);
-    fprintf(f, "; flop/s: the model's FLOPs a training step (forward, backward twice that) over a step's median time,\n"
-               "; each rank computing beside the other; the ranks' mean, then each\n");
-    fprintf(f, "speed = %.6g\nspeeds = %.6g %.6g\n", c->speed, c->rank_speed[0], c->rank_speed[1]);
+    /* what the file has: a file read without them (edited by hand) is written back as it was */
+    fprintf(f, "\n[host]\n; the two hosts measured (MPI's processor names) and when (UTC)\n");
+    if (*c->hosts) fprintf(f, "hosts = %s\n", c->hosts);
+    if (*c->when) fprintf(f, "when = %s\n", c->when);
+    if (*c->model) fprintf(f, "model = %s\n", c->model);
+    if (c->batch >= 1) fprintf(f, "batch = %d\n", c->batch);
+    if (c->speed > 0) {
+        fprintf(f, "; flop/s: the model's FLOPs a training step (forward, backward twice that) over a step's median time,\n"
+                   "; each rank computing beside the other; the ranks' mean, then each\n");
+        fprintf(f, "speed = %.6g\nspeeds = %.6g %.6g\n", c->speed, c->rank_speed[0], c->rank_speed[1]);
+    }
     return ferror(f) ? dt_fail(DT_ERR_IO, "write failed: %s", strerror(errno)) : DT_OK;
 }
 
@@ -90,6 +96,13 @@ static int number(const char *v, double *out, double lo) {
     if (end == v || *end || errno || !isfinite(x) || x < lo) return 0;
     *out = x;
     return 1;
+}
+
+/* a text value into its field: cut to the field, and no white space left at its end (inih trims
+ * a line's, and a cut one would keep it: the file written back would read differently) */
+static void keep(char *field, size_t len, const char *value) {
+    snprintf(field, len, "%s", value);
+    for (size_t n = strlen(field); n > 0 && isspace((unsigned char)field[n - 1]); n--) field[n - 1] = 0;
 }
 
 static int on_value(void *user, const char *section, const char *name, const char *value) {
@@ -130,7 +143,7 @@ static int on_value(void *user, const char *section, const char *name, const cha
     } else if (!strcmp(section, "progress") && !strcmp(name, "bytes_per_call")) {
         if (!number(value, &c->progress_bytes, 0)) { snprintf(r->why, sizeof r->why, "bytes_per_call: expected bytes >= 0"); return 0; }
     } else if (!strcmp(section, "host") && !strcmp(name, "model")) {
-        snprintf(c->model, sizeof c->model, "%s", value);
+        keep(c->model, sizeof c->model, value);
     } else if (!strcmp(section, "host") && !strcmp(name, "batch")) {
         double b;
         if (!number(value, &b, 1) || b != floor(b) || b > 1e6) { snprintf(r->why, sizeof r->why, "batch: expected a whole number"); return 0; }
@@ -139,9 +152,9 @@ static int on_value(void *user, const char *section, const char *name, const cha
         if (!number(value, &c->speed, 1e6)) { snprintf(r->why, sizeof r->why, "speed: expected flop/s from 1e6"); return 0; }
         r->seen_speed = 1;
     } else if (!strcmp(section, "host") && !strcmp(name, "hosts")) {
-        snprintf(c->hosts, sizeof c->hosts, "%s", value);
+        keep(c->hosts, sizeof c->hosts, value);
     } else if (!strcmp(section, "host") && !strcmp(name, "when")) {
-        snprintf(c->when, sizeof c->when, "%s", value);
+        keep(c->when, sizeof c->when, value);
     } else if (!strcmp(section, "host") && !strcmp(name, "speeds")) {
         /* the ranks' own, for the reader: not used */
     } else {
@@ -196,9 +209,11 @@ void dt_calib_cfg(const dt_calibration *c, char *out, size_t len) {
      * hands bytes to the kernel as the link takes them: over 1,500-byte frames it returned only
      * when a 64-512 kB message had nearly crossed (1.87 ms of 131 kB's 2.05), and charging that
      * whole counted the transfer twice (ps at 1 Gbit/s 29% slow). So only the part of the call
-     * the transfer does not explain: max(0, call - (one-way - zero-byte one-way)). */
+     * the transfer does not explain: max(0, call - max(0, one-way - zero-byte one-way)). */
     double os[DT_CALIB_SIZES];
-    for (int i = 0; i < c->nsizes; i++) os[i] = fmax(0, c->isend_s[i] - (c->oneway_s[i] - c->oneway_s[0]));
+    /* (a size whose one-way time came out below the zero-byte one, noise on a loaded machine,
+     * has no transfer to take off: the call's time is not to grow by it) */
+    for (int i = 0; i < c->nsizes; i++) os[i] = fmax(0, c->isend_s[i] - fmax(0, c->oneway_s[i] - c->oneway_s[0]));
     if (o < len) o += (size_t)snprintf(out + o, len - o, " --cfg=smpi/ois:");
     if (o < len) o += overhead(c, os, out + o, len - o);
     if (o < len) o += (size_t)snprintf(out + o, len - o, " --cfg=smpi/os:");

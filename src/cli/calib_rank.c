@@ -142,10 +142,11 @@ static dt_status links(int rank, const rank_opts *o, dt_calibration *c) {
     return DT_OK;
 }
 
+static volatile double spin_sink; /* what the spinning adds up, so that it is not optimised away */
+
 static void spin_s(double s) { /* computing: the CPU busy, no call into MPI or the kernel */
     const double t0 = MPI_Wtime();
-    volatile double x = 0;
-    while (MPI_Wtime() - t0 < s) x += 1;
+    while (MPI_Wtime() - t0 < s) spin_sink += 1;
 }
 
 /* How much of a non-blocking sum the MPI moves while the rank computes (comm/sim_coll.c):
