@@ -95,7 +95,10 @@ signal_case() {
     # seconds later and kills them as long after that, docs/cluster.md: with 5, the ranks that
     # got it themselves have 10 s to stop; it waits that long, also after a rank's status 5)
     [ "$who" = all ] && grace=5
-    OMPI_MCA_odls_base_sigkill_timeout=$grace DTRAIN_MPIEXEC=${3:-mpiexec} job "$label" -n 2 --algo allreduce "${C[@]}" --checkpoint "$d/ck" --log "$d/r.jsonl" --no-save
+    # 40 epochs: the signal must come before the run ends (C's 2 took under 2 s on a Zen 5, and on
+    # a loaded one the run ended between the step line and the signal)
+    OMPI_MCA_odls_base_sigkill_timeout=$grace DTRAIN_MPIEXEC=${3:-mpiexec} job "$label" -n 2 --algo allreduce "${C[@]}" --epochs 40 \
+        --checkpoint "$d/ck" --log "$d/r.jsonl" --no-save
     wait_until 120 step_logged "$d/r.jsonl" 100
     case "$who" in
         rank1) pids=$(rank_pid 1) ;;
