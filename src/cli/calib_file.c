@@ -44,8 +44,8 @@ static dt_status fill(void *ctx, void *file) {
     fprintf(f, "; the payload rate of the largest messages, bits/s\nrate = %.6g\n", c->rate_bps);
     if (c->duplex_s > 0)
         fprintf(f, "; the largest size sent both ways at once (MPI_Sendrecv on both hosts): seconds (median), and the\n"
-                   "; rate each way, bits/s (below 95%% of rate: dtrain sim gives each host a link shared by its two\n"
-                   "; directions at twice this, SimGrid's limiter link)\nduplex = %.6g\nduplex_rate = %.6g\n",
+                   "; rate each way, bits/s (with --duplex-limit and below 95%% of rate, dtrain sim gives each host a\n"
+                   "; link its two directions share at twice this, SimGrid's limiter link)\nduplex = %.6g\nduplex_rate = %.6g\n",
                 c->duplex_s, c->duplex_bps);
     fprintf(f, "\n[sizes]\n");
     fprintf(f, "; bytes = one-way seconds (median), bandwidth factor (the share of the rate that gives it), seconds\n"

@@ -2,8 +2,8 @@
  * host): ranks 0 and 1 measure the link between them as SimGrid's calibration procedure does
  * (the one-way time of each message size, median of a ping-pong's trips, each after a pause as
  * training computes between its messages; the time MPI_Isend takes to return; the time
- * MPI_Recv takes for a message already there; the largest both ways at once), how much of a non-blocking sum moves while
- * the ranks compute, then the hosts' speed on a model (both ranks
+ * MPI_Recv takes for a message already there; the largest both ways at once), how much of a
+ * non-blocking sum moves while the ranks compute, then the hosts' speed on a model (both ranks
  * computing at once, as a cluster's hosts do), and rank 0 writes the calibration file
  * (calib_file.h). A hidden subcommand: `dtrain sim calibrate` gives its flags. */
 #include <math.h>

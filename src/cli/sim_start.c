@@ -153,10 +153,12 @@ int dt_sim_start(const sim_opts *o, const dt_sim_cluster *cl, int named, char *b
     setenv("DTRAIN_SIM_DESCRIBE", full, 1);
     setenv("DTRAIN_SIM_COMPUTE", o->compute ? "modelled" : "measured", 1);
     /* the bytes an MPI call moves (comm/sim_coll.c), only from a calibration that measured it */
-    char progress[32];
-    snprintf(progress, sizeof progress, "%.0f", o->calibration ? o->cal.progress_bytes : 0);
-    if (o->calibration && o->cal.progress_bytes > 0) setenv("DTRAIN_SIM_PROGRESS_BYTES", progress, 1);
-    else unsetenv("DTRAIN_SIM_PROGRESS_BYTES");
+    if (o->calibration && o->cal.progress_bytes > 0) {
+        char progress[32];
+        snprintf(progress, sizeof progress, "%.0f", o->cal.progress_bytes);
+        setenv("DTRAIN_SIM_PROGRESS_BYTES", progress, 1);
+    } else
+        unsetenv("DTRAIN_SIM_PROGRESS_BYTES");
     if (o->replay) setenv("DTRAIN_SIM_REPLAY", o->replay_abs, 1);
     else unsetenv("DTRAIN_SIM_REPLAY");
     if (st == DT_OK) st = setup_env(o, cl, named);
