@@ -484,6 +484,8 @@ typedef struct dt_train_config {
     float clip;              /* the gradient's global norm clipped to this before each step (0: never) */
     long lr_warmup;          /* steps of linear warm-up (0: none); the schedule then counts steps */
     int precision;           /* dt_precision: fp32 (0) or bf16 mixed precision */
+    const char *plan;        /* the kernel plan: NULL or "off" (the rules), "auto" (cached, made once), a file
+                              * (dtrain tune) */
     const char *schedule;    /* const | step:EVERY:GAMMA | cosine[:MIN_LR] (cosine counts steps with lr_warmup,
                               * max_steps or images, else epochs) */
     uint64_t seed;

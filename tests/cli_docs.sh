@@ -9,7 +9,7 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 CLI=$ROOT/docs/cli.md
 
 # 1. every flag of every command's --help, as a whole word of docs/cli.md
-for cmd in train run sim "sim calibrate" sweep eval sample info bench diff; do
+for cmd in train run sim "sim calibrate" sweep eval sample info bench tune diff; do
     # shellcheck disable=SC2086
     "$DTRAIN" $cmd --help >"$T/help" 2>&1 || { check "dtrain $cmd --help" 1 "exit $?"; continue; }
     missing=""

@@ -26,6 +26,7 @@ const struct dt_flag *dt_sim_own_flags(int *n);
 int dt_cmd_eval(int argc, char **argv);
 int dt_cmd_info(int argc, char **argv);
 int dt_cmd_bench(int argc, char **argv);
+int dt_cmd_tune(int argc, char **argv);
 /* cmd_calibrate.c: dtrain sim calibrate (dt_cmd_sim passes it on); calib_rank.c: its ranks */
 int dt_cmd_sim_calibrate(int argc, char **argv);
 int dt_cmd_sim_calibrate_rank(int argc, char **argv);

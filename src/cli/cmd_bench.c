@@ -11,6 +11,7 @@
 #include "core/flag_table.h"
 #include "dtrain.h"
 #include "layers/layer.h"
+#include "trainer/plan_cache.h"
 #include "trainer/trainer.h"
 #include "core/alloc.h"
 #include <cblas.h>
@@ -21,6 +22,7 @@ typedef struct {
     int batch, warmup, steps;
     float lr, momentum;
     int precision;
+    const char *plan;
 } bench_opts;
 
 static const dt_flag bench_flags[] = {
@@ -31,6 +33,7 @@ static const dt_flag bench_flags[] = {
     {"lr", DT_AT_FLOAT(bench_opts, lr), .min = 0, .max = 1e6, .min_open = 1, .help = "learning rate"},
     {"momentum", DT_AT_FLOAT(bench_opts, momentum), .min = 0, .max = 0.999999, .help = "momentum"},
     {"precision", DT_AT_CHOICE(bench_opts, precision, dt_precision_names), .help = "fp32 | bf16 (as dtrain train)"},
+    {"plan", DT_AT_TEXT(bench_opts, plan), .help = "auto | off | FILE: the kernel plan (dtrain tune)", .zero = "off"},
 };
 
 /* A model training on random data: the batch, its targets and an SGD optimizer. */
@@ -49,11 +52,12 @@ static void rig_free(bench_rig *r) {
     dt_model_free(r->m);
 }
 
-static dt_status rig_make(bench_rig *r, const char *model, int batch, int precision, float momentum) {
+static dt_status rig_make(bench_rig *r, const char *model, int batch, int precision, const char *plan, float momentum) {
     memset(r, 0, sizeof *r);
     r->batch = batch;
     dt_status st = dt_model_open(model, &r->m);
     if (st == DT_OK) st = dt_model_set_precision(r->m, (dt_precision)precision);
+    if (st == DT_OK) st = dt_plan_use(plan, model, batch, precision, r->m, stderr);
     if (st != DT_OK) { rig_free(r); return st; }
     int c, h, w;
     dt_model_input_shape(r->m, &c, &h, &w);
@@ -82,7 +86,7 @@ static void rig_step(bench_rig *r, float lr) {
 dt_status dt_bench_time_steps(const char *model, int batch, int warmup, int steps, double *secs, double *fwd_flops) {
     bench_rig r;
     dt_runtime_init();
-    dt_status st = rig_make(&r, model, batch, DT_PRECISION_FP32, 0.9f);
+    dt_status st = rig_make(&r, model, batch, DT_PRECISION_FP32, NULL, 0.9f);
     if (st != DT_OK) return st;
     for (int s = 0; s < warmup + steps; s++) {
         const double t0 = dt_now();
@@ -108,7 +112,7 @@ int dt_cmd_bench(int argc, char **argv) {
     const int batch = o.batch, warmup = o.warmup, steps = o.steps;
     dt_runtime_init();
     bench_rig rig;
-    if (rig_make(&rig, model, batch, o.precision, o.momentum) != DT_OK) return dt_cli_fail();
+    if (rig_make(&rig, model, batch, o.precision, o.plan, o.momentum) != DT_OK) return dt_cli_fail();
     dt_model *m = rig.m;
     int c, h, w;
     dt_model_input_shape(m, &c, &h, &w);

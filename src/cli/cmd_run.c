@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "trainer/plan_cache.h"
 #include "dtrain.h"
 #include "cli/launch.h"
 #include "cli/supervise.h"
@@ -65,6 +66,15 @@ int dt_cmd_run(int argc, char **argv) {
         free(args);
         return 0;
     }
+    /* --plan auto: made (or found) here, once, and every rank given the file */
+    static char plan_path[4096], plan_eq[4200];
+    if (f.c.plan && !strcmp(f.c.plan, "auto")) {
+        if (dt_plan_ensure("auto", f.c.model, f.c.batch, f.c.precision, stderr, plan_path, sizeof plan_path) != DT_OK) {
+            free(args);
+            return dt_cli_fail();
+        }
+        snprintf(plan_eq, sizeof plan_eq, "--plan=%s", plan_path);
+    }
     static dt_launch launch;
     if (dt_launch_begin(&launch, f.hostfile, f.hosts, f.ranks, "train") != DT_OK) { free(args); return dt_cli_fail(); }
     char **av = calloc((size_t)argc + DT_LAUNCH_WORDS, sizeof *av);
@@ -81,6 +91,8 @@ int dt_cmd_run(int argc, char **argv) {
             skip = dt_flags_lookup(&lists[nlists - 1], 1, a, NULL) != NULL || (fl && !strcmp(fl->name, "resume"));
         }
         if (skip) { if (with_value) i++; continue; }
+        if (*plan_path && !strcmp(a, "--plan") && i + 1 < argc) { av[k++] = plan_eq; i++; continue; }
+        if (*plan_path && !strcmp(a, "--plan=auto")) { av[k++] = plan_eq; continue; }
         av[k++] = argv[i];
     }
     av[k] = NULL;

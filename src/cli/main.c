@@ -39,6 +39,7 @@ static const struct {
     {"sample", dt_cmd_sample, "text a language model writes: dtrain sample --weights W --prompt TEXT"},
     {"info", dt_cmd_info, "layers, shapes, parameter count and FLOPs of a model"},
     {"bench", dt_cmd_bench, "time training steps on random data"},
+    {"tune", dt_cmd_tune, "plan each layer's kernel by timing them on this CPU (--plan)"},
     {"diff", dt_cmd_diff, "largest difference between two weights files"},
     {"sweep", dt_cmd_sweep, "the runs of an experiment file, many at once (docs/sweep.md)"},
     {"version", version, "the version and commit of this build (also dtrain --version)"},
@@ -63,6 +64,6 @@ int dt_main(int argc, char **argv) {
     for (int i = 0; i < NOPTS(commands); i++) names[i] = commands[i].name;
     const char *near = dt_suggest(cmd, names, NOPTS(commands));
     if (near) fprintf(stderr, "dtrain: error: unknown command '%s' (did you mean %s?)\n", cmd, near);
-    else fprintf(stderr, "dtrain: error: unknown command '%s' (expected train, run, eval, info, bench, diff, sweep or version)\n", cmd);
+    else fprintf(stderr, "dtrain: error: unknown command '%s' (expected train, run, eval, info, bench, tune, diff, sweep or version)\n", cmd);
     return 2;
 }

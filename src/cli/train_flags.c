@@ -44,6 +44,9 @@ static const dt_flag train_flags[] = {
     {"precision", DT_AT_CHOICE(F, c.precision, dt_precision_names),
      .help = "fp32 | bf16: bf16 stores activations and their gradients as bfloat16 and multiplies in conv and linear "
              "layers bf16-rounded operands with fp32 sums; weights, gradients, optimiser and checkpoints stay fp32"},
+    {"plan", DT_AT_TEXT(F, c.plan), .zero = "off",
+     .help = "auto | off | FILE: the kernel each layer runs, timed on this CPU (dtrain tune makes FILE; auto: made once "
+             "and kept in ~/.cache/dtrain); off: the rules of the instruction set"},
     {"weight-decay", DT_AT_FLOAT(F, c.weight_decay), .min = 0, .max = 1e6,
      .help = "weight decay, >= 0: sgd adds wd*w to the gradient (L2), adamw multiplies w by 1 - lr*wd (decoupled)"},
     {"decay-on", DT_AT_CHOICE(F, c.decay_on, dt_decay_on_names),

@@ -437,8 +437,8 @@ static dt_status conv_prepare(dt_node *n, int batch, int bf16) {
 }
 
 static const char *conv_engine(const dt_node *n, int bf16) {
-    const int hw = bf16 && dt_dnnl_bf16_hw();
-    return !dt_conv_dnnl_wanted(n, hw) ? "own" : hw ? "oneDNN-bf16" : "oneDNN";
+    const int k = dt_conv_dnnl_kernel(n, bf16);
+    return k == DT_KERNEL_OWN ? "own" : k == DT_KERNEL_ONEDNN_BF16 ? "oneDNN-bf16" : "oneDNN";
 }
 #endif
 
@@ -448,5 +448,6 @@ const dt_layer_ops dt_layer_conv = {
     .workspace = conv_workspace, .can_fuse_relu = 1, .gemm_params = 1, .bwd_skips = DT_SKIPS_Y,
 #ifdef DT_WITH_DNNL
     .prepare = conv_prepare, .engine = conv_engine, .release = dt_conv_dnnl_release, .bf16_io = conv_bf16_io,
+    .kernels = dt_conv_dnnl_kernels,
 #endif
 };

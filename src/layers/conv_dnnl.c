@@ -230,10 +230,34 @@ int dt_conv_dnnl_wanted(const dt_node *n, int bf16) {
 static void *make_plan(const dt_node *n, int batch, int mode) { return dt_conv_dnnl_plan(n, batch, mode); }
 static void free_plan(void *p) { dt_conv_dnnl_free(p); }
 
+int dt_conv_dnnl_kernel(const dt_node *n, int bf16) {
+    const int hw = bf16 && dt_dnnl_bf16_hw();
+    switch (engine_setting()) {
+    case DT_CONV_OWN: return DT_KERNEL_OWN;
+    case DT_CONV_ONEDNN: return hw ? DT_KERNEL_ONEDNN_BF16 : DT_KERNEL_ONEDNN;
+    default:
+        if (n->kernel == DT_KERNEL_ONEDNN_BF16 && !hw) return DT_KERNEL_ONEDNN;
+        if (n->kernel != DT_KERNEL_RULE) return n->kernel;
+        return !dt_conv_dnnl_wanted(n, bf16) ? DT_KERNEL_OWN : hw ? DT_KERNEL_ONEDNN_BF16 : DT_KERNEL_ONEDNN;
+    }
+}
+
 dt_conv_dnnl *dt_conv_dnnl_get(dt_node *n, int batch, int mode) {
-    if (mode != DT_CONV_FP32 && !dt_dnnl_bf16_hw()) mode = mode == DT_CONV_BF16 ? DT_CONV_FP32 : -1;
-    if (mode < 0 || !dt_conv_dnnl_wanted(n, mode != DT_CONV_FP32)) return NULL;
+    switch (dt_conv_dnnl_kernel(n, mode != DT_CONV_FP32)) {
+    case DT_KERNEL_ONEDNN:
+        if (mode == DT_CONV_BF16_IO) return NULL;
+        mode = DT_CONV_FP32; /* under bf16: fp32 kernels on the bf16-rounded values */
+        break;
+    case DT_KERNEL_ONEDNN_BF16: break;
+    default: return NULL;
+    }
     return dt_dnnl_node_plan(n, batch, mode, make_plan);
+}
+
+unsigned dt_conv_dnnl_kernels(const dt_node *n, int bf16) {
+    (void)n;
+    if (!dt_dnnl_engine()) return 1u << DT_KERNEL_OWN;
+    return 1u << DT_KERNEL_OWN | 1u << DT_KERNEL_ONEDNN | (bf16 && dt_dnnl_bf16_hw() ? 1u << DT_KERNEL_ONEDNN_BF16 : 0);
 }
 
 void dt_conv_dnnl_release(dt_node *n) { dt_dnnl_node_release(n, free_plan); }

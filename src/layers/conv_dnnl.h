@@ -37,6 +37,12 @@ const char *dt_conv_dnnl_impl(const dt_conv_dnnl *p);
 /* Does node n run through oneDNN (in bf16 or fp32)? DTRAIN_ENGINE=own|onednn, else the
  * rule by shape (the same choice on every rank and every run). */
 int dt_conv_dnnl_wanted(const dt_node *n, int bf16);
+/* The kernel (DT_KERNEL_*, never RULE) that runs node n at this precision: DTRAIN_ENGINE if
+ * set, else the plan's (n->kernel), else the rule's; ONEDNN_BF16 only where the CPU has bf16
+ * arithmetic. */
+int dt_conv_dnnl_kernel(const dt_node *n, int bf16);
+/* The kernels a plan may choose for n here (ops->kernels) */
+unsigned dt_conv_dnnl_kernels(const dt_node *n, int bf16);
 /* Node n's plan at this batch and mode, made on its first use and kept in n->engine; NULL:
  * dtrain's own path. A bf16 mode asks: where the CPU has no bf16 arithmetic, DT_CONV_BF16
  * gets an fp32 plan (on the bf16-rounded values) and DT_CONV_BF16_IO none. */

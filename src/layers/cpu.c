@@ -39,3 +39,15 @@ const char *dt_layer_kernels(void) {
 #endif
     return "portable";
 }
+
+static const char *const kernel_names[DT_KERNEL_COUNT] = {"rule", "own", "onednn", "onednn-bf16"};
+
+const char *dt_kernel_name(int kernel) {
+    return kernel >= 0 && kernel < DT_KERNEL_COUNT ? kernel_names[kernel] : "?";
+}
+
+int dt_kernel_parse(const char *name) {
+    for (int k = 0; k < DT_KERNEL_COUNT; k++)
+        if (strcmp(name, kernel_names[k]) == 0) return k;
+    return -1;
+}

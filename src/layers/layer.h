@@ -77,6 +77,9 @@ typedef struct dt_layer_ops {
     /* 1: at this batch, forward and backward take the bf16 activations as they are stored
      * (dt_pass.x16 ...), without fp32 copies (conv on oneDNN's bf16 kernels). May be NULL. */
     int (*bf16_io)(dt_node *n, int batch);
+    /* The kernels a plan may choose for node n at this precision here (a mask of
+     * 1 << DT_KERNEL_*; 0 or NULL: nothing to choose). models/plan.c times each. */
+    unsigned (*kernels)(const dt_node *n, int bf16);
     /* What the layer takes (DT_SEQ_*): the graph refuses a sequence to an image-only layer
      * (conv, pooling, batch-norm: their channel-major loops would read [T][C] wrongly) and an
      * image to a sequence-only one, in one line naming the layer. */
@@ -85,6 +88,15 @@ typedef struct dt_layer_ops {
      * over as it is, not rounded to bf16 (which holds integers exactly only up to 256). */
     int ids_input;
 } dt_layer_ops;
+
+/* A node's kernel, as a plan (models/plan.h) chose it; DT_KERNEL_RULE: the layer's own rule
+ * of the shape and the instruction set. Under --precision bf16, OWN and ONEDNN compute in fp32
+ * on fp32 copies of the stored bf16 values (with bf16-rounded weights: the same products);
+ * ONEDNN_BF16 multiplies bf16 values in oneDNN's bf16 kernels. */
+enum { DT_KERNEL_RULE = 0, DT_KERNEL_OWN = 1, DT_KERNEL_ONEDNN = 2, DT_KERNEL_ONEDNN_BF16 = 3, DT_KERNEL_COUNT = 4 };
+const char *dt_kernel_name(int kernel);
+/* DT_KERNEL_* of a name, -1 if none */
+int dt_kernel_parse(const char *name);
 
 #define DT_SEQ_NO 0   /* images only (the default) */
 #define DT_SEQ_ANY 1  /* either; a sequence stays one unless setup says otherwise (flatten) */
@@ -128,6 +140,7 @@ struct dt_node {
     uint16_t *y16, *dy16;
     void *aux;
     void *engine; /* the layer's other engine's state (ops->prepare), freed by ops->release */
+    int kernel;   /* DT_KERNEL_*: which kernel runs this node (a plan's choice; 0: the rule) */
 };
 
 /* The most values one image's activation or one parameter tensor may have: 2^28 floats

@@ -85,5 +85,6 @@ const dt_layer_ops dt_layer_linear = {
     .backward = linear_backward, .can_fuse_relu = 1, .gemm_params = 1, .bwd_skips = DT_SKIPS_Y, .seq = DT_SEQ_ANY,
 #ifdef DT_WITH_DNNL
     .prepare = linear_prepare, .engine = linear_engine, .release = dt_linear_dnnl_release,
+    .kernels = dt_linear_dnnl_kernels,
 #endif
 };

@@ -148,9 +148,15 @@ dt_status dt_linear_dnnl_backward(dt_linear_dnnl *p, const float *x, const float
 }
 
 int dt_linear_dnnl_wanted(const dt_node *n) {
-    (void)n;
+    if (!dt_dnnl_bf16_hw()) return 0;
     const char *e = getenv("DTRAIN_ENGINE");
-    return dt_dnnl_bf16_hw() && e && strcmp(e, "onednn") == 0;
+    if (e && *e && strcmp(e, "auto") != 0) return strcmp(e, "onednn") == 0;
+    return n->kernel == DT_KERNEL_ONEDNN_BF16; /* a plan's choice; the rule: the fp32 GEMM */
+}
+
+unsigned dt_linear_dnnl_kernels(const dt_node *n, int bf16) {
+    (void)n;
+    return bf16 && dt_dnnl_bf16_hw() && dt_dnnl_engine() ? 1u << DT_KERNEL_OWN | 1u << DT_KERNEL_ONEDNN_BF16 : 0;
 }
 
 static void *make_plan(const dt_node *n, int batch, int mode) {

@@ -26,6 +26,9 @@ const char *dt_linear_dnnl_impl(const dt_linear_dnnl *p);
  * GEMMs, K = 64 and 128, ran at ~63 GFLOP/s, and the transposed weights' reorder took 1.5 ms):
  * kept for CPUs where it wins (AMX), tested, not chosen by default. */
 int dt_linear_dnnl_wanted(const dt_node *n);
+/* The kernels a plan may choose for n here (ops->kernels): under bf16 with bf16 arithmetic,
+ * the fp32 GEMM on rounded values (own) or oneDNN's bf16 matmul */
+unsigned dt_linear_dnnl_kernels(const dt_node *n, int bf16);
 /* Node n's plan at this batch, kept in n->engine; NULL: OpenBLAS's fp32 GEMM on bf16 values. */
 dt_linear_dnnl *dt_linear_dnnl_get(dt_node *n, int batch);
 void dt_linear_dnnl_release(dt_node *n);

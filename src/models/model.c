@@ -45,7 +45,8 @@ static void set_view(dt_tensor_view *v, const char *node, const dt_ptensor *t, s
 
 void dt_model_free(dt_model *m) {
     if (!m) return;
-    if (m->t_fwd) { print_layer_times(m); free(m->t_fwd); }
+    if (m->t_fwd && layer_times_on()) print_layer_times(m);
+    free(m->t_fwd);
     for (int i = 0; i < m->nn; i++)
         if (m->nodes[i].ops->release) m->nodes[i].ops->release(&m->nodes[i]);
     free(m->nodes); free(m->params); free(m->grads); free(m->state);
@@ -224,6 +225,18 @@ fail:
     dt_model_free(m);
     return st;
 }
+
+dt_status dt_model_time_layers(dt_model *m) {
+    if (!m->t_fwd) {
+        dt_status st = dt_calloc(m->t_fwd, 2 * (size_t)m->nn, "the layer times of %d layers", m->nn);
+        if (st != DT_OK) return st;
+        m->t_bwd = m->t_fwd + m->nn;
+    }
+    memset(m->t_fwd, 0, 2 * (size_t)m->nn * sizeof *m->t_fwd);
+    return DT_OK;
+}
+
+double dt_model_layer_seconds(const dt_model *m, int i) { return m->t_fwd ? m->t_fwd[i] + m->t_bwd[i] : 0; }
 
 void dt_model_init(dt_model *m, uint64_t seed) {
     dt_rng r;

@@ -40,7 +40,7 @@ struct dt_model {
      * forms (DTRAIN_BF16_FORMS=0, read at reserve: the same bits, slower; for comparisons) */
     int bf16_forms;
     dt_rng rng;
-    double *t_fwd, *t_bwd;  /* per-node seconds when DTRAIN_LAYER_TIMES is set, else NULL */
+    double *t_fwd, *t_bwd;  /* per-node seconds when DTRAIN_LAYER_TIMES is set or a plan is being made, else NULL */
     dt_grads_ready_fn grads_ready; /* dt_model_set_grads_ready */
     void *grads_ready_arg;
 };
@@ -48,6 +48,11 @@ struct dt_model {
 /* Where grads[from..) is final once node n's backward has run (ready: where it was before):
  * the grads_ready callback's argument, for model.c's and precision.c's backward passes */
 size_t dt_model_ready_after(const dt_model *m, const dt_node *n, size_t ready);
+
+/* Per-node times from now on (zeroed at each call): what dt_model_layer_seconds reads, each
+ * node's forward and backward together, under bf16 with its conversions to and from fp32 */
+dt_status dt_model_time_layers(dt_model *m);
+double dt_model_layer_seconds(const dt_model *m, int i);
 
 /* dt_model_engines as at that precision (bf16 or not), whatever the model's */
 size_t dt_model_engines_at(const dt_model *m, int bf16, char *buf, size_t cap);

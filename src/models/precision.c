@@ -104,17 +104,21 @@ static void unround_params(dt_node *n, float *const saved[DT_MAX_PTENSORS]) {
     for (int t = 0; t < n->nparam; t++) n->w[t] = saved[t];
 }
 
-/* Runs node i's forward or backward with its GEMM parameters rounded, timed as model.c does. */
+/* Runs node i's forward or backward with its GEMM parameters rounded. (Its time, when the
+ * layers are timed, is taken around the whole node by the callers: the conversions into and
+ * out of fp32 copies are part of what a node costs under bf16, and a plan weighs them.) */
 static void run_node(dt_model *m, int i, const dt_pass *p, int backward) {
     dt_node *n = &m->nodes[i];
     float *saved[DT_MAX_PTENSORS];
     round_params(m, n, p, saved);
-    double *t = backward ? m->t_bwd : m->t_fwd;
-    const double t0 = t ? dt_now() : 0;
     if (backward) n->ops->backward(n, p);
     else n->ops->forward(n, p);
-    if (t) t[i] += dt_now() - t0;
     unround_params(n, saved);
+}
+
+static double clock_start(const double *times) { return times ? dt_now() : 0; }
+static void clock_stop(double *times, int i, double t0) {
+    if (times) times[i] += dt_now() - t0;
 }
 
 /* Input j of node n in fp32, in buf: a producer's stored bf16 output, or the model input
@@ -147,10 +151,12 @@ void dt_bf16_forward(dt_model *m, int batch, int train) {
         dt_node *n = &m->nodes[i];
         if (n->relu_fused) continue; /* its producer stored ReLU(output) in the shared y16 */
         dt_pass p = {.batch = batch, .train = train, .work = m->work, .rng = &m->rng, .bf16 = 1};
+        const double t0 = clock_start(m->t_fwd);
         if (takes_bf16(m, n, batch)) {
             for (int j = 0; j < n->ops->ninputs; j++) p.x16[j] = m->nodes[n->in[j]].y16;
             n->y = NULL;
             run_node(m, i, &p, 0);
+            clock_stop(m->t_fwd, i, t0);
             continue;
         }
         int k = 0;
@@ -158,6 +164,7 @@ void dt_bf16_forward(dt_model *m, int batch, int train) {
         n->y = m->slot[k++];
         run_node(m, i, &p, 0);
         dt_bf16_store(n->y16, n->y, (size_t)batch * dt_node_out_size(n));
+        clock_stop(m->t_fwd, i, t0);
     }
     /* the logits as stored (bf16), in fp32 for the loss, as autocast's loss casts them */
     const dt_node *last = &m->nodes[m->nn - 1];
@@ -178,6 +185,7 @@ float dt_bf16_backward(dt_model *m, const uint16_t *targets, int *correct, float
         const int skips = n->ops->bwd_skips;
         const size_t out = (size_t)batch * dt_node_out_size(n);
         dt_pass p = {.batch = batch, .train = m->last_train, .work = m->work, .rng = &m->rng, .bf16 = 1};
+        const double t0 = clock_start(m->t_bwd);
         if (takes_bf16(m, n, batch)) {
             for (int j = 0; j < n->ops->ninputs; j++) {
                 p.x16[j] = m->nodes[n->in[j]].y16;
@@ -186,6 +194,7 @@ float dt_bf16_backward(dt_model *m, const uint16_t *targets, int *correct, float
             }
             n->y = n->dy = NULL;
             run_node(m, i, &p, 1);
+            clock_stop(m->t_bwd, i, t0);
             ready = dt_model_ready_after(m, n, ready);
             if (m->grads_ready) m->grads_ready(m->grads_ready_arg, ready);
             continue;
@@ -218,6 +227,7 @@ float dt_bf16_backward(dt_model *m, const uint16_t *targets, int *correct, float
             if (acc) dt_bf16_store_add(m->nodes[src].dy16, p.dx[j], len);
             else dt_bf16_store(m->nodes[src].dy16, p.dx[j], len);
         }
+        clock_stop(m->t_bwd, i, t0);
         ready = dt_model_ready_after(m, n, ready);
         if (m->grads_ready) m->grads_ready(m->grads_ready_arg, ready);
     }

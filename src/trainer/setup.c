@@ -12,6 +12,7 @@
 #include "core/tensorfile.h"
 #include "data/text.h"
 #include "trainer/ckset.h"
+#include "trainer/plan_cache.h"
 #include "trainer/trainer.h"
 #include "core/alloc.h"
 
@@ -293,6 +294,14 @@ static dt_status init_run(dt_trainer *t, const dt_train_config *cfg) {
     dt_data_dir(cfg->data, cfg->data_dir, dir, sizeof dir);
     if ((st = dt_model_open(cfg->model, &t->model)) != DT_OK) return st;
     if ((st = dt_model_set_precision(t->model, (dt_precision)cfg->precision)) != DT_OK) return st;
+    if (cfg->plan && !strcmp(cfg->plan, "auto") && t->comm.size > 1)
+        return dt_fail(DT_ERR_ARG, "--plan auto with %d ranks: dtrain run makes it once for all of them; under mpiexec or "
+                       "dtrain sim give --plan FILE (dtrain tune --out FILE)", t->comm.size);
+    if ((st = dt_plan_use(cfg->plan, cfg->model, cfg->batch, cfg->precision, t->model, t->comm.rank == 0 ? stderr : NULL)) != DT_OK)
+        return st;
+    if (cfg->precision == DT_PRECISION_BF16 && dt_model_precision(t->model) == DT_PRECISION_FP32 && t->comm.rank == 0)
+        fprintf(stderr, "dtrain: note: --precision bf16 runs fp32: the plan (%s) found bf16 slower here for this model\n",
+                cfg->plan);
     if (cfg->precision == DT_PRECISION_BF16 && dt_bf16_fallback_reason() && t->comm.rank == 0)
         fprintf(stderr, "dtrain: note: --precision bf16 computes in fp32 here (%s): it saves memory, not time\n",
                 dt_bf16_fallback_reason());
