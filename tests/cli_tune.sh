@@ -65,4 +65,13 @@ expect_error "--plan of another batch" "made for batch 32, not 64" -- "$DTRAIN" 
 expect_error "--plan of another precision" "made for --precision bf16, not fp32" -- "$DTRAIN" train "${short[@]}" --batch 32 --plan "$T/p.ini"
 expect_error "--plan, no such file" "nothing.ini" -- "$DTRAIN" bench --model cnn1 --plan "$T/nothing.ini"
 expect_error "--plan auto under mpiexec -n 2" "--plan auto with 2 ranks" -- mpiexec -n 2 "$DTRAIN" train "${short[@]}" --algo allreduce --plan auto --quiet
+expect_error "sim --plan" "dtrain sim runs dtrain's own kernels only" -- "$DTRAIN" sim -n 2 --algo allreduce "${short[@]}" --plan "$T/p.ini"
+"$DTRAIN" info --plan "$T/p.ini" >"$T/info.out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && grep -q '^plan: cnn1 batch 32, --precision bf16' "$T/info.out" && grep -qE '^  conv2 +(own|onednn)' "$T/info.out" &&
+    ! grep -q 'not usable' "$T/info.out"
+check "info --plan FILE prints it" $? "exit $rc; $(head -2 "$T/info.out" | tr '\n' ' ')"
+"$DTRAIN" info --plan "$T/xeon.ini" >"$T/info2.out" 2>&1
+grep -q 'not usable here: made on another CPU' "$T/info2.out"
+check "info --plan: another CPU's plan is printed as not usable here" $? "$(tail -1 "$T/info2.out")"
 finish

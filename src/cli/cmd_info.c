@@ -10,10 +10,11 @@
 #include "cli/cli.h"
 #include "core/flag_table.h"
 #include "dtrain.h"
+#include "models/plan.h"
 #include "trainer/trainer.h"
 
 typedef struct {
-    const char *model;
+    const char *model, *plan;
     int spec, list;
 } info_opts;
 
@@ -21,6 +22,7 @@ static const dt_flag info_flags[] = {
     {"model", DT_AT_TEXT(info_opts, model), .help = "model name or spec file"},
     {"spec", DT_AT_SWITCH(info_opts, spec), .help = "print the model's spec text"},
     {"list", DT_AT_SWITCH(info_opts, list), .help = "list the built-in models"},
+    {"plan", DT_AT_TEXT(info_opts, plan), .help = "print a kernel plan file (dtrain tune): each layer's kernel and times"},
 };
 
 int dt_cmd_info(int argc, char **argv) {
@@ -36,6 +38,17 @@ int dt_cmd_info(int argc, char **argv) {
     const int spec = o.spec, list = o.list;
     if (list) {
         for (const char *const *n = dt_model_names(); *n; n++) printf("%s\n", *n);
+        return 0;
+    }
+    if (o.plan) {
+        dt_plan p;
+        if (dt_plan_read(o.plan, &p) != DT_OK) return dt_cli_fail();
+        dt_plan_print(&p, stdout);
+        char cpu[sizeof p.cpu];
+        dt_plan_cpu(cpu, sizeof cpu);
+        if (strcmp(cpu, p.cpu) != 0 || strcmp(dt_version(), p.version) != 0)
+            printf("(not usable here: made %s)\n", strcmp(cpu, p.cpu) != 0 ? "on another CPU" : "by another dtrain version");
+        dt_plan_free(&p);
         return 0;
     }
     if (spec) {

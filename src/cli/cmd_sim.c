@@ -391,6 +391,11 @@ int dt_cmd_sim(int argc, char **argv) {
     dt_sim_cluster cl = {.platform = o.platform, .hosts = f.ranks, .link_Bps = o.link, .latency_s = o.latency};
     const int named = dt_sim_platform_known(o.platform);
     if (st == DT_OK && o.calibration) st = apply_calibration(&o, &f, &cl);
+    /* the simulation build runs dtrain's own kernels only (no oneDNN): nothing for a plan to choose */
+    if (st == DT_OK && f.c.plan && strcmp(f.c.plan, "off") != 0)
+        st = dt_fail(DT_ERR_ARG, "--plan %s: dtrain sim runs dtrain's own kernels only (its simulation build has no "
+                     "oneDNN), so a plan has nothing to choose; a simulated host's speed is --speed or --compute measured",
+                     f.c.plan);
     if (st == DT_OK && o.duplex_limit && !o.calibration)
         st = dt_fail(DT_ERR_ARG, "--duplex-limit: only with --calibration FILE (it takes what the file measured both ways at once)");
     if (st == DT_OK) st = check_inputs(&o, &f, &cl, named);

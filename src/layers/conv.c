@@ -442,12 +442,22 @@ static const char *conv_engine(const dt_node *n, int bf16) {
 }
 #endif
 
+/* what a plan may choose: dtrain's own kernels, and oneDNN's where the build has it */
+static unsigned conv_kernels(const dt_node *n, int bf16) {
+#ifdef DT_WITH_DNNL
+    return dt_conv_dnnl_kernels(n, bf16);
+#else
+    (void)n, (void)bf16;
+    return 1u << DT_KERNEL_OWN;
+#endif
+}
+
 const dt_layer_ops dt_layer_conv = {
     .kind = "conv", .auto_prefix = "conv", .ninputs = 1,
     .setup = conv_setup, .init = conv_init, .forward = conv_forward, .backward = conv_backward,
     .workspace = conv_workspace, .can_fuse_relu = 1, .gemm_params = 1, .bwd_skips = DT_SKIPS_Y,
 #ifdef DT_WITH_DNNL
     .prepare = conv_prepare, .engine = conv_engine, .release = dt_conv_dnnl_release, .bf16_io = conv_bf16_io,
-    .kernels = dt_conv_dnnl_kernels,
 #endif
+    .kernels = conv_kernels,
 };

@@ -295,8 +295,8 @@ static dt_status init_run(dt_trainer *t, const dt_train_config *cfg) {
     if ((st = dt_model_open(cfg->model, &t->model)) != DT_OK) return st;
     if ((st = dt_model_set_precision(t->model, (dt_precision)cfg->precision)) != DT_OK) return st;
     if (cfg->plan && !strcmp(cfg->plan, "auto") && t->comm.size > 1)
-        return dt_fail(DT_ERR_ARG, "--plan auto with %d ranks: dtrain run makes it once for all of them; under mpiexec or "
-                       "dtrain sim give --plan FILE (dtrain tune --out FILE)", t->comm.size);
+        return dt_fail(DT_ERR_ARG, "--plan auto with %d ranks: dtrain run makes it once for all of them; under mpiexec "
+                       "give --plan FILE (dtrain tune --out FILE)", t->comm.size);
     if ((st = dt_plan_use(cfg->plan, cfg->model, cfg->batch, cfg->precision, t->model, t->comm.rank == 0 ? stderr : NULL)) != DT_OK)
         return st;
     if (cfg->precision == DT_PRECISION_BF16 && dt_model_precision(t->model) == DT_PRECISION_FP32 && t->comm.rank == 0)
