@@ -30,11 +30,12 @@ check "bench --plan FILE" $? "$(tail -1 "$T/b.out" | cut -c1-120)"
 # auto: made once, then reused
 "$DTRAIN" train "${short[@]}" --plan auto >"$T/c1.out" 2>&1
 rc1=$?
-"$DTRAIN" train "${short[@]}" --plan auto >"$T/c2.out" 2>&1
+"$DTRAIN" train "${short[@]}" --plan auto --log "$T/c2.jsonl" >"$T/c2.out" 2>&1
 rc2=$?
 n=$(find "$T/cache/dtrain" -name 'plan-cnn1-b64-fp32-*.ini' | wc -l)
-[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ "$n" -eq 1 ] && grep -q 'plan made in' "$T/c1.out" && ! grep -q 'plan' "$T/c2.out"
-check "--plan auto: made on first use ($n file), reused the second time" $? "exit $rc1 $rc2; $(grep plan "$T/c1.out" | head -2 | tr '\n' ' ')"
+[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ "$n" -eq 1 ] && grep -q 'plan made in' "$T/c1.out" && ! grep -q 'plan' "$T/c2.out" &&
+    [ "$(log_query "$T/c2.jsonl" 'of("config")[0]["plan"]')" = "$(find "$T/cache/dtrain" -name 'plan-cnn1-b64-fp32-*.ini')" ]
+check "--plan auto: made on first use ($n file), reused the second time, its file in the log" $? "exit $rc1 $rc2; $(grep plan "$T/c1.out" | head -2 | tr '\n' ' ')"
 
 # a stale cached plan (another version's) is made again, with a note
 f=$(find "$T/cache/dtrain" -name 'plan-cnn1-b64-fp32-*.ini' | head -1)

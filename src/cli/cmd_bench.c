@@ -57,7 +57,8 @@ static dt_status rig_make(bench_rig *r, const char *model, int batch, int precis
     r->batch = batch;
     dt_status st = dt_model_open(model, &r->m);
     if (st == DT_OK) st = dt_model_set_precision(r->m, (dt_precision)precision);
-    if (st == DT_OK) st = dt_plan_use(plan, model, batch, precision, r->m, stderr);
+    char path[4096];
+    if (st == DT_OK) st = dt_plan_use(plan, model, batch, precision, r->m, stderr, path, sizeof path);
     if (st != DT_OK) { rig_free(r); return st; }
     int c, h, w;
     dt_model_input_shape(r->m, &c, &h, &w);

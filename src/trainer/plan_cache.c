@@ -78,9 +78,9 @@ dt_status dt_plan_ensure(const char *spec, const char *model, int batch, int pre
     return st;
 }
 
-dt_status dt_plan_use(const char *spec, const char *model, int batch, int precision, dt_model *m, FILE *log) {
-    char path[4096];
-    dt_status st = dt_plan_ensure(spec, model, batch, precision, log, path, sizeof path);
+dt_status dt_plan_use(const char *spec, const char *model, int batch, int precision, dt_model *m, FILE *log, char *path,
+                      size_t cap) {
+    dt_status st = dt_plan_ensure(spec, model, batch, precision, log, path, cap);
     if (st != DT_OK || !*path) return st;
     dt_plan p;
     if ((st = dt_plan_read(path, &p)) == DT_OK && (st = dt_plan_matches(&p, path, model, batch, precision)) == DT_OK)

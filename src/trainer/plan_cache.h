@@ -16,7 +16,8 @@ dt_status dt_plan_auto_path(const char *model, int batch, int precision, char *o
  * stale or another CPU's. For a launcher, which hands its ranks --plan path. */
 dt_status dt_plan_ensure(const char *spec, const char *model, int batch, int precision, FILE *log, char *path, size_t cap);
 
-/* dt_plan_ensure, then the plan applied to m (before dt_model_reserve). */
-dt_status dt_plan_use(const char *spec, const char *model, int batch, int precision, dt_model *m, FILE *log);
+/* dt_plan_ensure, then the plan applied to m (before dt_model_reserve); the file in path ("": none). */
+dt_status dt_plan_use(const char *spec, const char *model, int batch, int precision, dt_model *m, FILE *log, char *path,
+                      size_t cap);
 
 #endif

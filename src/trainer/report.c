@@ -141,7 +141,7 @@ dt_status dt_trainer_log_config(dt_trainer *t) {
     char engines[256]; /* which layers another engine runs (oneDNN): their sums differ in order */
     dt_model_engines(t->model, engines, sizeof engines);
     dt_json_str(&j, "engines", engines);
-    dt_json_str(&j, "plan", c->plan ? c->plan : "off");
+    dt_json_str(&j, "plan", *t->plan ? t->plan : "off"); /* the file: --plan auto's too */
     dt_json_str(&j, "precision_run", dt_precision_name(dt_model_precision(t->model)));
     dt_report_num6(&j, "weight_decay", c->weight_decay);
     dt_json_int(&j, "max_steps", c->max_steps);

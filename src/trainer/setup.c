@@ -297,11 +297,12 @@ static dt_status init_run(dt_trainer *t, const dt_train_config *cfg) {
     if (cfg->plan && !strcmp(cfg->plan, "auto") && t->comm.size > 1)
         return dt_fail(DT_ERR_ARG, "--plan auto with %d ranks: dtrain run makes it once for all of them; under mpiexec "
                        "give --plan FILE (dtrain tune --out FILE)", t->comm.size);
-    if ((st = dt_plan_use(cfg->plan, cfg->model, cfg->batch, cfg->precision, t->model, t->comm.rank == 0 ? stderr : NULL)) != DT_OK)
+    if ((st = dt_plan_use(cfg->plan, cfg->model, cfg->batch, cfg->precision, t->model, t->comm.rank == 0 ? stderr : NULL,
+                          t->plan, sizeof t->plan)) != DT_OK)
         return st;
     if (cfg->precision == DT_PRECISION_BF16 && dt_model_precision(t->model) == DT_PRECISION_FP32 && t->comm.rank == 0)
         fprintf(stderr, "dtrain: note: --precision bf16 runs fp32: the plan (%s) found bf16 slower here for this model\n",
-                cfg->plan);
+                t->plan);
     if (cfg->precision == DT_PRECISION_BF16 && dt_bf16_fallback_reason() && t->comm.rank == 0)
         fprintf(stderr, "dtrain: note: --precision bf16 computes in fp32 here (%s): it saves memory, not time\n",
                 dt_bf16_fallback_reason());

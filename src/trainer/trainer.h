@@ -61,6 +61,7 @@ typedef struct dt_resume_point {
 typedef struct dt_trainer {
     const dt_train_config *cfg; /* &own */
     dt_train_config own;     /* the caller's, with what --images derives (epochs, max_steps) */
+    char plan[4096];         /* the kernel plan file in use ("" none): --plan FILE, or auto's */
     dt_comm comm;
     dt_model *model;
     dt_optim opt;
