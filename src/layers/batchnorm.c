@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "layers/bf16_array.h"
+#include "layers/kernels.h"
 
 static dt_status bn_setup(dt_node *n) {
     if (n->eps <= 0.0f) n->eps = 1e-5f;
@@ -39,7 +40,16 @@ static size_t bn_aux(const dt_node *n, int batch) {
  * lanes per row vectorise, and each row's lanes are added into a double, so the error stays
  * that of a float sum over one row (hw <= 1024 here). */
 #define BN_LANES 16
-static double row_sum(const float *x, size_t n) {
+/* The library is built for any x86-64 (SSE2: 4 of the 16 lanes at a time); these loops are
+ * also compiled for AVX-512, chosen at load time where the CPU has it (GCC's function
+ * multiversioning). The lanes are explicit and nothing is contracted into an FMA (ISO C's
+ * -ffp-contract=off), so both clones give the same bits. */
+#if defined(DT_KERNELS_AVX512) && defined(__GNUC__) && !defined(__clang__)
+#define BN_CLONES __attribute__((target_clones("avx512f", "default")))
+#else
+#define BN_CLONES
+#endif
+BN_CLONES static double row_sum(const float *x, size_t n) {
     float acc[BN_LANES] = {0};
     size_t j = 0;
     for (; j + BN_LANES <= n; j += BN_LANES)
@@ -49,7 +59,7 @@ static double row_sum(const float *x, size_t n) {
     for (; j < n; j++) s += x[j];
     return s;
 }
-static double row_sqdev(const float *x, size_t n, float mu) {
+BN_CLONES static double row_sqdev(const float *x, size_t n, float mu) {
     float acc[BN_LANES] = {0};
     size_t j = 0;
     for (; j + BN_LANES <= n; j += BN_LANES)
@@ -60,7 +70,7 @@ static double row_sqdev(const float *x, size_t n, float mu) {
     return s;
 }
 /* sum dy and sum dy * (x - mu) over one row */
-static void row_grad_sums(const float *x, const float *dy, size_t n, float mu, double *sdy, double *sdyx) {
+BN_CLONES static void row_grad_sums(const float *x, const float *dy, size_t n, float mu, double *sdy, double *sdyx) {
     float a[BN_LANES] = {0}, b[BN_LANES] = {0};
     size_t j = 0;
     for (; j + BN_LANES <= n; j += BN_LANES)
@@ -70,6 +80,17 @@ static void row_grad_sums(const float *x, const float *dy, size_t n, float mu, d
     for (; j < n; j++) { s1 += dy[j]; s2 += (double)dy[j] * (x[j] - mu); }
     *sdy += s1;
     *sdyx += s2;
+}
+
+BN_CLONES static void row_affine(const float *x, size_t n, float a, float b, float *y) {
+    for (size_t j = 0; j < n; j++) y[j] = x[j] * a + b;
+}
+BN_CLONES static void row_dx(const float *x, const float *dy, size_t n, float gi, float mdy, float mu, float is, float mdx,
+                             int add, float *dx) {
+    if (add)
+        for (size_t j = 0; j < n; j++) dx[j] += gi * (dy[j] - mdy - (x[j] - mu) * is * mdx);
+    else
+        for (size_t j = 0; j < n; j++) dx[j] = gi * (dy[j] - mdy - (x[j] - mu) * is * mdx);
 }
 
 /* Under --precision bf16 the layer takes its activations as stored (bf16_io: p->x16, n->y16,
@@ -127,7 +148,7 @@ static void bn_forward(dt_node *n, const dt_pass *p) {
             const size_t at = ((size_t)b * C + c) * hw;
             const float *x = row(p->x[0], xs, b, at, hw);
             float *y = x16 ? ybuf : n->y + at;
-            for (size_t j = 0; j < hw; j++) y[j] = x[j] * a + bshift;
+            row_affine(x, hw, a, bshift, y);
             if (x16) dt_bf16_store(n->y16 + at, y, hw);
         }
     }
@@ -164,10 +185,7 @@ static void bn_backward(dt_node *n, const dt_pass *p) {
             const float *dy = row(n->dy, dys, b, at, hw);
             float *dx = x16 ? dxbuf : p->dx[0] + at;
             const float mu = mean[c], is = invstd[c];
-            if (p->dx_acc[0] && !x16)
-                for (size_t j = 0; j < hw; j++) dx[j] += gi * (dy[j] - mdy - (x[j] - mu) * is * mdx);
-            else
-                for (size_t j = 0; j < hw; j++) dx[j] = gi * (dy[j] - mdy - (x[j] - mu) * is * mdx);
+            row_dx(x, dy, hw, gi, mdy, mu, is, mdx, p->dx_acc[0] && !x16, dx);
             /* added where the staged path adds: on the way into bf16 */
             if (x16 && p->dx_acc[0]) dt_bf16_store_add(p->dx16[0] + at, dx, hw);
             else if (x16) dt_bf16_store(p->dx16[0] + at, dx, hw);
