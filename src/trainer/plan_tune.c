@@ -8,7 +8,8 @@
  * needs). Rounds alternate the candidates, so a slow minute of the machine hits all of them;
  * each layer's median over the rounds decides, a tie (within `tie`) keeping the simpler
  * kernel. Then the whole model is timed the same way, alternating, with the plan and with the
- * rule it replaces: where the plan is not faster, the rule's own choices are written (a layer's
+ * rule it replaces: where the plan is not faster by more than the tie, the rule's own choices
+ * are written (a layer's
  * time in a uniform round does not see every interaction with its neighbours' kernels). For a
  * bf16 ask the fp32 model is planned too and the faster of the two runs: bf16 must beat fp32 by
  * more than the tie, or the plan runs fp32. */
@@ -154,7 +155,8 @@ static void alternate(rig *const *rigs, int *const *kernels, int sets, const dt_
 }
 
 /* Plans one precision: layer by layer, then kept only where the whole model is faster than
- * the rule; *step the planned step's seconds */
+ * with the rules by more than the tie (the rules are the simpler choice: a plan that gains
+ * within the noise could as well lose); *step the planned step's seconds */
 static void plan_model(rig *r, const dt_plan_opts *o, const char *what, double *step) {
     plan_layers(r, o, what);
     rig *rigs[2] = {r, r};
@@ -163,8 +165,8 @@ static void plan_model(rig *r, const dt_plan_opts *o, const char *what, double *
     alternate(rigs, kernels, 2, o, t);
     if (o->log)
         fprintf(o->log, "tune: %s: %.1f ms a step planned, %.1f by the rule: %s\n", what, 1e3 * t[0], 1e3 * t[1],
-                t[0] < t[1] ? "the plan" : "the rule's kernels");
-    if (!(t[0] < t[1])) { /* NAN too */
+                t[0] * (1 + o->tie) < t[1] ? "the plan" : "the rule's kernels (the plan not faster by more than the tie)");
+    if (!(t[0] * (1 + o->tie) < t[1])) { /* NAN too */
         set_kernels(r, NULL);
         for (int i = 0; i < r->m->nn; i++) r->choice[i] = r->can[i] ? rule_kernel(r, i) : DT_KERNEL_RULE;
         t[0] = t[1];
