@@ -22,7 +22,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     dt_plan p, q, r;
     if (dt_plan_read(path, &p) != DT_OK) return 0;
     if (p.batch < 1 || (p.precision != DT_PRECISION_FP32 && p.precision != DT_PRECISION_BF16) ||
-        (p.runs != DT_PRECISION_FP32 && p.runs != DT_PRECISION_BF16) || p.n < 0)
+        (p.runs != DT_PRECISION_FP32 && p.runs != DT_PRECISION_BF16) || p.n < 0 ||
+        (p.precision == DT_PRECISION_FP32 && p.runs != DT_PRECISION_FP32))
         abort();
     for (int i = 0; i < p.n; i++) {
         if (p.kernel[i] <= DT_KERNEL_RULE || p.kernel[i] >= DT_KERNEL_COUNT) abort();

@@ -101,6 +101,9 @@ static void file(void) {
     CHECK(refused(bad, "; dtrain kernel plan\n[plan]\nbatch = 0\n", "bad.ini:3: batch: expected a whole number"));
     CHECK(refused(bad, "; dtrain kernel plan\n[plan]\nprecision = fp16\n", "bad.ini:3: precision: expected fp32 or bf16"));
     CHECK(refused(bad, "; dtrain kernel plan\n[plan]\nmodel = cnn1\n", "expected [plan] cpu, dtrain, model"));
+    snprintf(text, sizeof text, "%s", head);
+    memcpy(strstr(text, "runs = fp32"), "runs = bf16", 11);
+    CHECK(refused(bad, text, "runs = bf16 for precision = fp32"));
     snprintf(text, sizeof text, "%s/nothing.ini", dir);
     dt_plan r;
     CHECK(dt_plan_read(text, &r) != DT_OK && strstr(dt_last_error(), "nothing.ini"));

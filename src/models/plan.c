@@ -152,6 +152,10 @@ dt_status dt_plan_read(const char *path, dt_plan *p) {
         dt_plan_free(p);
         return dt_fail(DT_ERR_ARG, "--plan %s: expected [plan] cpu, dtrain, model, batch, precision and runs", path);
     }
+    if (p->precision == DT_PRECISION_FP32 && p->runs != DT_PRECISION_FP32) {
+        dt_plan_free(p);
+        return dt_fail(DT_ERR_ARG, "--plan %s: runs = bf16 for precision = fp32 (a plan runs what was asked, or fp32)", path);
+    }
     return DT_OK;
 }
 
