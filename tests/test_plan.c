@@ -96,6 +96,8 @@ static void file(void) {
     CHECK(refused(bad, text, "bad.ini:11: conv1: named twice"));
     snprintf(text, sizeof text, "%scolour = blue\n", head);
     CHECK(refused(bad, text, "bad.ini:9: unknown key 'colour' in [plan]"));
+    snprintf(text, sizeof text, "%s[kernels]\nconv1 = own\n  = own\n", head);
+    CHECK(refused(bad, text, "bad.ini:11: an indented line")); /* inih: a continuation of conv1's value */
     snprintf(text, sizeof text, "%s[extra]\na = b\n", head);
     CHECK(refused(bad, text, "bad.ini:10: unknown section [extra]"));
     CHECK(refused(bad, "; dtrain kernel plan\n[plan]\nbatch = 0\n", "bad.ini:3: batch: expected a whole number"));

@@ -36,7 +36,8 @@ void dt_calib_fit(dt_calibration *c) {
 static dt_status fill(void *ctx, void *file) {
     const dt_calibration *c = ctx;
     FILE *f = file;
-    fprintf(f, FIRST_LINE " (docs/simulation.md): measured by dtrain sim calibrate between %s, %s\n", c->hosts, c->when);
+    /* (cut: inih reads lines of at most 200 characters; [host] keeps them whole) */
+    fprintf(f, FIRST_LINE " (docs/simulation.md): measured by dtrain sim calibrate between %.40s, %.31s\n", c->hosts, c->when);
     fprintf(f, "; use: dtrain sim --calibration FILE (the platform cluster's links and SimGrid's corrections; the hosts'\n"
                "; speed for --compute modelled on the same model)\n\n[link]\n");
     fprintf(f, "; one link's latency: half the one-way time of a zero-byte message (a message crosses two links)\n");
@@ -102,6 +103,9 @@ static int number(const char *v, double *out, double lo) {
  * a line's, and a cut one would keep it: the file written back would read differently) */
 static void keep(char *field, size_t len, const char *value) {
     snprintf(field, len, "%s", value);
+    /* written back as "key = value", a ';' first or after a space would read as a comment */
+    for (char *s = field; *s; s++)
+        if (*s == ';' && (s == field || isspace((unsigned char)s[-1]))) { *s = 0; break; }
     for (size_t n = strlen(field); n > 0 && isspace((unsigned char)field[n - 1]); n--) field[n - 1] = 0;
 }
 

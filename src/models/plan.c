@@ -2,11 +2,13 @@
  * plan to a model. Read with inih (as the calibration and sweep files are). */
 #include "models/plan.h"
 
+#include <ctype.h>
 #include <ini.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/ini_lines.h"
 #include "core/paths.h"
 #include "layers/kernels.h"
 #include "models/model_struct.h"
@@ -95,13 +97,23 @@ static int add_node(reader *r, const char *name, int kernel) {
     return 1;
 }
 
+/* value into a fixed field, cut to fit and trimmed after the cut: what is written back and read
+ * again is then the same (inih trims a value's ends, and takes a ';' after a space, as written
+ * after "key = ", for a comment: such a value is empty) */
+static void keep(char *field, size_t cap, const char *value) {
+    snprintf(field, cap, "%s", value);
+    for (char *s = field; *s; s++)
+        if (*s == ';' && (s == field || isspace((unsigned char)s[-1]))) { *s = 0; break; }
+    for (size_t n = strlen(field); n > 0 && isspace((unsigned char)field[n - 1]); n--) field[n - 1] = 0;
+}
+
 static int on_value(void *user, const char *section, const char *name, const char *value) {
     reader *r = user;
     dt_plan *p = r->p;
     if (!strcmp(section, "plan")) {
-        if (!strcmp(name, "cpu")) snprintf(p->cpu, sizeof p->cpu, "%s", value), r->seen |= 1;
-        else if (!strcmp(name, "dtrain")) snprintf(p->version, sizeof p->version, "%s", value), r->seen |= 2;
-        else if (!strcmp(name, "model")) snprintf(p->model, sizeof p->model, "%s", value), r->seen |= 4;
+        if (!strcmp(name, "cpu")) keep(p->cpu, sizeof p->cpu, value), r->seen |= 1;
+        else if (!strcmp(name, "dtrain")) keep(p->version, sizeof p->version, value), r->seen |= 2;
+        else if (!strcmp(name, "model")) keep(p->model, sizeof p->model, value), r->seen |= 4;
         else if (!strcmp(name, "batch")) {
             char *end;
             const long b = strtol(value, &end, 10);
@@ -123,6 +135,7 @@ static int on_value(void *user, const char *section, const char *name, const cha
     if (!strcmp(section, "kernels")) {
         const int k = dt_kernel_parse(value);
         if (k <= DT_KERNEL_RULE) { snprintf(r->why, sizeof r->why, "%s = %s: expected own, onednn or onednn-bf16", name, value); return 0; }
+        if (!*name) { snprintf(r->why, sizeof r->why, "= %s: a layer name is missing", value); return 0; }
         if (strlen(name) >= DT_NODE_NAME) { snprintf(r->why, sizeof r->why, "a layer name longer than %d characters", DT_NODE_NAME - 1); return 0; }
         return add_node(r, name, k);
     }
@@ -142,11 +155,13 @@ dt_status dt_plan_read(const char *path, dt_plan *p) {
     }
     rewind(f);
     reader r = {.p = p};
-    const int line = ini_parse_file(f, on_value, &r);
+    dt_ini_lines lines = {.f = f};
+    int line = ini_parse_stream(dt_ini_lines_read, &lines, on_value, &r);
     fclose(f);
+    if (line == 0 && *lines.why) line = lines.line;
     if (line != 0) {
         dt_plan_free(p);
-        return dt_fail(DT_ERR_ARG, "--plan %s:%d: %s", path, line, *r.why ? r.why : "not an INI line");
+        return dt_fail(DT_ERR_ARG, "--plan %s:%d: %s", path, line, *lines.why ? lines.why : *r.why ? r.why : "not an INI line");
     }
     if (r.seen != 63) {
         dt_plan_free(p);
@@ -167,7 +182,7 @@ static dt_status fill(void *ctx, void *file) {
                "; repeats). dtrain uses it only for this model, batch, precision, CPU and dtrain version.\n");
     fprintf(f, "[plan]\ncpu = %s\ndtrain = %s\nmodel = %s\nbatch = %d\nprecision = %s\nruns = %s\n", p->cpu, p->version,
             p->model, p->batch, dt_precision_name((dt_precision)p->precision), dt_precision_name((dt_precision)p->runs));
-    if (p->made_s > 0) fprintf(f, "made_s = %.1f\n", p->made_s);
+    if (p->made_s > 0) fprintf(f, "made_s = %.6g\n", p->made_s);
     fprintf(f, "[kernels]\n");
     for (int i = 0; i < p->n; i++) {
         if (p->ms) {
