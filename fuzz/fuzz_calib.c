@@ -7,16 +7,6 @@
 #include "cli/calib_file.h"
 #include "fuzz_util.h"
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) abort();
-    static char buf[1 << 16];
-    const size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    return buf;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *path = dt_fuzz_write("cal.ini", data, size);
     static dt_calibration c, d, e;
@@ -34,8 +24,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (dt_calib_write(&c, one) != DT_OK) abort();
     if (dt_calib_read(one, &d) != DT_OK) abort();
     if (dt_calib_write(&d, two) != DT_OK || dt_calib_read(two, &e) != DT_OK) abort();
-    static char first[1 << 16];
-    strcpy(first, slurp(one));
-    if (strcmp(first, slurp(two)) != 0) abort();
+    static char first[1 << 17];
+    strcpy(first, dt_fuzz_slurp(one));
+    if (strcmp(first, dt_fuzz_slurp(two)) != 0) abort();
     return 0;
 }

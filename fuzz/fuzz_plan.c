@@ -7,16 +7,6 @@
 #include "fuzz_util.h"
 #include "models/plan.h"
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) abort();
-    static char buf[1 << 17];
-    const size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    return buf;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *path = dt_fuzz_write("plan.ini", data, size);
     dt_plan p, q, r;
@@ -35,8 +25,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (dt_plan_read(one, &q) != DT_OK) abort();
     if (dt_plan_write(two, &q) != DT_OK || dt_plan_read(two, &r) != DT_OK) abort();
     static char first[1 << 17];
-    strcpy(first, slurp(one));
-    if (strcmp(first, slurp(two)) != 0) abort();
+    strcpy(first, dt_fuzz_slurp(one));
+    if (strcmp(first, dt_fuzz_slurp(two)) != 0) abort();
     if (q.n != p.n || r.n != p.n) abort();
     dt_plan_free(&p);
     dt_plan_free(&q);

@@ -54,4 +54,16 @@ static inline char *dt_fuzz_str(const uint8_t *data, size_t len) {
     return s;
 }
 
+/* The text of a file this process wrote (at most 128 kB), in a static buffer: for the
+ * targets that write a file twice and compare the two */
+static inline const char *dt_fuzz_slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) abort();
+    static char buf[1 << 17];
+    const size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return buf;
+}
+
 #endif

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/ini_lines.h"
 #include "core/paths.h"
 
 #define FIRST_LINE "; dtrain sim calibration"
@@ -99,16 +100,6 @@ static int number(const char *v, double *out, double lo) {
     return 1;
 }
 
-/* a text value into its field: cut to the field, and no white space left at its end (inih trims
- * a line's, and a cut one would keep it: the file written back would read differently) */
-static void keep(char *field, size_t len, const char *value) {
-    snprintf(field, len, "%s", value);
-    /* written back as "key = value", a ';' first or after a space would read as a comment */
-    for (char *s = field; *s; s++)
-        if (*s == ';' && (s == field || isspace((unsigned char)s[-1]))) { *s = 0; break; }
-    for (size_t n = strlen(field); n > 0 && isspace((unsigned char)field[n - 1]); n--) field[n - 1] = 0;
-}
-
 static int on_value(void *user, const char *section, const char *name, const char *value) {
     reader *r = user;
     dt_calibration *c = r->c;
@@ -147,7 +138,7 @@ static int on_value(void *user, const char *section, const char *name, const cha
     } else if (!strcmp(section, "progress") && !strcmp(name, "bytes_per_call")) {
         if (!number(value, &c->progress_bytes, 0)) { snprintf(r->why, sizeof r->why, "bytes_per_call: expected bytes >= 0"); return 0; }
     } else if (!strcmp(section, "host") && !strcmp(name, "model")) {
-        keep(c->model, sizeof c->model, value);
+        dt_ini_keep(c->model, sizeof c->model, value);
     } else if (!strcmp(section, "host") && !strcmp(name, "batch")) {
         double b;
         if (!number(value, &b, 1) || b != floor(b) || b > 1e6) { snprintf(r->why, sizeof r->why, "batch: expected a whole number"); return 0; }
@@ -156,9 +147,9 @@ static int on_value(void *user, const char *section, const char *name, const cha
         if (!number(value, &c->speed, 1e6)) { snprintf(r->why, sizeof r->why, "speed: expected flop/s from 1e6"); return 0; }
         r->seen_speed = 1;
     } else if (!strcmp(section, "host") && !strcmp(name, "hosts")) {
-        keep(c->hosts, sizeof c->hosts, value);
+        dt_ini_keep(c->hosts, sizeof c->hosts, value);
     } else if (!strcmp(section, "host") && !strcmp(name, "when")) {
-        keep(c->when, sizeof c->when, value);
+        dt_ini_keep(c->when, sizeof c->when, value);
     } else if (!strcmp(section, "host") && !strcmp(name, "speeds")) {
         /* the ranks' own, for the reader: not used */
     } else {

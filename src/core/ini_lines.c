@@ -1,7 +1,15 @@
 /* ini_lines.h: inih's line reader, with the lines it would misread refused. */
 #include "core/ini_lines.h"
 
+#include <ctype.h>
 #include <string.h>
+
+void dt_ini_keep(char *field, size_t cap, const char *value) {
+    snprintf(field, cap, "%s", value);
+    for (char *s = field; *s; s++)
+        if (*s == ';' && (s == field || isspace((unsigned char)s[-1]))) { *s = 0; break; }
+    for (size_t n = strlen(field); n > 0 && isspace((unsigned char)field[n - 1]); n--) field[n - 1] = 0;
+}
 
 char *dt_ini_lines_read(char *str, int num, void *stream) {
     dt_ini_lines *r = stream;

@@ -18,4 +18,8 @@ typedef struct {
  * refused line (then why says which). */
 char *dt_ini_lines_read(char *str, int num, void *stream);
 
+/* value into a fixed field as it will read back once written as "key = value": cut to fit, at
+ * a ';' that comes first or after a blank (inih's inline comment), and trimmed at the end */
+void dt_ini_keep(char *field, size_t cap, const char *value);
+
 #endif

@@ -2,7 +2,6 @@
  * plan to a model. Read with inih (as the calibration and sweep files are). */
 #include "models/plan.h"
 
-#include <ctype.h>
 #include <ini.h>
 #include <math.h>
 #include <stdlib.h>
@@ -97,23 +96,13 @@ static int add_node(reader *r, const char *name, int kernel) {
     return 1;
 }
 
-/* value into a fixed field, cut to fit and trimmed after the cut: what is written back and read
- * again is then the same (inih trims a value's ends, and takes a ';' after a space, as written
- * after "key = ", for a comment: such a value is empty) */
-static void keep(char *field, size_t cap, const char *value) {
-    snprintf(field, cap, "%s", value);
-    for (char *s = field; *s; s++)
-        if (*s == ';' && (s == field || isspace((unsigned char)s[-1]))) { *s = 0; break; }
-    for (size_t n = strlen(field); n > 0 && isspace((unsigned char)field[n - 1]); n--) field[n - 1] = 0;
-}
-
 static int on_value(void *user, const char *section, const char *name, const char *value) {
     reader *r = user;
     dt_plan *p = r->p;
     if (!strcmp(section, "plan")) {
-        if (!strcmp(name, "cpu")) keep(p->cpu, sizeof p->cpu, value), r->seen |= 1;
-        else if (!strcmp(name, "dtrain")) keep(p->version, sizeof p->version, value), r->seen |= 2;
-        else if (!strcmp(name, "model")) keep(p->model, sizeof p->model, value), r->seen |= 4;
+        if (!strcmp(name, "cpu")) dt_ini_keep(p->cpu, sizeof p->cpu, value), r->seen |= 1;
+        else if (!strcmp(name, "dtrain")) dt_ini_keep(p->version, sizeof p->version, value), r->seen |= 2;
+        else if (!strcmp(name, "model")) dt_ini_keep(p->model, sizeof p->model, value), r->seen |= 4;
         else if (!strcmp(name, "batch")) {
             char *end;
             const long b = strtol(value, &end, 10);
