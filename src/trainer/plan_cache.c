@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/hash.h"
 #include "trainer/plan_tune.h"
 
 /* $XDG_CACHE_HOME/dtrain, else ~/.cache/dtrain, made if missing (0700 for the new folders) */
@@ -33,8 +34,7 @@ dt_status dt_plan_auto_path(const char *model, int batch, int precision, char *o
     /* one file a model, batch, precision, CPU and version: a hash of them names it, the model's
      * name (its last path part, made safe) leads for a reader of the folder */
     snprintf(key, sizeof key, "%s|%d|%d|%s|%s", model, batch, precision, cpu, dt_version());
-    uint64_t h = 1469598103934665603ull;
-    for (const char *c = key; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    const uint64_t h = dt_hash64(key, strlen(key), 0);
     const char *base = strrchr(model, '/') ? strrchr(model, '/') + 1 : model;
     char safe[64];
     size_t k = 0;
