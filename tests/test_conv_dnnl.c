@@ -3,7 +3,8 @@
  * ReLU), input gradient (written and added to), weight and bias gradients, on the zoo's kinds
  * of shapes (3x3 pad 1, strided, 5x5 without padding, 1x1, an odd size whose last window does
  * not fit), with and without bias; in fp32 and, where oneDNN has bf16, in bf16 against the own
- * path on the same bf16-rounded operands. Then the engine's rule and whole models through it.
+ * path on the same bf16-rounded operands. Linear layers' and attention's bf16 products likewise.
+ * Then the engine's rule and whole models through it.
  * Built only with oneDNN (DTRAIN_WITH_DNNL). */
 #include <math.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 
 #include "check.h"
 #include "dtrain.h"
+#include "layers/attention_dnnl.h"
 #include "layers/bf16_array.h"
 #include "layers/conv_dnnl.h"
 #include "layers/linear_dnnl.h"
@@ -171,6 +173,56 @@ static void linear_shape(int batch, int in, int out, int bias, int relu) {
     free(x); free(w); free(b); free(dy); free(y); free(dx); free(gw); free(gb); free(y2); free(dx2); free(gw2);
 }
 
+/* Causal attention, every example's and head's products in oneDNN's bf16 matmul (full T x T,
+ * masked by the layer) against the layer's own fp32 products over the causal blocks, on the same
+ * bf16 inputs: the output and dQ, dK, dV to bf16's rounding (P and dS are rounded where they
+ * enter oneDNN's products); dX added to goes to the own path. */
+static void attention_shape(int batch, int T, int C, int H) {
+    dt_node n;
+    memset(&n, 0, sizeof n);
+    n.ops = &dt_layer_attention;
+    n.ic = 3 * C; n.ih = T; n.iw = 1; n.heads = H;
+    CHECK(dt_layer_attention.setup(&n) == DT_OK);
+    char shape[96];
+    snprintf(shape, sizeof shape, "attention batch %d, T %d, C %d, %d heads", batch, T, C, H);
+    const size_t nx = (size_t)batch * T * 3 * C, ny = (size_t)batch * T * C;
+    const size_t naux = dt_layer_attention.aux_bytes(&n, batch) / sizeof(float), nw = dt_layer_attention.workspace(&n, batch);
+    float *x = values(nx, 51), *dy = values(ny, 52), *y = values(ny, 53), *dx = values(nx, 54), *y2 = values(ny, 55);
+    float *dx2 = values(nx, 56), *aux = values(naux, 57), *work = values(nw, 58);
+    for (size_t i = 0; i < nx; i++) x[i] *= 8; /* scores of a few units: a softmax that is not flat */
+    round_all(x, nx, 1); round_all(dy, ny, 1);
+    n.aux = aux; n.y = y; n.dy = dy;
+    dt_pass p = {.batch = batch, .train = 1, .x = {x, NULL}, .dx = {dx, NULL}, .bf16 = 1, .work = work};
+    dt_layer_attention.forward(&n, &p);
+    dt_layer_attention.backward(&n, &p);
+    n.kernel = DT_KERNEL_ONEDNN_BF16; /* a plan's choice: the only way to it */
+    dt_attn_dnnl *a = dt_attn_dnnl_get(&n, batch, 1);
+    CHECK_MSG(a != NULL, "%s: no plan: %s", shape, dt_last_error());
+    if (a) {
+        CHECK_MSG(strstr(dt_attn_dnnl_impl(a), "bf16") || strstr(dt_attn_dnnl_impl(a), "brg"),
+                  "%s: not oneDNN's bf16 kernels: %s", shape, dt_attn_dnnl_impl(a));
+        n.y = y2;
+        dt_layer_attention.forward(&n, &p);
+        p.dx[0] = dx2;
+        dt_layer_attention.backward(&n, &p);
+        tol = 5e-3; /* P and dS in bf16, 2^-9 relative each: 1.1-1.7e-3 measured */
+        compare("output", shape, y2, y, ny);
+        compare("input gradient (dQ, dK, dV)", shape, dx2, dx, nx);
+        CHECK_MSG(rel_err(y2, y, ny) > 0, "%s: oneDNN's output the own one's bit for bit: not oneDNN's path", shape);
+        /* added to: the own path adds dX to what is there (an overwrite would leave 0) */
+        const int acc[2] = {1, 0};
+        memcpy(dx2, dx, nx * sizeof *dx2);
+        memcpy(p.dx_acc, acc, sizeof acc);
+        dt_layer_attention.backward(&n, &p);
+        for (size_t i = 0; i < nx; i++) dx2[i] -= dx[i]; /* the own gradient from oneDNN's P */
+        tol = 1e-5; /* its P: exact bf16 products summed in another order */
+        compare("input gradient added to", shape, dx2, dx, nx);
+        memset(p.dx_acc, 0, sizeof p.dx_acc);
+    }
+    dt_attn_dnnl_release(&n);
+    free(x); free(dy); free(y); free(dx); free(y2); free(dx2); free(aux); free(work);
+}
+
 /* The rule and DTRAIN_ENGINE: which nodes go to oneDNN. */
 static void rule(void) {
     dt_node small, wide;
@@ -269,6 +321,9 @@ int main(void) {
         linear_shape(8, 300, 40, 1, 0);
         linear_shape(5, 1000, 130, 0, 1);
         linear_shape(64, 9216, 128, 1, 1); /* downpour-cnn's fc1 */
+        attention_shape(2, 64, 128, 4);  /* gpt-tiny's */
+        attention_shape(1, 256, 384, 6); /* gpt-small's */
+        attention_shape(3, 7, 12, 2);    /* odd sizes */
     }
     whole_model("cnn1", DT_PRECISION_FP32);
     whole_model("cnn1", DT_PRECISION_BF16);

@@ -185,6 +185,58 @@ static void make(void) {
     dt_plan_free(&p);
 }
 
+/* A transformer's attention layers are planned too (under bf16, where oneDNN has bf16
+ * arithmetic): both kernels timed in a plan, and a step with oneDNN's products gives the own
+ * products' loss and gradients to bf16's rounding, dt_model_engines naming it */
+static void attention(void) {
+    dt_model *m;
+    CHECK(dt_model_from_name("gpt-tiny", &m) == DT_OK);
+    CHECK(dt_model_set_precision(m, DT_PRECISION_BF16) == DT_OK);
+    const int B = 2, T = dt_model_positions(m), V = dt_model_vocab(m);
+    CHECK(dt_model_reserve(m, B) == DT_OK);
+    dt_model_init(m, 5);
+    unsigned can = 0;
+    for (int i = 0; i < m->nn; i++)
+        if (!strcmp(m->nodes[i].ops->kind, "attention") && m->nodes[i].ops->kernels) can = m->nodes[i].ops->kernels(&m->nodes[i], 1);
+    if (!(can >> DT_KERNEL_ONEDNN_BF16 & 1)) {
+        printf("test_plan: attention: no oneDNN bf16 products here (a build without oneDNN, or a CPU without bf16 "
+               "arithmetic): one kernel, nothing to plan\n");
+        dt_model_free(m);
+        return;
+    }
+    float *x = malloc((size_t)B * T * sizeof *x);
+    uint16_t *y = malloc((size_t)B * T * sizeof *y);
+    for (int i = 0; i < B * T; i++) x[i] = (float)((i * 37) % V), y[i] = (uint16_t)((i * 11 + 3) % V);
+    const size_t np = dt_model_num_params(m);
+    float *g[2] = {malloc(np * sizeof(float)), malloc(np * sizeof(float))}, l[2];
+    char engines[2][160];
+    for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < m->nn; i++)
+            if (!strcmp(m->nodes[i].ops->kind, "attention")) m->nodes[i].kernel = k ? DT_KERNEL_ONEDNN_BF16 : DT_KERNEL_OWN;
+        dt_model_forward(m, x, B, 1);
+        l[k] = dt_model_backward_targets(m, y, NULL);
+        memcpy(g[k], dt_model_grads(m), np * sizeof(float));
+        dt_model_engines(m, engines[k], sizeof engines[k]);
+    }
+    double num = 0, den = 0;
+    for (size_t i = 0; i < np; i++) num += ((double)g[1][i] - g[0][i]) * ((double)g[1][i] - g[0][i]), den += (double)g[0][i] * g[0][i];
+    CHECK_MSG(fabsf(l[1] - l[0]) <= 1e-2f * fabsf(l[0]) && sqrt(num / den) <= 2e-2 && num > 0,
+              "gpt-tiny bf16, attention on oneDNN: loss %g vs %g, gradients %.2g apart", l[1], l[0], sqrt(num / den));
+    CHECK_MSG(strstr(engines[0], "attention:own:4") && strstr(engines[1], "attention:oneDNN-bf16:4"), "engines: %s | %s",
+              engines[0], engines[1]);
+    free(x), free(y), free(g[0]), free(g[1]);
+    dt_model_free(m);
+    const dt_plan_opts o = {.repeats = 1, .steps = 1, .tie = 0.03, .log = NULL};
+    dt_plan p;
+    CHECK_MSG(dt_plan_make("gpt-tiny", 2, DT_PRECISION_BF16, &o, &p) == DT_OK, "%s", dt_last_error());
+    int timed = 0;
+    for (int i = 0; i < p.n; i++)
+        if (strstr(p.node[i], ".attn") && !strstr(p.node[i], ".attn.")) /* transformer.h.N.attn */
+            timed += !isnan(p.ms[i * DT_KERNEL_COUNT + DT_KERNEL_OWN]) && !isnan(p.ms[i * DT_KERNEL_COUNT + DT_KERNEL_ONEDNN_BF16]);
+    CHECK_MSG(p.runs == DT_PRECISION_FP32 || timed == 4, "gpt-tiny bf16 plan: %d of 4 attention layers timed both ways", timed);
+    dt_plan_free(&p);
+}
+
 int main(void) {
     dt_runtime_init();
     if (!mkdtemp(dir)) return 1;
@@ -194,6 +246,7 @@ int main(void) {
     same_results(DT_PRECISION_FP32);
     same_results(DT_PRECISION_BF16);
     make();
+    attention();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
