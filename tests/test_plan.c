@@ -20,9 +20,11 @@ static char dir[] = "/tmp/dtrain-test-plan-XXXXXX";
 
 static void choices(void) {
     const double n = NAN;
-    const double a[DT_KERNEL_COUNT] = {n, 10, 9.8, 5}, b[DT_KERNEL_COUNT] = {n, 10, 9.8, n},
-                 c[DT_KERNEL_COUNT] = {n, 10, 9.0, n}, d[DT_KERNEL_COUNT] = {n, n, n, n},
-                 e[DT_KERNEL_COUNT] = {n, n, 7, 7.1}, f[DT_KERNEL_COUNT] = {n, 4, n, 3.9};
+    /* rule, own, onednn, onednn-bf16, own-winograd, onednn-direct, own-avx2 */
+    const double a[DT_KERNEL_COUNT] = {n, 10, 9.8, 5, n, n, n}, b[DT_KERNEL_COUNT] = {n, 10, 9.8, n, n, n, n},
+                 c[DT_KERNEL_COUNT] = {n, 10, 9.0, n, n, n, n}, d[DT_KERNEL_COUNT] = {n, n, n, n, n, n, n},
+                 e[DT_KERNEL_COUNT] = {n, n, 7, 7.1, n, n, n}, f[DT_KERNEL_COUNT] = {n, 4, n, 3.9, n, n, n},
+                 g[DT_KERNEL_COUNT] = {n, 10, 9, 6, 5.9, 8, n}, h[DT_KERNEL_COUNT] = {n, 10, 9, n, 8, 7, n};
     CHECK(dt_plan_choose(a, 0.03) == DT_KERNEL_ONEDNN_BF16);
     CHECK_MSG(dt_plan_choose(b, 0.03) == DT_KERNEL_OWN, "within the tie: the simpler (own)");
     CHECK(dt_plan_choose(b, 0.0) == DT_KERNEL_ONEDNN);
@@ -30,6 +32,11 @@ static void choices(void) {
     CHECK(dt_plan_choose(d, 0.03) == DT_KERNEL_RULE);
     CHECK(dt_plan_choose(e, 0.03) == DT_KERNEL_ONEDNN);
     CHECK_MSG(dt_plan_choose(f, 0.03) == DT_KERNEL_OWN, "bf16 2.5%% faster: own kept");
+    CHECK_MSG(dt_plan_choose(g, 0.03) == DT_KERNEL_ONEDNN_BF16, "own-winograd 1.7%% faster: the earlier kernel kept");
+    CHECK(dt_plan_choose(g, 0.0) == DT_KERNEL_OWN_WINOGRAD);
+    CHECK(dt_plan_choose(h, 0.03) == DT_KERNEL_ONEDNN_DIRECT);
+    const double t[DT_KERNEL_COUNT] = {n, 10, 9, n, n, 8, 7.9};
+    CHECK_MSG(dt_plan_choose(t, 0.03) == DT_KERNEL_ONEDNN_DIRECT, "own-avx2 within the tie: the earlier kernel");
     for (int i = 0; i < 100; i++) CHECK(dt_plan_choose(a, 0.03) == DT_KERNEL_ONEDNN_BF16);
 }
 
@@ -91,7 +98,7 @@ static void file(void) {
     char text[1024];
     CHECK(refused(bad, "[plan]\ncpu = x\n", "bad.ini:1: not a kernel plan"));
     snprintf(text, sizeof text, "%s[kernels]\nconv1 = gpu\n", head);
-    CHECK(refused(bad, text, "bad.ini:10: conv1 = gpu: expected own, onednn or onednn-bf16"));
+    CHECK(refused(bad, text, "bad.ini:10: conv1 = gpu: expected own, onednn, onednn-bf16, own-winograd, onednn-direct or own-avx2"));
     snprintf(text, sizeof text, "%s[kernels]\nconv1 = own\nconv1 = own\n", head);
     CHECK(refused(bad, text, "bad.ini:11: conv1: named twice"));
     snprintf(text, sizeof text, "%scolour = blue\n", head);

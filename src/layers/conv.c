@@ -85,8 +85,11 @@ static size_t dw_input_floats(const dt_node *n, int g) {
     return dw_from_rows(n, g) ? (size_t)g * n->oh * n->ow * row_ld(ckk) : col_floats(n, g);
 }
 
-/* Whether forward and the input gradient take Winograd (conv_winograd.h) */
-static int winograd(const dt_node *n) { return dt_winograd_wanted(n->k, n->stride, n->pad); }
+/* Whether forward and the input gradient take Winograd (conv_winograd.h): the rule's, or a plan's */
+static int winograd(const dt_node *n) {
+    return n->kernel == DT_KERNEL_OWN_WINOGRAD ? dt_winograd_fits(n->k, n->stride, n->pad)
+                                               : dt_winograd_wanted(n->k, n->stride, n->pad);
+}
 
 static size_t conv_workspace(const dt_node *n, int batch) {
     const int g = group_images(n, batch);
@@ -94,7 +97,9 @@ static size_t conv_workspace(const dt_node *n, int batch) {
      * (or Y), of one group */
     const size_t cols = col_floats(n, g), in = dw_input_floats(n, g);
     size_t ws = (in > cols ? in : cols) + cols + (size_t)g * n->oh * n->ow * n->oc;
-    if (winograd(n)) { /* forward, and the input gradient: a convolution of dY, oc -> ic channels */
+    /* forward, and the input gradient (a convolution of dY, oc -> ic channels), where Winograd
+     * may run: a plan may choose it after the model is reserved (dtrain tune) */
+    if (winograd(n) || dt_winograd_fits(n->k, n->stride, n->pad)) {
         const size_t f = dt_winograd_workspace(n->ic, n->oc, n->oh, n->ow, dt_winograd_group(n->oh, n->ow, batch));
         const size_t b = dt_winograd_workspace(n->oc, n->ic, n->ih, n->iw, dt_winograd_group(n->ih, n->iw, batch));
         if (f > ws) ws = f;
@@ -325,7 +330,7 @@ static void failed(const dt_node *n) {
 }
 #endif
 
-static void conv_forward(dt_node *n, const dt_pass *p) {
+static void conv_forward_at(dt_node *n, const dt_pass *p) {
 #ifdef DT_WITH_DNNL
     if (p->x16[0]) { /* only where conv_bf16_io said yes */
         dt_conv_dnnl *plan = dt_conv_dnnl_get(n, p->batch, DT_CONV_BF16_IO);
@@ -370,7 +375,7 @@ static void own_forward(dt_node *n, const dt_pass *p) {
     }
 }
 
-static void conv_backward(dt_node *n, const dt_pass *p) {
+static void conv_backward_at(dt_node *n, const dt_pass *p) {
 #ifdef DT_WITH_DNNL
     if (p->x16[0]) {
         dt_conv_dnnl *plan = dt_conv_dnnl_get(n, p->batch, DT_CONV_BF16_IO);
@@ -423,6 +428,20 @@ static void conv_backward(dt_node *n, const dt_pass *p) {
                       B, 1, p->work);
 }
 
+/* A plan's own-avx2: this layer's passes on the AVX2 kernels (im2col, col2im), the others' on
+ * the CPU's tier */
+static void conv_forward(dt_node *n, const dt_pass *p) {
+    dt_tier_cap = n->kernel == DT_KERNEL_OWN_AVX2;
+    conv_forward_at(n, p);
+    dt_tier_cap = 0;
+}
+
+static void conv_backward(dt_node *n, const dt_pass *p) {
+    dt_tier_cap = n->kernel == DT_KERNEL_OWN_AVX2;
+    conv_backward_at(n, p);
+    dt_tier_cap = 0;
+}
+
 #ifdef DT_WITH_DNNL
 /* under bf16, a conv whose input is another layer's output takes it as stored (bf16) where
  * oneDNN has bf16 kernels; the model input is fp32 */
@@ -438,17 +457,22 @@ static dt_status conv_prepare(dt_node *n, int batch, int bf16) {
 
 static const char *conv_engine(const dt_node *n, int bf16) {
     const int k = dt_conv_dnnl_kernel(n, bf16);
-    return k == DT_KERNEL_OWN ? "own" : k == DT_KERNEL_ONEDNN_BF16 ? "oneDNN-bf16" : "oneDNN";
+    return k == DT_KERNEL_OWN || k == DT_KERNEL_OWN_WINOGRAD || k == DT_KERNEL_OWN_AVX2 ? "own" : k == DT_KERNEL_ONEDNN_BF16 ? "oneDNN-bf16" : "oneDNN";
 }
 #endif
 
-/* what a plan may choose: dtrain's own kernels, and oneDNN's where the build has it */
+/* what a plan may choose: dtrain's own kernels (im2col, and Winograd where it fits), and
+ * oneDNN's where the build has it */
 static unsigned conv_kernels(const dt_node *n, int bf16) {
+    unsigned own = 1u << DT_KERNEL_OWN | (dt_winograd_fits(n->k, n->stride, n->pad) ? 1u << DT_KERNEL_OWN_WINOGRAD : 0);
+#ifdef DT_KERNELS_AVX512
+    if (dt_cpu_avx512() && dt_cpu_avx2()) own |= 1u << DT_KERNEL_OWN_AVX2; /* the tier below the CPU's */
+#endif
 #ifdef DT_WITH_DNNL
-    return dt_conv_dnnl_kernels(n, bf16);
+    return own | dt_conv_dnnl_kernels(n, bf16);
 #else
-    (void)n, (void)bf16;
-    return 1u << DT_KERNEL_OWN;
+    (void)bf16;
+    return own;
 #endif
 }
 

@@ -29,7 +29,7 @@ static int winograd_shape(const dt_node *n) {
 }
 
 dt_conv_dnnl *dt_conv_dnnl_plan(const dt_node *n, int batch, int mode) {
-    const int bf16 = mode != DT_CONV_FP32, io16 = mode == DT_CONV_BF16_IO;
+    const int bf16 = mode == DT_CONV_BF16 || mode == DT_CONV_BF16_IO, io16 = mode == DT_CONV_BF16_IO;
     const dnnl_engine_t engine = dt_dnnl_engine();
     if (!engine) return NULL;
     dt_conv_dnnl *p = calloc(1, sizeof *p);
@@ -70,7 +70,7 @@ dt_conv_dnnl *dt_conv_dnnl_plan(const dt_node *n, int batch, int mode) {
     /* oneDNN's Winograd F(4x4, 3x3) for fp32 3x3 stride-1 layers, where it has one (AVX-512; each
      * pass falls back to direct where it has none): 1.4x resnet18-cifar's and 1.8x alexnet-cifar's
      * training steps here (docs/results.md, issue 32); DTRAIN_WINOGRAD=0 turns it off. */
-    const int wino = !bf16 && winograd_shape(n);
+    const int wino = !bf16 && mode != DT_CONV_FP32_DIRECT && winograd_shape(n);
     dnnl_convolution_desc_t fd, bdd, bwd;
     for (int alg = wino; alg >= 0; alg--) {
         const dnnl_alg_kind_t a = alg ? dnnl_convolution_winograd : dnnl_convolution_direct;
@@ -248,6 +248,10 @@ dt_conv_dnnl *dt_conv_dnnl_get(dt_node *n, int batch, int mode) {
         if (mode == DT_CONV_BF16_IO) return NULL;
         mode = DT_CONV_FP32; /* under bf16: fp32 kernels on the bf16-rounded values */
         break;
+    case DT_KERNEL_ONEDNN_DIRECT:
+        if (mode == DT_CONV_BF16_IO) return NULL;
+        mode = DT_CONV_FP32_DIRECT;
+        break;
     case DT_KERNEL_ONEDNN_BF16: break;
     default: return NULL;
     }
@@ -255,9 +259,10 @@ dt_conv_dnnl *dt_conv_dnnl_get(dt_node *n, int batch, int mode) {
 }
 
 unsigned dt_conv_dnnl_kernels(const dt_node *n, int bf16) {
-    (void)n;
-    if (!dt_dnnl_engine()) return 1u << DT_KERNEL_OWN;
-    return 1u << DT_KERNEL_OWN | 1u << DT_KERNEL_ONEDNN | (bf16 && dt_dnnl_bf16_hw() ? 1u << DT_KERNEL_ONEDNN_BF16 : 0);
+    if (!dt_dnnl_engine()) return 0;
+    /* onednn-direct: where onednn is its Winograd */
+    return 1u << DT_KERNEL_ONEDNN | (bf16 && dt_dnnl_bf16_hw() ? 1u << DT_KERNEL_ONEDNN_BF16 : 0) |
+           (winograd_shape(n) && dt_dnnl_winograd_hw() ? 1u << DT_KERNEL_ONEDNN_DIRECT : 0);
 }
 
 void dt_conv_dnnl_release(dt_node *n) { dt_dnnl_node_release(n, free_plan); }

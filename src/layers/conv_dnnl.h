@@ -14,7 +14,7 @@ typedef struct dt_conv_dnnl dt_conv_dnnl;
 enum { DT_CONV_AUTO, DT_CONV_OWN, DT_CONV_ONEDNN, DT_CONV_BAD };
 /* A plan's arithmetic and memories: fp32; bf16 arithmetic (activations and weights bf16, sums
  * and parameter gradients fp32) on fp32 memories; the same on the model's bf16 activations */
-enum { DT_CONV_FP32, DT_CONV_BF16, DT_CONV_BF16_IO };
+enum { DT_CONV_FP32, DT_CONV_BF16, DT_CONV_BF16_IO, DT_CONV_FP32_DIRECT /* fp32, never Winograd (a plan's onednn-direct) */ };
 
 /* The plan of node n (a conv) at this batch in this mode; NULL, with dt_last_error set, when
  * oneDNN cannot make one. */
@@ -41,7 +41,7 @@ int dt_conv_dnnl_wanted(const dt_node *n, int bf16);
  * set, else the plan's (n->kernel), else the rule's; ONEDNN_BF16 only where the CPU has bf16
  * arithmetic. */
 int dt_conv_dnnl_kernel(const dt_node *n, int bf16);
-/* The kernels a plan may choose for n here (ops->kernels) */
+/* oneDNN's kernels a plan may choose for n here (conv.c adds dtrain's own); 0 without its engine */
 unsigned dt_conv_dnnl_kernels(const dt_node *n, int bf16);
 /* Node n's plan at this batch and mode, made on its first use and kept in n->engine; NULL:
  * dtrain's own path. A bf16 mode asks: where the CPU has no bf16 arithmetic, DT_CONV_BF16

@@ -18,8 +18,10 @@
  * transforms' 16 planes then stay nearer the cache). */
 #define WINO_TILES 512
 
+int dt_winograd_fits(int k, int stride, int pad) { return k == 3 && stride == 1 && pad >= 0 && pad <= 2; }
+
 int dt_winograd_wanted(int k, int stride, int pad) {
-    if (k != 3 || stride != 1 || pad < 0 || pad > 2) return 0;
+    if (!dt_winograd_fits(k, stride, pad)) return 0;
     const char *e = getenv("DTRAIN_WINOGRAD");
     return e && !strcmp(e, "1");
 }

@@ -15,6 +15,8 @@
  * than that); the tests run it forced. A rule of the shape, never a timing at start: every rank
  * and run of a model computes the same way, to the same rounding. */
 int dt_winograd_wanted(int k, int stride, int pad);
+/* Whether it can: k 3, stride 1, pad <= 2 (a plan's own-winograd) */
+int dt_winograd_fits(int k, int stride, int pad);
 /* Images per group for an output of oh x ow (the GEMMs' width: tiles of the group). */
 int dt_winograd_group(int oh, int ow, int batch);
 /* Floats of work for groups of g images of an oh x ow output, ic -> oc channels: the filter

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+_Thread_local int dt_tier_cap;
+
 #ifdef DT_KERNELS_AVX512
 _Atomic int dt_avx512_state = -1;
 
@@ -40,7 +42,8 @@ const char *dt_layer_kernels(void) {
     return "portable";
 }
 
-static const char *const kernel_names[DT_KERNEL_COUNT] = {"rule", "own", "onednn", "onednn-bf16"};
+static const char *const kernel_names[DT_KERNEL_COUNT] = {"rule",         "own",           "onednn", "onednn-bf16",
+                                                          "own-winograd", "onednn-direct", "own-avx2"};
 
 const char *dt_kernel_name(int kernel) {
     return kernel >= 0 && kernel < DT_KERNEL_COUNT ? kernel_names[kernel] : "?";

@@ -23,7 +23,11 @@ extern _Atomic int dt_avx512_state;
 int dt_cpu_avx512_detect(void);
 /* Whether to take the AVX-512 kernels (one relaxed load once known; races only recompute the
  * same answer). */
+/* A plan's tier for the layer this thread runs (DT_KERNEL_OWN_AVX2: 1, the AVX2 kernels even
+ * where the CPU has AVX-512); 0: the CPU's. Set and reset around one layer's pass (conv.c). */
+extern _Thread_local int dt_tier_cap;
 static inline int dt_cpu_avx512(void) {
+    if (dt_tier_cap >= 1) return 0;
     int v = atomic_load_explicit(&dt_avx512_state, memory_order_relaxed);
     return v >= 0 ? v : dt_cpu_avx512_detect();
 }

@@ -92,8 +92,16 @@ typedef struct dt_layer_ops {
 /* A node's kernel, as a plan (models/plan.h) chose it; DT_KERNEL_RULE: the layer's own rule
  * of the shape and the instruction set. Under --precision bf16, OWN and ONEDNN compute in fp32
  * on fp32 copies of the stored bf16 values (with bf16-rounded weights: the same products);
- * ONEDNN_BF16 multiplies bf16 values in oneDNN's bf16 kernels. */
-enum { DT_KERNEL_RULE = 0, DT_KERNEL_OWN = 1, DT_KERNEL_ONEDNN = 2, DT_KERNEL_ONEDNN_BF16 = 3, DT_KERNEL_COUNT = 4 };
+ * ONEDNN_BF16 multiplies bf16 values in oneDNN's bf16 kernels. For a 3x3 stride-1 conv, OWN is
+ * im2col + GEMM (DTRAIN_WINOGRAD=1: Winograd) and OWN_WINOGRAD dtrain's Winograd F(2x2, 3x3);
+ * ONEDNN is oneDNN's Winograd F(4x4, 3x3) where it has one, ONEDNN_DIRECT its direct
+ * convolution. OWN_AVX2: OWN on dtrain's AVX2 kernels where the CPU's tier is AVX-512 (CPUs that
+ * run AVX-512 at half width or a lower clock). The order is the tie's: a kernel wins a tie
+ * against every later one. */
+enum {
+    DT_KERNEL_RULE = 0, DT_KERNEL_OWN = 1, DT_KERNEL_ONEDNN = 2, DT_KERNEL_ONEDNN_BF16 = 3, DT_KERNEL_OWN_WINOGRAD = 4,
+    DT_KERNEL_ONEDNN_DIRECT = 5, DT_KERNEL_OWN_AVX2 = 6, DT_KERNEL_COUNT = 7
+};
 const char *dt_kernel_name(int kernel);
 /* DT_KERNEL_* of a name, -1 if none */
 int dt_kernel_parse(const char *name);

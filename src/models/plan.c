@@ -123,7 +123,7 @@ static int on_value(void *user, const char *section, const char *name, const cha
     }
     if (!strcmp(section, "kernels")) {
         const int k = dt_kernel_parse(value);
-        if (k <= DT_KERNEL_RULE) { snprintf(r->why, sizeof r->why, "%s = %s: expected own, onednn or onednn-bf16", name, value); return 0; }
+        if (k <= DT_KERNEL_RULE) { snprintf(r->why, sizeof r->why, "%s = %s: expected own, onednn, onednn-bf16, own-winograd, onednn-direct or own-avx2", name, value); return 0; }
         if (!*name) { snprintf(r->why, sizeof r->why, "= %s: a layer name is missing", value); return 0; }
         if (strlen(name) >= DT_NODE_NAME) { snprintf(r->why, sizeof r->why, "a layer name longer than %d characters", DT_NODE_NAME - 1); return 0; }
         return add_node(r, name, k);

@@ -7,7 +7,7 @@
  * under bf16 with the conversions into and out of fp32 copies that a kernel not taking bf16
  * needs). Rounds alternate the candidates, so a slow minute of the machine hits all of them;
  * each layer's median over the rounds decides, a tie (within `tie`) keeping the simpler
- * kernel. Then the whole model is timed the same way, alternating, with the plan and with the
+ * kernel (after the first round a layer no longer runs a candidate 1.5x slower than its fastest). Then the whole model is timed the same way, alternating, with the plan and with the
  * rule it replaces: where the plan is not faster by more than the tie, the rule's own choices
  * are written (a layer's
  * time in a uniform round does not see every interaction with its neighbours' kernels). For a
@@ -90,9 +90,9 @@ static double run(rig *r, int steps) {
     return (dt_now() - t0) / steps;
 }
 
-/* every node that can take kernel k runs it; the others their rule */
-static void uniform(rig *r, int k) {
-    for (int i = 0; i < r->m->nn; i++) r->m->nodes[i].kernel = r->can[i] >> k & 1 ? k : DT_KERNEL_RULE;
+/* every node that can take kernel k (of the mask `can` per node) runs it; the others their rule */
+static void uniform(rig *r, const unsigned *can, int k) {
+    for (int i = 0; i < r->m->nn; i++) r->m->nodes[i].kernel = can[i] >> k & 1 ? k : DT_KERNEL_RULE;
 }
 
 static void set_kernels(rig *r, const int *kernels) {
@@ -116,29 +116,62 @@ static int rule_kernel(const rig *r, int i) {
     return !e || !strcmp(e, "own") ? DT_KERNEL_OWN : !strcmp(e, "oneDNN-bf16") ? DT_KERNEL_ONEDNN_BF16 : DT_KERNEL_ONEDNN;
 }
 
+/* After the first round, a layer's candidate slower than this many times the layer's fastest
+ * is not timed again there: it cannot win (the VM's minutes differ by 15%, not 50%), and the
+ * later rounds take less time (resnet18-cifar: its convolutions' own kernels) */
+#define PLAN_HOPELESS 1.5
+
+/* Node i's candidates still in the running after the first round */
+static unsigned hopeful(const rig *r, int i, int repeats) {
+    double best = INFINITY;
+    const double *t = r->ms + (size_t)i * DT_KERNEL_COUNT * repeats;
+    for (int k = 1; k < DT_KERNEL_COUNT; k++)
+        if (r->can[i] >> k & 1 && t[k * repeats] < best) best = t[k * repeats];
+    unsigned keep = 0;
+    for (int k = 1; k < DT_KERNEL_COUNT; k++)
+        if (r->can[i] >> k & 1 && !(t[k * repeats] > PLAN_HOPELESS * best)) keep |= 1u << k;
+    return keep;
+}
+
 /* Times the candidates layer by layer and chooses (r->choice, r->chosen) */
 static void plan_layers(rig *r, const dt_plan_opts *o, const char *what) {
     dt_model *m = r->m;
-    unsigned all = 0;
-    for (int i = 0; i < m->nn; i++) all |= r->can[i];
+    unsigned *can = malloc((size_t)m->nn * sizeof *can);
+    int *rounds = calloc((size_t)m->nn * DT_KERNEL_COUNT, sizeof *rounds); /* each layer's and candidate's */
+    if (!can || !rounds) { /* (the rule's kernels then) */
+        free(can), free(rounds);
+        for (int i = 0; i < m->nn; i++) r->choice[i] = DT_KERNEL_RULE;
+        return;
+    }
+    memcpy(can, r->can, (size_t)m->nn * sizeof *can);
     for (int round = 0; round < o->repeats; round++) {
+        if (round == 1)
+            for (int i = 0; i < m->nn; i++) can[i] = hopeful(r, i, o->repeats);
+        unsigned all = 0;
+        for (int i = 0; i < m->nn; i++) all |= can[i];
         if (o->log) fprintf(o->log, "tune: %s: round %d of %d:", what, round + 1, o->repeats);
         for (int k = 1; k < DT_KERNEL_COUNT; k++) {
             if (!(all >> k & 1)) continue;
-            uniform(r, k);
+            uniform(r, can, k);
             const double s = run(r, o->steps);
             if (o->log) fprintf(o->log, " %s %.1f ms", dt_kernel_name(k), 1e3 * s);
-            for (int i = 0; i < m->nn; i++)
-                r->ms[((size_t)i * DT_KERNEL_COUNT + k) * o->repeats + round] = 1e3 * dt_model_layer_seconds(m, i) / o->steps;
+            for (int i = 0; i < m->nn; i++) {
+                if (!(can[i] >> k & 1)) continue;
+                const size_t cell = (size_t)i * DT_KERNEL_COUNT + k;
+                r->ms[cell * o->repeats + rounds[cell]++] = 1e3 * dt_model_layer_seconds(m, i) / o->steps;
+            }
         }
-        if (o->log) fprintf(o->log, " a step\n");
+        if (o->log) fprintf(o->log, " a step%s\n", round ? " (each layer's hopeful kernels)" : "");
     }
     for (int i = 0; i < m->nn; i++) {
         double *c = r->chosen + (size_t)i * DT_KERNEL_COUNT;
-        for (int k = 0; k < DT_KERNEL_COUNT; k++)
-            c[k] = k && r->can[i] >> k & 1 ? median(r->ms + ((size_t)i * DT_KERNEL_COUNT + k) * o->repeats, o->repeats) : NAN;
+        for (int k = 0; k < DT_KERNEL_COUNT; k++) {
+            const size_t cell = (size_t)i * DT_KERNEL_COUNT + k;
+            c[k] = k && rounds[cell] ? median(r->ms + cell * o->repeats, rounds[cell]) : NAN;
+        }
         r->choice[i] = r->can[i] ? dt_plan_choose(c, o->tie) : DT_KERNEL_RULE;
     }
+    free(can), free(rounds);
 }
 
 /* Medians of whole-model step times, the kernel sets alternating: [set][round] */
