@@ -73,14 +73,14 @@ static dt_status rig_open(rig *r, const char *model, int batch, int precision, i
     return DT_OK;
 }
 
-/* One untimed step, then the mean seconds of `steps` timed ones, or of as many as take 0.1 s
- * (by the untimed step's time; at most 1000): a small model's layers take microseconds */
-static double run(rig *r, int steps) {
+/* One untimed step, then the mean seconds of `steps` timed ones, or of as many as take `least`
+ * seconds (by the untimed step's time; at most 1000): a small model's layers take microseconds */
+static double run(rig *r, int steps, double least) {
     const double w = dt_now();
     dt_model_forward(r->m, r->x, r->batch, 1);
     dt_model_backward_targets(r->m, r->y, NULL);
     const double warm = dt_now() - w;
-    if (warm > 0 && steps * warm < 0.1) steps = 0.1 / warm > 1000 ? 1000 : (int)(0.1 / warm) + 1;
+    if (warm > 0 && steps * warm < least) steps = least / warm > 1000 ? 1000 : (int)(least / warm) + 1;
     dt_model_time_layers(r->m);
     const double t0 = dt_now();
     for (int s = 0; s < steps; s++) {
@@ -153,7 +153,7 @@ static void plan_layers(rig *r, const dt_plan_opts *o, const char *what) {
         for (int k = 1; k < DT_KERNEL_COUNT; k++) {
             if (!(all >> k & 1)) continue;
             uniform(r, can, k);
-            const double s = run(r, o->steps);
+            const double s = run(r, o->steps, 0.1);
             if (o->log) fprintf(o->log, " %s %.1f ms", dt_kernel_name(k), 1e3 * s);
             for (int i = 0; i < m->nn; i++) {
                 if (!(can[i] >> k & 1)) continue;
@@ -174,16 +174,29 @@ static void plan_layers(rig *r, const dt_plan_opts *o, const char *what) {
     free(can), free(rounds);
 }
 
+/* The whole-model comparisons decide between two sets of kernels at once, on differences of a
+ * few percent: rounds of at least 0.3 s a set, the tune's rounds and more, up to 5, until a set
+ * has run 2 s (gpt-tiny at batch 12, 35 ms a step, flipped between bf16 and fp32 in two tunes
+ * with 3 rounds of 0.1 s; resnet18-cifar's 3 rounds take 4 s a set) */
+#define WHOLE_ROUNDS 5
+#define WHOLE_SECONDS 0.3
+#define WHOLE_ENOUGH 2.0
+
 /* Medians of whole-model step times, the kernel sets alternating: [set][round] */
 static void alternate(rig *const *rigs, int *const *kernels, int sets, const dt_plan_opts *o, double *out) {
-    double *t = malloc((size_t)sets * o->repeats * sizeof *t);
+    const int most = o->repeats > WHOLE_ROUNDS ? o->repeats : WHOLE_ROUNDS;
+    double *t = malloc((size_t)sets * most * sizeof *t);
     if (!t) { for (int s = 0; s < sets; s++) out[s] = NAN; return; }
-    for (int round = 0; round < o->repeats; round++)
+    int rounds = 0;
+    const double t0 = dt_now();
+    while (rounds < most && (rounds < o->repeats || dt_now() - t0 < sets * WHOLE_ENOUGH)) {
         for (int s = 0; s < sets; s++) {
             set_kernels(rigs[s], kernels[s]);
-            t[s * o->repeats + round] = run(rigs[s], o->steps);
+            t[s * most + rounds] = run(rigs[s], o->steps, WHOLE_SECONDS);
         }
-    for (int s = 0; s < sets; s++) out[s] = median(t + s * o->repeats, o->repeats);
+        rounds++;
+    }
+    for (int s = 0; s < sets; s++) out[s] = median(t + s * most, rounds);
     free(t);
 }
 
