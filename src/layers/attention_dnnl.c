@@ -30,31 +30,19 @@ static dnnl_status_t view(dnnl_memory_desc_t *md, dnnl_dim_t B, dnnl_dim_t H, dn
 
 /* dst = scale * src x wei, per (example, head): bf16 operands (oneDNN's choice of layout),
  * the fp32 dst the user's */
-static dnnl_status_t product(dt_dnnl_op *o, dnnl_engine_t engine, float scale, dnnl_memory_t src, dnnl_memory_t wei,
-                             dnnl_memory_t dst, char *impl, size_t cap) {
-    const dnnl_memory_desc_t *us, *uw, *ud;
+static dnnl_status_t product(dt_dnnl_op *o, float scale, dnnl_memory_t src, dnnl_memory_t wei, dnnl_memory_t dst,
+                             char *impl, size_t cap) {
+    const dnnl_memory_desc_t *us, *uw;
     dnnl_memory_desc_t s16, w16;
     dnnl_primitive_attr_t attr = NULL;
-    dnnl_primitive_desc_t pd = NULL;
-    dnnl_matmul_desc_t md;
     dnnl_status_t s = dnnl_memory_get_memory_desc(src, &us);
     if (s == dnnl_success) s = dnnl_memory_get_memory_desc(wei, &uw);
-    if (s == dnnl_success) s = dnnl_memory_get_memory_desc(dst, &ud);
     if (s == dnnl_success) s = dnnl_memory_desc_init_by_tag(&s16, 4, us->dims, dnnl_bf16, dnnl_format_tag_any);
     if (s == dnnl_success) s = dnnl_memory_desc_init_by_tag(&w16, 4, uw->dims, dnnl_bf16, dnnl_format_tag_any);
     if (s == dnnl_success) s = dnnl_primitive_attr_create(&attr);
     if (s == dnnl_success) s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
     if (s == dnnl_success && scale != 1.0f) s = dnnl_primitive_attr_set_output_scales(attr, 1, 0, &scale);
-    if (s == dnnl_success) s = dnnl_matmul_desc_init(&md, &s16, &w16, NULL, ud);
-    if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &md, attr, engine, NULL);
-    if (s == dnnl_success) s = dt_dnnl_op_make(o, pd);
-    if (s == dnnl_success) s = dt_dnnl_op_arg(o, pd, dnnl_query_src_md, 0, DNNL_ARG_SRC, src, 0, 0);
-    if (s == dnnl_success) s = dt_dnnl_op_arg(o, pd, dnnl_query_weights_md, 0, DNNL_ARG_WEIGHTS, wei, 0, 0);
-    if (s == dnnl_success) s = dt_dnnl_op_arg(o, pd, dnnl_query_dst_md, 0, DNNL_ARG_DST, dst, 1, 0);
-    if (s == dnnl_success && !dt_dnnl_op_fit(o)) s = dnnl_out_of_memory;
-    if (s == dnnl_success && !strstr(impl, dt_dnnl_impl(pd)))
-        snprintf(impl + strlen(impl), cap - strlen(impl), "%s%s", *impl ? " / " : "", dt_dnnl_impl(pd));
-    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (s == dnnl_success) s = dt_dnnl_matmul(o, attr, &s16, src, &w16, wei, NULL, dst, impl, cap);
     if (attr) dnnl_primitive_attr_destroy(attr);
     return s;
 }
@@ -94,12 +82,12 @@ static dt_attn_dnnl *attn_dnnl_plan(const dt_node *n, int batch) {
     for (int i = 0; i < NMEM; i++) TRY(dnnl_memory_create(&a->mem[i], &md[i], engine, DNNL_MEMORY_NONE));
     const float scale = 1.0f / sqrtf((float)D);
     dnnl_memory_t *m = a->mem;
-    TRY(product(&a->scores, engine, scale, m[M_Q], m[M_KT], m[M_P], a->impl, sizeof a->impl));
-    TRY(product(&a->mix, engine, 1.0f, m[M_P], m[M_V], m[M_Y], a->impl, sizeof a->impl));
-    TRY(product(&a->dp, engine, 1.0f, m[M_DY], m[M_VT], m[M_DS], a->impl, sizeof a->impl));
-    TRY(product(&a->dq, engine, scale, m[M_DS], m[M_K], m[M_DQ], a->impl, sizeof a->impl));
-    TRY(product(&a->dk, engine, scale, m[M_DST], m[M_Q], m[M_DK], a->impl, sizeof a->impl));
-    TRY(product(&a->dv, engine, 1.0f, m[M_PT], m[M_DY], m[M_DV], a->impl, sizeof a->impl));
+    TRY(product(&a->scores, scale, m[M_Q], m[M_KT], m[M_P], a->impl, sizeof a->impl));
+    TRY(product(&a->mix, 1.0f, m[M_P], m[M_V], m[M_Y], a->impl, sizeof a->impl));
+    TRY(product(&a->dp, 1.0f, m[M_DY], m[M_VT], m[M_DS], a->impl, sizeof a->impl));
+    TRY(product(&a->dq, scale, m[M_DS], m[M_K], m[M_DQ], a->impl, sizeof a->impl));
+    TRY(product(&a->dk, scale, m[M_DST], m[M_Q], m[M_DK], a->impl, sizeof a->impl));
+    TRY(product(&a->dv, 1.0f, m[M_PT], m[M_DY], m[M_DV], a->impl, sizeof a->impl));
     return a;
 fail:
     attn_dnnl_free(a);

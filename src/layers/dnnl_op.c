@@ -330,6 +330,28 @@ void dt_dnnl_op_free(op *o) {
 
 /* A node's plans, one per batch size and mode it ran at (training, the last partial batch,
  * evaluation): n->engine. */
+/* (the engine: the caller has had dt_dnnl_engine make it) */
+dnnl_status_t dt_dnnl_matmul(op *o, const_dnnl_primitive_attr_t attr,
+                            const dnnl_memory_desc_t *src, dnnl_memory_t usrc, const dnnl_memory_desc_t *wei,
+                            dnnl_memory_t uwei, dnnl_memory_t ubias, dnnl_memory_t udst, char *impl, size_t cap) {
+    const dnnl_memory_desc_t *bias = NULL, *dst;
+    dnnl_status_t s = dnnl_memory_get_memory_desc(udst, &dst);
+    if (s == dnnl_success && ubias) s = dnnl_memory_get_memory_desc(ubias, &bias);
+    dnnl_matmul_desc_t md;
+    dnnl_primitive_desc_t pd = NULL;
+    if (s == dnnl_success) s = dnnl_matmul_desc_init(&md, src, wei, bias, dst);
+    if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &md, attr, engine, NULL);
+    if (s == dnnl_success) s = dt_dnnl_op_make(o, pd);
+    if (s == dnnl_success) s = dt_dnnl_op_arg(o, pd, dnnl_query_src_md, 0, DNNL_ARG_SRC, usrc, 0, 0);
+    if (s == dnnl_success) s = dt_dnnl_op_arg(o, pd, dnnl_query_weights_md, 0, DNNL_ARG_WEIGHTS, uwei, 0, 0);
+    if (s == dnnl_success && ubias) s = dt_dnnl_op_arg(o, pd, dnnl_query_weights_md, 1, DNNL_ARG_BIAS, ubias, 0, 0);
+    if (s == dnnl_success) s = dt_dnnl_op_arg(o, pd, dnnl_query_dst_md, 0, DNNL_ARG_DST, udst, 1, 0);
+    if (s == dnnl_success && !dt_dnnl_op_fit(o)) s = dnnl_out_of_memory;
+    if (s == dnnl_success) snprintf(impl + strlen(impl), cap - strlen(impl), "%s%s", *impl ? " / " : "", dt_dnnl_impl(pd));
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    return s;
+}
+
 #define NODE_PLANS 8
 typedef struct {
     int count;

@@ -66,6 +66,13 @@ dnnl_status_t dt_dnnl_op_run_pair(dt_dnnl_op *a, int add, dt_dnnl_op *b);
  * at the same place of the arena (or both straight from the user's)? */
 int dt_dnnl_op_shares_first(const dt_dnnl_op *a, const dt_dnnl_op *b);
 void dt_dnnl_op_free(dt_dnnl_op *o);
+/* o as a matmul src x weights (+ bias) -> dst, its descriptors src and wei (bf16 "any": oneDNN's
+ * layout, reordered into from the user's), dst the user's own, scales and post-ops from attr;
+ * bound to the user's memories (ubias NULL: none); its implementation's name appended to impl.
+ * After dt_dnnl_engine. */
+dnnl_status_t dt_dnnl_matmul(dt_dnnl_op *o, const_dnnl_primitive_attr_t attr, const dnnl_memory_desc_t *src,
+                             dnnl_memory_t usrc, const dnnl_memory_desc_t *wei, dnnl_memory_t uwei, dnnl_memory_t ubias,
+                             dnnl_memory_t udst, char *impl, size_t cap);
 
 /* A node's plan at this batch and mode, made by make on first use and kept in n->engine (at
  * most 8: another batch size gets NULL: the layer's own path). A NULL make result is kept

@@ -29,29 +29,6 @@ static dnnl_status_t any16(dnnl_memory_desc_t *md, dnnl_dim_t rows, dnnl_dim_t c
     return dnnl_memory_desc_init_by_tag(md, 2, d, dnnl_bf16, dnnl_format_tag_any);
 }
 
-/* a matmul src (bf16) x weights (bf16) -> dst (fp32, the user's layout), with bias and post-ops
- * from attr; its arguments bound to the user's memories */
-static dnnl_status_t matmul(dt_dnnl_op *o, dnnl_engine_t engine, const dnnl_primitive_attr_t attr,
-                            const dnnl_memory_desc_t *src, dnnl_memory_t usrc, const dnnl_memory_desc_t *wei,
-                            dnnl_memory_t uwei, dnnl_memory_t ubias, dnnl_memory_t udst, char *impl, size_t cap) {
-    const dnnl_memory_desc_t *bias = NULL, *dst;
-    dnnl_status_t s = dnnl_memory_get_memory_desc(udst, &dst);
-    if (s == dnnl_success && ubias) s = dnnl_memory_get_memory_desc(ubias, &bias);
-    dnnl_matmul_desc_t md;
-    dnnl_primitive_desc_t pd = NULL;
-    if (s == dnnl_success) s = dnnl_matmul_desc_init(&md, src, wei, bias, dst);
-    if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &md, attr, engine, NULL);
-    if (s == dnnl_success) s = dt_dnnl_op_make(o, pd);
-    if (s == dnnl_success) s = dt_dnnl_op_arg(o, pd, dnnl_query_src_md, 0, DNNL_ARG_SRC, usrc, 0, 0);
-    if (s == dnnl_success) s = dt_dnnl_op_arg(o, pd, dnnl_query_weights_md, 0, DNNL_ARG_WEIGHTS, uwei, 0, 0);
-    if (s == dnnl_success && ubias) s = dt_dnnl_op_arg(o, pd, dnnl_query_weights_md, 1, DNNL_ARG_BIAS, ubias, 0, 0);
-    if (s == dnnl_success) s = dt_dnnl_op_arg(o, pd, dnnl_query_dst_md, 0, DNNL_ARG_DST, udst, 1, 0);
-    if (s == dnnl_success && !dt_dnnl_op_fit(o)) s = dnnl_out_of_memory;
-    if (s == dnnl_success) snprintf(impl + strlen(impl), cap - strlen(impl), "%s%s", *impl ? " / " : "", dt_dnnl_impl(pd));
-    if (pd) dnnl_primitive_desc_destroy(pd);
-    return s;
-}
-
 dt_linear_dnnl *dt_linear_dnnl_plan(const dt_node *n, int batch) {
     const dnnl_engine_t engine = dt_dnnl_engine();
     if (!engine) return NULL;
@@ -89,9 +66,9 @@ dt_linear_dnnl *dt_linear_dnnl_plan(const dt_node *n, int batch) {
         TRY(dnnl_primitive_attr_set_post_ops(fattr, relu));
     }
     /* y = x W^T + b; dX = dY W; dW = dY^T x */
-    TRY(matmul(&p->fwd, engine, fattr, &x16, p->x, &wt16, p->wt, p->bias ? p->b : NULL, p->y, p->impl, sizeof p->impl));
-    TRY(matmul(&p->bwd_data, engine, attr, &dy16, p->dy, &w16, p->w, NULL, p->dx, p->impl, sizeof p->impl));
-    TRY(matmul(&p->bwd_weights, engine, attr, &dyt16, p->dyt, &x16, p->x, NULL, p->dw, p->impl, sizeof p->impl));
+    TRY(dt_dnnl_matmul(&p->fwd, fattr, &x16, p->x, &wt16, p->wt, p->bias ? p->b : NULL, p->y, p->impl, sizeof p->impl));
+    TRY(dt_dnnl_matmul(&p->bwd_data, attr, &dy16, p->dy, &w16, p->w, NULL, p->dx, p->impl, sizeof p->impl));
+    TRY(dt_dnnl_matmul(&p->bwd_weights, attr, &dyt16, p->dyt, &x16, p->x, NULL, p->dw, p->impl, sizeof p->impl));
     dnnl_primitive_attr_destroy(attr);
     dnnl_primitive_attr_destroy(fattr);
     if (relu) dnnl_post_ops_destroy(relu);
