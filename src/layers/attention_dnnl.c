@@ -94,50 +94,47 @@ fail:
     return NULL;
 }
 
-/* (oneDNN takes its handles as void *: the inputs are only read) */
-static dnnl_status_t set(dnnl_memory_t m, const float *v) { return dnnl_memory_set_data_handle(m, (void *)v); }
-
 static dt_status done(dnnl_status_t s, const char *what) {
     return s == dnnl_success ? DT_OK : dt_fail(DT_ERR_STATE, "oneDNN attention: %s failed (status %d)", what, (int)s);
 }
 
 dt_status dt_attn_dnnl_scores(dt_attn_dnnl *a, const float *x, float *P) {
-    dnnl_status_t s = set(a->mem[M_Q], x);
-    if (s == dnnl_success) s = set(a->mem[M_KT], x + a->C);
-    if (s == dnnl_success) s = set(a->mem[M_P], P);
+    dnnl_status_t s = dt_dnnl_set(a->mem[M_Q], x);
+    if (s == dnnl_success) s = dt_dnnl_set(a->mem[M_KT], x + a->C);
+    if (s == dnnl_success) s = dt_dnnl_set(a->mem[M_P], P);
     if (s == dnnl_success) s = dt_dnnl_op_run(&a->scores, 0);
     return done(s, "Q K^T");
 }
 
 dt_status dt_attn_dnnl_mix(dt_attn_dnnl *a, const float *P, const float *x, float *y) {
-    dnnl_status_t s = set(a->mem[M_P], P);
-    if (s == dnnl_success) s = set(a->mem[M_V], x + 2 * a->C);
-    if (s == dnnl_success) s = set(a->mem[M_Y], y);
+    dnnl_status_t s = dt_dnnl_set(a->mem[M_P], P);
+    if (s == dnnl_success) s = dt_dnnl_set(a->mem[M_V], x + 2 * a->C);
+    if (s == dnnl_success) s = dt_dnnl_set(a->mem[M_Y], y);
     if (s == dnnl_success) s = dt_dnnl_op_run(&a->mix, 0);
     return done(s, "P V");
 }
 
 float *dt_attn_dnnl_dP(dt_attn_dnnl *a, const float *dy, const float *x) {
-    dnnl_status_t s = set(a->mem[M_DY], dy);
-    if (s == dnnl_success) s = set(a->mem[M_VT], x + 2 * a->C);
-    if (s == dnnl_success) s = set(a->mem[M_DS], a->dP);
+    dnnl_status_t s = dt_dnnl_set(a->mem[M_DY], dy);
+    if (s == dnnl_success) s = dt_dnnl_set(a->mem[M_VT], x + 2 * a->C);
+    if (s == dnnl_success) s = dt_dnnl_set(a->mem[M_DS], a->dP);
     if (s == dnnl_success) s = dt_dnnl_op_run(&a->dp, 0);
     return done(s, "dY V^T") == DT_OK ? a->dP : NULL;
 }
 
 dt_status dt_attn_dnnl_grads(dt_attn_dnnl *a, const float *P, const float *x, const float *dy, float *dx) {
     const int C = a->C;
-    dnnl_status_t s = set(a->mem[M_DS], a->dP);
-    if (s == dnnl_success) s = set(a->mem[M_K], x + C);
-    if (s == dnnl_success) s = set(a->mem[M_DQ], dx);
+    dnnl_status_t s = dt_dnnl_set(a->mem[M_DS], a->dP);
+    if (s == dnnl_success) s = dt_dnnl_set(a->mem[M_K], x + C);
+    if (s == dnnl_success) s = dt_dnnl_set(a->mem[M_DQ], dx);
     if (s == dnnl_success) s = dt_dnnl_op_run(&a->dq, 0);
-    if (s == dnnl_success) s = set(a->mem[M_DST], a->dP);
-    if (s == dnnl_success) s = set(a->mem[M_Q], x);
-    if (s == dnnl_success) s = set(a->mem[M_DK], dx + C);
+    if (s == dnnl_success) s = dt_dnnl_set(a->mem[M_DST], a->dP);
+    if (s == dnnl_success) s = dt_dnnl_set(a->mem[M_Q], x);
+    if (s == dnnl_success) s = dt_dnnl_set(a->mem[M_DK], dx + C);
     if (s == dnnl_success) s = dt_dnnl_op_run(&a->dk, 0);
-    if (s == dnnl_success) s = set(a->mem[M_PT], P);
-    if (s == dnnl_success) s = set(a->mem[M_DY], dy);
-    if (s == dnnl_success) s = set(a->mem[M_DV], dx + 2 * C);
+    if (s == dnnl_success) s = dt_dnnl_set(a->mem[M_PT], P);
+    if (s == dnnl_success) s = dt_dnnl_set(a->mem[M_DY], dy);
+    if (s == dnnl_success) s = dt_dnnl_set(a->mem[M_DV], dx + 2 * C);
     if (s == dnnl_success) s = dt_dnnl_op_run(&a->dv, 0);
     return done(s, "dQ, dK, dV");
 }

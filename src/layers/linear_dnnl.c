@@ -94,14 +94,11 @@ void dt_linear_dnnl_free(dt_linear_dnnl *p) {
 
 const char *dt_linear_dnnl_impl(const dt_linear_dnnl *p) { return p ? p->impl : ""; }
 
-/* (oneDNN takes its handles as void *: the inputs are only read) */
-static dnnl_status_t set(dnnl_memory_t m, const float *v) { return dnnl_memory_set_data_handle(m, (void *)v); }
-
 dt_status dt_linear_dnnl_forward(dt_linear_dnnl *p, const float *x, const float *w, const float *b, float *y) {
-    dnnl_status_t s = set(p->x, x);
-    if (s == dnnl_success) s = set(p->wt, w);
-    if (s == dnnl_success && p->bias) s = set(p->b, b);
-    if (s == dnnl_success) s = set(p->y, y);
+    dnnl_status_t s = dt_dnnl_set(p->x, x);
+    if (s == dnnl_success) s = dt_dnnl_set(p->wt, w);
+    if (s == dnnl_success && p->bias) s = dt_dnnl_set(p->b, b);
+    if (s == dnnl_success) s = dt_dnnl_set(p->y, y);
     if (s == dnnl_success) s = dt_dnnl_op_run(&p->fwd, 0);
     return s == dnnl_success ? DT_OK : dt_fail(DT_ERR_STATE, "oneDNN linear forward failed (status %d)", (int)s);
 }
@@ -111,14 +108,14 @@ dt_status dt_linear_dnnl_backward(dt_linear_dnnl *p, const float *x, const float
     /* dX added to (another consumer wrote it first: not in the zoo, where a linear layer's input
      * is one layer's): the plan only writes, that case stays the layer's own */
     if (dx && dx_acc) return dt_fail(DT_ERR_ARG, "oneDNN linear: dX to add to");
-    dnnl_status_t s = set(p->x, x);
-    if (s == dnnl_success) s = set(p->dyt, dy);
-    if (s == dnnl_success) s = set(p->dw, dw);
+    dnnl_status_t s = dt_dnnl_set(p->x, x);
+    if (s == dnnl_success) s = dt_dnnl_set(p->dyt, dy);
+    if (s == dnnl_success) s = dt_dnnl_set(p->dw, dw);
     if (s == dnnl_success) s = dt_dnnl_op_run(&p->bwd_weights, 0);
     if (s == dnnl_success && dx) {
-        s = set(p->dy, dy);
-        if (s == dnnl_success) s = set(p->w, w);
-        if (s == dnnl_success) s = set(p->dx, dx);
+        s = dt_dnnl_set(p->dy, dy);
+        if (s == dnnl_success) s = dt_dnnl_set(p->w, w);
+        if (s == dnnl_success) s = dt_dnnl_set(p->dx, dx);
         if (s == dnnl_success) s = dt_dnnl_op_run(&p->bwd_data, 0);
     }
     return s == dnnl_success ? DT_OK : dt_fail(DT_ERR_STATE, "oneDNN linear backward failed (status %d)", (int)s);
