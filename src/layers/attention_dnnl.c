@@ -149,7 +149,7 @@ static int wanted(const dt_node *n) { return n->kernel == DT_KERNEL_ONEDNN_BF16 
 
 unsigned dt_attn_dnnl_kernels(const dt_node *n, int bf16) {
     (void)n;
-    return bf16 && dt_dnnl_bf16_hw() && dt_dnnl_engine() ? 1u << DT_KERNEL_OWN | 1u << DT_KERNEL_ONEDNN_BF16 : 0;
+    return dt_dnnl_bf16_kernels(bf16);
 }
 
 const char *dt_attn_dnnl_engine(const dt_node *n, int bf16) { return !bf16 ? NULL : wanted(n) ? "oneDNN-bf16" : "own"; }

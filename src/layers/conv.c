@@ -457,7 +457,8 @@ static dt_status conv_prepare(dt_node *n, int batch, int bf16) {
 
 static const char *conv_engine(const dt_node *n, int bf16) {
     const int k = dt_conv_dnnl_kernel(n, bf16);
-    return k == DT_KERNEL_OWN || k == DT_KERNEL_OWN_WINOGRAD || k == DT_KERNEL_OWN_AVX2 ? "own" : k == DT_KERNEL_ONEDNN_BF16 ? "oneDNN-bf16" : "oneDNN";
+    if (k == DT_KERNEL_ONEDNN_BF16) return "oneDNN-bf16";
+    return k == DT_KERNEL_ONEDNN || k == DT_KERNEL_ONEDNN_DIRECT ? "oneDNN" : "own";
 }
 #endif
 

@@ -330,6 +330,10 @@ void dt_dnnl_op_free(op *o) {
 
 /* A node's plans, one per batch size and mode it ran at (training, the last partial batch,
  * evaluation): n->engine. */
+unsigned dt_dnnl_bf16_kernels(int bf16) {
+    return bf16 && dt_dnnl_bf16_hw() && dt_dnnl_engine() ? 1u << DT_KERNEL_OWN | 1u << DT_KERNEL_ONEDNN_BF16 : 0;
+}
+
 /* (the engine: the caller has had dt_dnnl_engine make it) */
 dnnl_status_t dt_dnnl_matmul(op *o, const_dnnl_primitive_attr_t attr,
                             const dnnl_memory_desc_t *src, dnnl_memory_t usrc, const dnnl_memory_desc_t *wei,

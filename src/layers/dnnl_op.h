@@ -66,6 +66,9 @@ dnnl_status_t dt_dnnl_op_run_pair(dt_dnnl_op *a, int add, dt_dnnl_op *b);
  * at the same place of the arena (or both straight from the user's)? */
 int dt_dnnl_op_shares_first(const dt_dnnl_op *a, const dt_dnnl_op *b);
 void dt_dnnl_op_free(dt_dnnl_op *o);
+/* What a plan may choose for a layer whose one other kernel is oneDNN's bf16 (linear layers,
+ * attention): its own and that one, under bf16 where the CPU has bf16 arithmetic; else 0 */
+unsigned dt_dnnl_bf16_kernels(int bf16);
 /* m's handle set to v (oneDNN takes its handles as void *: an input is only read) */
 static inline dnnl_status_t dt_dnnl_set(dnnl_memory_t m, const float *v) { return dnnl_memory_set_data_handle(m, (void *)v); }
 /* o as a matmul src x weights (+ bias) -> dst, its descriptors src and wei (bf16 "any": oneDNN's

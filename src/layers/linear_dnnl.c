@@ -130,7 +130,7 @@ int dt_linear_dnnl_wanted(const dt_node *n) {
 
 unsigned dt_linear_dnnl_kernels(const dt_node *n, int bf16) {
     (void)n;
-    return bf16 && dt_dnnl_bf16_hw() && dt_dnnl_engine() ? 1u << DT_KERNEL_OWN | 1u << DT_KERNEL_ONEDNN_BF16 : 0;
+    return dt_dnnl_bf16_kernels(bf16);
 }
 
 static void *make_plan(const dt_node *n, int batch, int mode) {

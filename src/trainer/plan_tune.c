@@ -7,7 +7,8 @@
  * under bf16 with the conversions into and out of fp32 copies that a kernel not taking bf16
  * needs). Rounds alternate the candidates, so a slow minute of the machine hits all of them;
  * each layer's median over the rounds decides, a tie (within `tie`) keeping the simpler
- * kernel (after the first round a layer no longer runs a candidate 1.5x slower than its fastest). Then the whole model is timed the same way, alternating, with the plan and with the
+ * kernel (after the first round a layer no longer runs a candidate 1.5x slower than its
+ * fastest). Then the whole model is timed the same way, alternating, with the plan and with the
  * rule it replaces: where the plan is not faster by more than the tie, the rule's own choices
  * are written (a layer's
  * time in a uniform round does not see every interaction with its neighbours' kernels). For a
