@@ -74,9 +74,9 @@ expect_error "resume without the checkpoint's --compress: one error line" "this 
 # DiLoCo's outer optimizer keeps a master and its momentum that the plain average has not: a
 # set of one resumed as the other is refused naming the flags and both values (before, a
 # DiLoCo set resumed as plain fedavg dropped them silently)
-expect_error "a DiLoCo set resumed as plain fedavg: one error line" "--outer-lr, --outer-momentum: $T/fedavg-diloco/ck.e1.rank0 was saved by fedavg with --outer-lr 0.7 --outer-momentum 0.9 (DiLoCo's outer optimizer), this run has --outer-lr 1 --outer-momentum 0 (the plain average)" -- \
+expect_error "a DiLoCo set resumed as plain fedavg: one error line" "--outer-lr, --outer-momentum: $T/fedavg-diloco/ck.e1.rank0 was saved by fedavg with --outer-lr 0.7 --outer-momentum 0.9 (an outer optimizer), this run has --outer-lr 1 --outer-momentum 0 (the plain average)" -- \
     "$DTRAIN" run -n 2 --algo fedavg --local-steps 7 "${C[@]}" --epochs 2 --resume "$T/fedavg-diloco/ck" --no-save
-expect_error "a plain fedavg set resumed with an outer optimizer: one error line" "saved by fedavg with --outer-lr 1 --outer-momentum 0 (the plain average), this run has --outer-lr 0.7 --outer-momentum 0.9 (DiLoCo's outer optimizer)" -- \
+expect_error "a plain fedavg set resumed with an outer optimizer: one error line" "saved by fedavg with --outer-lr 1 --outer-momentum 0 (the plain average), this run has --outer-lr 0.7 --outer-momentum 0.9 (an outer optimizer)" -- \
     "$DTRAIN" run -n 2 --algo fedavg --local-steps 7 --aggregate loss --outer-lr 0.7 --outer-momentum 0.9 "${C[@]}" --epochs 2 \
     --resume "$T/fedavg-k7-loss/ck" --no-save
 # checkpoint sets (3 ranks, allreduce: deterministic)

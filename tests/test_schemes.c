@@ -14,6 +14,8 @@
 
 #include "schemes/paramavg.h"
 #include "schemes/payload.h"
+#include "schemes/qgm.h"
+#include "schemes/scaffold.h"
 #include "schemes/registry.h"
 #include "schemes/trigger.h"
 #include "check.h"
@@ -461,6 +463,101 @@ static void test_fedavg_outer(dt_comm *comm, dt_model *m, int nesterov) {
     dt_scheme_free(s);
 }
 
+/* Quasi-global momentum on one rank with a made-up mixing (x pulled halfway to another model):
+ * the buffer SGD steps with, the model and the buffer the step leaves follow Lin et al.'s
+ * Algorithm 1 as docs/algorithms.md writes it, computed here in double. */
+static void test_qgm(dt_model *m, int nesterov) {
+    const size_t n = dt_model_num_params(m);
+    dt_optim_config oc;
+    dt_optim_config_defaults(&oc);
+    oc.momentum = 0.9f;
+    oc.nesterov = nesterov;
+    dt_optim o;
+    CHECK_MSG(dt_optim_init(&o, &oc, m) == DT_OK, "%s", dt_last_error());
+    dt_qgm *q = NULL;
+    CHECK_MSG(dt_qgm_create(&o, n, &q) == DT_OK && q, "%s", dt_last_error());
+    dt_comm comm = {.size = 1};
+    dt_step_ctx c = make_ctx(m, &comm);
+    c.opt = &o;
+    float *x = dt_model_params(m), *g = dt_model_grads(m), *other = malloc(n * sizeof *other);
+    double *xr = malloc(n * sizeof *xr), *mhat = calloc(n, sizeof *mhat);
+    for (size_t i = 0; i < n; i++) xr[i] = x[i];
+    dt_rng r;
+    dt_rng_seed(&r, 5);
+    double worst = 0, scale = 0;
+    for (int step = 0; step < 5; step++) {
+        c.lr = 0.1f / (float)(step + 1); /* a schedule: d is the change over this step's lr */
+        fill_normal(&r, g, n, 0.05f);
+        fill_normal(&r, other, n, 0.2f);
+        dt_qgm_begin_step(q, &c);
+        for (size_t i = 0; i < n; i++) x[i] = 0.5f * (x[i] + other[i]); /* the mixing */
+        dt_optim_step(&o, x, g, c.lr);
+        dt_qgm_end_step(q, &c);
+        for (size_t i = 0; i < n; i++) {
+            const double mixed = 0.5 * (xr[i] + other[i]), v = 0.9 * mhat[i] + g[i];
+            const double next = mixed - c.lr * (nesterov ? g[i] + 0.9 * v : v);
+            mhat[i] = 0.9 * mhat[i] + 0.1 * (xr[i] - next) / c.lr;
+            xr[i] = next;
+            worst = fmax(worst, fabs(xr[i] - x[i]));
+            scale = fmax(scale, fabs(xr[i]));
+        }
+    }
+    CHECK_MSG(worst <= 1e-5 * scale, "qgm (nesterov %d): the model is %g off the formula's (scale %g)", nesterov, worst,
+              scale);
+    /* the buffer is the record a checkpoint keeps */
+    dt_records recs = {.prefix = "dpsgd"};
+    CHECK(dt_qgm_save(q, &recs) == DT_OK && recs.n == 1);
+    double mworst = 0, mscale = 0;
+    for (size_t i = 0; recs.n == 1 && i < n; i++) {
+        mworst = fmax(mworst, fabs(((const float *)recs.r[0].data)[i] - mhat[i]));
+        mscale = fmax(mscale, fabs(mhat[i]));
+    }
+    CHECK_MSG(mscale > 0 && mworst <= 1e-4 * mscale, "qgm: the buffer is %g off the formula's (scale %g)", mworst, mscale);
+    dt_records_free(&recs);
+    dt_qgm_free(q);
+    dt_optim_free(&o);
+    /* nothing to keep without momentum; AdamW refused in one line */
+    oc.momentum = 0;
+    oc.nesterov = 0;
+    CHECK(dt_optim_init(&o, &oc, m) == DT_OK && dt_qgm_create(&o, n, &q) == DT_OK && q == NULL);
+    dt_optim_free(&o);
+    dt_optim_config_defaults(&oc);
+    oc.kind = DT_OPTIM_ADAMW;
+    CHECK(dt_optim_init(&o, &oc, m) == DT_OK);
+    CHECK(dt_qgm_create(&o, n, &q) == DT_ERR_ARG && q == NULL && has_text(dt_last_error(), "--momentum-kind qgm"));
+    dt_optim_free(&o);
+    free(other);
+    free(xr);
+    free(mhat);
+}
+
+/* SCAFFOLD's variates: the correction is c - c_i, c_i the round's mean gradient, c the
+ * weighted mean handed back */
+static void test_scaffold(void) {
+    enum { N = 6 };
+    dt_scaffold *s = NULL;
+    CHECK(dt_scaffold_create(N, &s) == DT_OK);
+    float g[N], out[N], sum[N];
+    const float g1[N] = {1, 2, 3, -1, 0.5f, 0}, g2[N] = {3, 0, 1, -3, 1.5f, 2};
+    memcpy(g, g1, sizeof g);
+    dt_scaffold_correct(s, g);
+    CHECK_MSG(!memcmp(g, g1, sizeof g), "the first round is fedavg's (c = c_i = 0)");
+    memcpy(g, g2, sizeof g);
+    dt_scaffold_correct(s, g);
+    dt_scaffold_round_end(s, 2.0f, out);
+    int ok = 1;
+    for (int i = 0; i < N; i++) ok &= out[i] == 2.0f * 0.5f * (g1[i] + g2[i]);
+    CHECK_MSG(ok, "w c_i is w times the round's mean gradient");
+    for (int i = 0; i < N; i++) sum[i] = (float)i;
+    dt_scaffold_round_start(s, sum, 0.5f);
+    memcpy(g, g1, sizeof g);
+    dt_scaffold_correct(s, g);
+    ok = 1;
+    for (int i = 0; i < N; i++) ok &= g[i] == g1[i] + (0.5f * (float)i - 0.5f * (g1[i] + g2[i]));
+    CHECK_MSG(ok, "the next round's gradients are corrected by c - c_i");
+    dt_scaffold_free(s);
+}
+
 static void test_hooks(void) {
     test_local_hooks();
     dt_comm comm;
@@ -478,6 +575,8 @@ static void test_hooks(void) {
         test_allreduce_one_rank(&comm, m, "fp16");
         test_fedavg_outer(&comm, m, 0);
         test_fedavg_outer(&comm, m, 1);
+        test_qgm(m, 0);
+        test_qgm(m, 1);
     }
     dt_model_free(m);
     dt_comm_finalize();
@@ -495,6 +594,7 @@ int main(void) {
         for (int count = 1; count <= 4; count++) test_payload_mean(codecs[i], count);
     }
     test_weights();
+    test_scaffold();
     test_hooks();
     return test_summary("test_schemes");
 }

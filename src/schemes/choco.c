@@ -16,16 +16,18 @@
  * (gossip.h's packed transport: one two-sided message per neighbour and step). With
  * --trigger R a tensor is written only when x - xhat_self moved past R times the norm of
  * xhat_self (SPARQ's event, relative per tensor); the consensus step still runs at every
- * communication step on the copies held. --trigger 0 --gossip-every 1 is CHOCO-SGD. */
+ * communication step on the copies held. --trigger 0 --gossip-every 1 is CHOCO-SGD. The remedies
+ * for drift of drift.h: quasi-global momentum, an outer step every H steps. */
 #include <math.h>
 #include <stdlib.h>
 
-#include "schemes/gossip.h"
+#include "schemes/drift.h"
 #include "comm/topology.h"
 #include "core/alloc.h"
 
 typedef struct {
-    dt_gossip *g;  /* first: gossip.h's shared hooks find it there */
+    dt_gossip *g;  /* first, then drift: the shared hooks find them there (dt_gossip_head) */
+    dt_drift *drift;
     int T, *send_list;
     float gamma, trigger;
     int local_steps;
@@ -37,6 +39,7 @@ typedef struct {
     int gamma_given;
     long local_steps;
     int transport; /* transports[] */
+    dt_drift_opts drift;
 } choco_opts;
 
 static const char *const transports[] = {"packed", "window", NULL};
@@ -53,6 +56,7 @@ static const dt_flag choco_flags[] = {
      .reach = DT_REACH_EVERY_STEPS, .unreached = "the ranks never gossip and train alone"},
     {"transport", DT_AT_CHOICE(choco_opts, transport, transports), .def = "packed", .hidden = 1,
      .help = "(tests) packed: a message per neighbour and step | window: dpsgd's one-sided puts and tokens"},
+    DT_DRIFT_FLAGS(choco_opts, drift),
 };
 
 /* --gamma's default with --compress topk:F: 0.5 sqrt(F) (0.5 at F = 1, as uncompressed; 0.158 at
@@ -76,7 +80,14 @@ static dt_status choco_start(dt_scheme *s, dt_step_ctx *c) {
     const char *topology = dt_topology_kinds[o->topology];
     dt_status st = o->transport == 0 ? dt_gossip_create_packed(c, topology, &s->codec, &k->g)
                                      : dt_gossip_create(c, topology, &s->codec, &k->g);
-    return st == DT_OK ? dt_gossip_keep_own_copy(k->g, dt_model_params(c->model)) : st;
+    if (st == DT_OK) st = dt_gossip_keep_own_copy(k->g, dt_model_params(c->model));
+    return st == DT_OK ? dt_drift_create(&o->drift, c, k->g, &k->drift) : st;
+}
+
+static dt_status choco_after_backward(dt_scheme *s, dt_step_ctx *c) {
+    choco_impl *k = s->impl;
+    dt_drift_begin_step(k->drift, c);
+    return DT_OK;
 }
 
 static double dist2(const float *a, const float *b, size_t n) {
@@ -92,7 +103,7 @@ static double norm2(const float *a, size_t n) {
 }
 
 /* after the optimiser's step: CHOCO's x(t + 1/2) */
-static dt_status choco_end_step(dt_scheme *s, dt_step_ctx *c) {
+static dt_status choco_gossip(dt_scheme *s, dt_step_ctx *c) {
     choco_impl *k = s->impl;
     float *x = dt_model_params(c->model);
     const float *own = dt_gossip_own_copy(k->g);
@@ -116,21 +127,29 @@ static dt_status choco_end_step(dt_scheme *s, dt_step_ctx *c) {
     return st;
 }
 
+static dt_status choco_end_step(dt_scheme *s, dt_step_ctx *c) {
+    choco_impl *k = s->impl;
+    dt_status st = choco_gossip(s, c);
+    return st == DT_OK ? dt_drift_end_step(k->drift, c) : st;
+}
+
 static void choco_destroy(dt_scheme *s) {
     choco_impl *k = s->impl;
     if (!k) return;
     dt_gossip_free(k->g);
+    dt_drift_free(k->drift);
     free(k->send_list);
     free(k);
 }
 
 static const dt_scheme_ops choco_ops = {
     .start = choco_start,
+    .after_backward = choco_after_backward,
     .end_step = choco_end_step,
     .end_epoch = dt_gossip_hook_end_epoch,
     .finish = dt_gossip_hook_finish,
-    .save_state = dt_gossip_hook_save,
-    .load_state = dt_gossip_hook_load,
+    .save_state = dt_drift_hook_save,
+    .load_state = dt_drift_hook_load,
     .abandon = dt_gossip_hook_abandon,
     .destroy = choco_destroy,
 };

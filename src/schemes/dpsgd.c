@@ -2,26 +2,30 @@
  * to every neighbour every step through the one-sided windows of gossip.h, in lock-step, and
  * step k mixes the neighbours' x_j(k) before the local gradient step. It is EventGraD in
  * lock-step with threshold 0, and the tests hold the two equal bit for bit.
- * --compress: parameter payloads against copies (gossip.h). */
+ * --compress: parameter payloads against copies (gossip.h). The remedies for drift of drift.h:
+ * quasi-global momentum, an outer step every H steps. */
 #include <stdlib.h>
 
-#include "schemes/gossip.h"
+#include "schemes/drift.h"
 #include "comm/topology.h"
 #include "core/alloc.h"
 
 typedef struct {
-    dt_gossip *g;   /* first: gossip.h's shared hooks find it there */
+    dt_gossip *g;   /* first, then drift: the shared hooks find them there (dt_gossip_head) */
+    dt_drift *drift;
     int *all;     /* every tensor index */
     int T;
 } dpsgd_impl;
 
 typedef struct {
     int topology; /* dt_topology_kinds */
+    dt_drift_opts drift;
 } dpsgd_opts;
 
 static const dt_flag dpsgd_flags[] = {
     {"topology", DT_AT_CHOICE(dpsgd_opts, topology, dt_topology_kinds), .def = "ring",
      .help = "ring | torus | exponential | complete"},
+    DT_DRIFT_FLAGS(dpsgd_opts, drift),
 };
 
 static dt_status dpsgd_start(dt_scheme *s, dt_step_ctx *c) {
@@ -30,22 +34,30 @@ static dt_status dpsgd_start(dt_scheme *s, dt_step_ctx *c) {
     if (dt_malloc(d->all, (size_t)d->T, "dpsgd's list of %d tensors", d->T) != DT_OK) return DT_ERR_NOMEM;
     for (int i = 0; i < d->T; i++) d->all[i] = i;
     const dpsgd_opts *o = s->opts;
-    return dt_gossip_create(c, dt_topology_kinds[o->topology], &s->codec, &d->g);
+    dt_status st = dt_gossip_create(c, dt_topology_kinds[o->topology], &s->codec, &d->g);
+    return st == DT_OK ? dt_drift_create(&o->drift, c, d->g, &d->drift) : st;
 }
 
 static dt_status dpsgd_after_backward(dt_scheme *s, dt_step_ctx *c) {
     dpsgd_impl *d = s->impl;
     float *x = dt_model_params(c->model);
+    dt_drift_begin_step(d->drift, c);
     dt_status st = dt_gossip_send(d->g, c->comm, d->all, d->T, x);
     if (st == DT_OK) st = dt_gossip_receive_sync(d->g, c->comm);
     if (st == DT_OK) dt_gossip_mix(d->g, x); /* x(k+1) before the gradient step */
     return st;
 }
 
+static dt_status dpsgd_end_step(dt_scheme *s, dt_step_ctx *c) {
+    dpsgd_impl *d = s->impl;
+    return dt_drift_end_step(d->drift, c);
+}
+
 static void dpsgd_destroy(dt_scheme *s) {
     dpsgd_impl *d = s->impl;
     if (!d) return;
     dt_gossip_free(d->g);
+    dt_drift_free(d->drift);
     free(d->all);
     free(d);
 }
@@ -53,10 +65,11 @@ static void dpsgd_destroy(dt_scheme *s) {
 static const dt_scheme_ops dpsgd_ops = {
     .start = dpsgd_start,
     .after_backward = dpsgd_after_backward,
+    .end_step = dpsgd_end_step,
     .end_epoch = dt_gossip_hook_end_epoch,
     .finish = dt_gossip_hook_finish,
-    .save_state = dt_gossip_hook_save,
-    .load_state = dt_gossip_hook_load,
+    .save_state = dt_drift_hook_save,
+    .load_state = dt_drift_hook_load,
     .abandon = dt_gossip_hook_abandon,
     .destroy = dpsgd_destroy,
 };

@@ -13,18 +13,22 @@
  * parameter server adds each worker's step. So every rank's model is the starting weights plus
  * every rank's updates that have arrived; sums, unlike parameters, lose nothing when a slot's
  * newer value replaces an older one. Every rank must hear every rank (a complete graph), and at
- * the end every tensor goes once more, so all ranks end with all updates. */
+ * the end every tensor goes once more, so all ranks end with all updates.
+ *
+ * The remedies for drift of drift.h: quasi-global momentum, an outer step every H steps (not
+ * with --mix sum, whose sums would not survive an average). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "schemes/gossip.h"
+#include "schemes/drift.h"
 #include "schemes/trigger.h"
 #include "comm/topology.h"
 #include "core/alloc.h"
 
 typedef struct {
     dt_gossip *g;   /* first: gossip.h's shared hooks find it there */
+    dt_drift *drift;
     int sync;
     int mix;        /* --mix: MIX_EVERY, MIX_FRESH or MIX_CONSENSUS (auto resolved) */
     float gamma;    /* --gamma, for --mix consensus */
@@ -43,6 +47,7 @@ typedef struct {
     dt_trigger_opts trig;  /* the sender rule's flags */
     int sync, mix, max_lag;
     float gamma;
+    dt_drift_opts drift;
 } eg_opts;
 
 static const dt_flag eg_flags[] = {
@@ -70,6 +75,7 @@ static const dt_flag eg_flags[] = {
     {"max-lag", DT_AT_INT(eg_opts, max_lag), .def = "6", .min = 0, .max = 1000,
      .help = "asynchronous: steps a round of sends may be on its way while the next ones compute (0: each send waits "
              "for the link)"},
+    DT_DRIFT_FLAGS(eg_opts, drift),
 };
 
 /* --mix sum: a neighbour's sum starts at zero; base at this rank's starting weights */
@@ -99,6 +105,7 @@ static dt_status eg_start(dt_scheme *s, dt_step_ctx *c) {
     if (st == DT_OK && !e->sync && o->max_lag > 0) st = dt_gossip_overlap(e->g, o->max_lag);
     if (st == DT_OK && e->mix == MIX_CONSENSUS) st = dt_gossip_keep_own_copy(e->g, dt_model_params(c->model));
     if (st == DT_OK && e->mix == MIX_SUM) st = start_sums(e, c);
+    if (st == DT_OK) st = dt_drift_create(&o->drift, c, e->g, &e->drift);
     return st;
 }
 
@@ -130,6 +137,7 @@ static dt_status send_triggered(eg_impl *e, dt_step_ctx *c, const float *v) {
 
 static dt_status eg_after_backward(dt_scheme *s, dt_step_ctx *c) {
     eg_impl *e = s->impl;
+    dt_drift_begin_step(e->drift, c);
     if (e->mix == MIX_SUM) return DT_OK; /* end_step: the sums include this step's update */
     float *x = dt_model_params(c->model);
     dt_status st = send_triggered(e, c, x);
@@ -149,12 +157,12 @@ static void own_updates(eg_impl *e, const float *x, size_t np) {
 /* --mix sum, after the gradient step: the own sum out, the neighbours' gains in */
 static dt_status eg_end_step(dt_scheme *s, dt_step_ctx *c) {
     eg_impl *e = s->impl;
-    if (e->mix != MIX_SUM) return DT_OK;
+    if (e->mix != MIX_SUM) return dt_drift_end_step(e->drift, c);
     float *x = dt_model_params(c->model);
     own_updates(e, x, dt_model_num_params(c->model));
     dt_status st = send_triggered(e, c, e->u);
     if (st == DT_OK) dt_gossip_apply_sums_fresh(e->g, x, e->applied, e->base);
-    return st;
+    return st == DT_OK ? dt_drift_end_step(e->drift, c) : st;
 }
 
 /* --mix sum: every tensor once more, so what the trigger held back reaches every rank; then
@@ -185,6 +193,7 @@ static dt_status eg_save(dt_scheme *s, dt_step_ctx *c, dt_records *out) {
     const size_t bytes = dt_model_num_params(c->model) * sizeof(float);
     if (st == DT_OK && e->mix == MIX_SUM) st = dt_records_add_raw(out, "sum_base", e->base, bytes);
     if (st == DT_OK && e->mix == MIX_SUM) st = dt_records_add_raw(out, "sum_applied", e->applied, bytes);
+    if (st == DT_OK) st = dt_drift_save(e->drift, out);
     return st == DT_OK ? dt_trigger_save(&e->trig, out) : st;
 }
 
@@ -195,6 +204,7 @@ static dt_status eg_load(dt_scheme *s, dt_step_ctx *c, const dt_tfile *f, const 
     const size_t bytes = dt_model_num_params(c->model) * sizeof(float);
     if (st == DT_OK && e->mix == MIX_SUM) st = dt_tfile_take(f, path, "sum_base", e->base, bytes);
     if (st == DT_OK && e->mix == MIX_SUM) st = dt_tfile_take(f, path, "sum_applied", e->applied, bytes);
+    if (st == DT_OK) st = dt_drift_load(e->drift, f, path);
     return st == DT_OK ? dt_trigger_load(&e->trig, f, path) : st;
 }
 
@@ -202,6 +212,7 @@ static void eg_destroy(dt_scheme *s) {
     eg_impl *e = s->impl;
     if (!e) return;
     dt_gossip_free(e->g);
+    dt_drift_free(e->drift);
     dt_trigger_free(&e->trig);
     free(e->send_list);
     free(e->u);
@@ -230,6 +241,9 @@ static dt_status eg_create(dt_scheme *s) {
         return dt_fail(DT_ERR_ARG, "--compress %s: eventgrad needs --sync (a one-sided slot keeps only the newest "
                        "write, so a change could be overwritten before it is read)",
                        dt_codec_spec_str(&s->codec, codec, sizeof codec));
+    if (o->drift.outer_every > 0 && o->mix == MIX_SUM)
+        return dt_fail(DT_ERR_ARG, "--outer-every %ld with --mix sum: the sums of the own updates would not survive an "
+                       "average; use --mix every, fresh or consensus", o->drift.outer_every);
     eg_impl *e = calloc(1, sizeof *e);
     if (!e) return dt_nomem("the eventgrad scheme");
     e->sync = o->sync;

@@ -20,13 +20,18 @@
  * Streaming DiLoCo do: every rank sends w_r/W (master - x_r), encoded with error feedback,
  * and the ranks sum them (comm/encoded_sum.h: fp16, bf16 added by MPI in 16 bits; int8, topk
  * by a reduce-scatter that re-encodes): about 2(N-1)/N of a payload per rank, no rank 0 in
- * the middle. W = sum w_r and the averaged batch-norm state go first, in fp32 (ns+1 values). */
+ * the middle. W = sum w_r and the averaged batch-norm state go first, in fp32 (ns+1 values).
+ *
+ * --scaffold: SCAFFOLD's control variates correct every local gradient (scaffold.h); the
+ * ranks' variates are averaged in the models' allreduce, [w*x | w*state | w | w*c_i]. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "comm/encoded_sum.h"
+#include "schemes/outer.h"
 #include "schemes/paramavg.h"
 #include "schemes/registry.h"
+#include "schemes/scaffold.h"
 #include "core/alloc.h"
 
 typedef struct {
@@ -36,22 +41,19 @@ typedef struct {
     double round_loss; /* sum of the round's batch losses (--aggregate loss) */
     long round_batches;
     double saved[3];   /* checkpoints: since, round_loss, round_batches (records keep pointers) */
-    double saved_outer[2]; /* ... and --outer-lr, --outer-momentum */
-    float *buf;        /* [w*x | w*state | w] */
+    float *buf;        /* [w*x | w*state | w | w*c_i with --scaffold] */
     dt_param_avg *avg; /* --compress */
-    /* the outer optimizer (DiLoCo); master NULL: the plain average */
-    double outer_lr, outer_momentum;
-    int outer_nesterov;
-    float *master, *velocity; /* np floats each */
-    dt_encoded_sum *pseudo;   /* --compress with an outer optimizer: the pseudo-gradient's sum */
+    dt_outer *outer;   /* the outer optimizer (DiLoCo); NULL: the plain average */
+    dt_encoded_sum *pseudo; /* --compress with an outer optimizer: the pseudo-gradient's sum */
+    dt_scaffold *scaffold;  /* --scaffold */
 } fedavg_impl;
 
 typedef struct {
     long local_steps;
     int local_epochs, local_epochs_given;
     dt_param_weighting aggregate;
-    double outer_lr, outer_momentum;
-    int outer_nesterov;
+    dt_outer_opts outer;
+    int scaffold;
 } fedavg_opts;
 
 static const dt_flag fedavg_flags[] = {
@@ -62,35 +64,22 @@ static const dt_flag fedavg_flags[] = {
      .min = 1, .max = 1e6, .help = "epochs between averagings"},
     {"aggregate", DT_AT_CHOICE(fedavg_opts, aggregate, dt_param_weighting_words), .def = "average",
      .help = "average | samples | loss (weights of the ranks' models)"},
-    {"outer-lr", DT_AT_FLOAT(fedavg_opts, outer_lr), .def = "1", .min = 0, .max = 1e6, .min_open = 1,
-     .help = "the outer optimizer's learning rate on the round's pseudo-gradient (DiLoCo: 0.7; 1 with no momentum: the plain average)"},
-    {"outer-momentum", DT_AT_FLOAT(fedavg_opts, outer_momentum), .def = "0", .min = 0, .max = 0.999999,
-     .help = "the outer optimizer's momentum, [0, 1) (DiLoCo: 0.9)"},
-    {"outer-nesterov", DT_AT_SWITCH(fedavg_opts, outer_nesterov), .def = "0",
-     .help = "Nesterov momentum for the outer optimizer (DiLoCo's)"},
+    DT_OUTER_FLAGS(fedavg_opts, outer),
+    {"scaffold", DT_AT_SWITCH(fedavg_opts, scaffold), .def = "0",
+     .help = "SCAFFOLD's control variates: each local gradient corrected by the mean's minus the rank's own "
+             "(twice the bytes a round)"},
 };
 
-/* The outer optimizer's step (DiLoCo): x holds the round's pseudo-gradient (master - the
- * average); the master steps on it and x becomes the master. */
-static void outer_step(fedavg_impl *f, float *x, size_t np) {
-    const float lr = (float)f->outer_lr, mu = (float)f->outer_momentum;
-    for (size_t i = 0; i < np; i++) {
-        const float d = x[i];
-        f->velocity[i] = mu * f->velocity[i] + d;
-        const float step = f->outer_nesterov ? d + mu * f->velocity[i] : f->velocity[i];
-        f->master[i] -= lr * step;
-        x[i] = f->master[i];
-    }
-}
-
-/* One allreduce of [w*x | w*state | w]: the weighted mean without an extra message for w. */
+/* One allreduce of [w*x | w*state | w]: the weighted mean without an extra message for w
+ * (--scaffold: and the rank's control variate, w*c_i, after them). */
 static dt_status allreduce_average(dt_step_ctx *c, fedavg_impl *f, float w) {
     const size_t np = dt_model_num_params(c->model), ns = dt_model_num_state(c->model);
     float *x = dt_model_params(c->model), *state = dt_model_state(c->model);
     for (size_t i = 0; i < np; i++) f->buf[i] = w * x[i];
     for (size_t i = 0; i < ns; i++) f->buf[np + i] = w * state[i];
     f->buf[np + ns] = w;
-    dt_status st = dt_allreduce_sum(c->comm, f->buf, np + ns + 1);
+    if (f->scaffold) dt_scaffold_round_end(f->scaffold, w, f->buf + np + ns + 1);
+    dt_status st = dt_allreduce_sum(c->comm, f->buf, np + ns + 1 + (f->scaffold ? np : 0));
     if (st != DT_OK) return st;
     const float inv = 1.0f / f->buf[np + ns];
     for (size_t i = 0; i < np; i++) x[i] = f->buf[i] * inv;
@@ -109,22 +98,24 @@ static dt_status pseudo_gradient_sum(dt_step_ctx *c, fedavg_impl *f, float w) {
     if (st != DT_OK) return st;
     const float inv = 1.0f / f->buf[ns], share = w * inv;
     for (size_t i = 0; i < ns; i++) state[i] = f->buf[i] * inv;
-    for (size_t i = 0; i < np; i++) x[i] = share * (f->master[i] - x[i]);
+    dt_outer_pseudo_gradient(f->outer, x);
+    for (size_t i = 0; i < np; i++) x[i] *= share;
     return dt_encoded_sum_run(f->pseudo, c->comm, x);
 }
 
 static dt_status fedavg_average(dt_step_ctx *c, fedavg_impl *f) {
     const float w = dt_param_weight(f->agg, c->run.shard_n, f->round_loss, f->round_batches);
     float *x = dt_model_params(c->model);
-    const size_t np = dt_model_num_params(c->model);
+    const size_t np = dt_model_num_params(c->model), ns = dt_model_num_state(c->model);
     dt_status st;
     if (f->pseudo) st = pseudo_gradient_sum(c, f, w);
     else {
         st = f->avg ? dt_param_avg_run(f->avg, c->comm, x, dt_model_state(c->model), w) : allreduce_average(c, f, w);
-        if (st == DT_OK && f->master) /* the pseudo-gradient: master - the average */
-            for (size_t i = 0; i < np; i++) x[i] = f->master[i] - x[i];
+        if (st == DT_OK && f->outer) dt_outer_pseudo_gradient(f->outer, x);
     }
-    if (st == DT_OK && f->master) outer_step(f, x, np);
+    if (st == DT_OK && f->outer) dt_outer_step(f->outer, x);
+    if (st == DT_OK && f->scaffold)
+        dt_scaffold_round_start(f->scaffold, f->buf + np + ns + 1, 1.0f / f->buf[np + ns]);
     f->round_loss = 0;
     f->round_batches = 0;
     f->since = 0;
@@ -136,11 +127,10 @@ static dt_status fedavg_start(dt_scheme *s, dt_step_ctx *c) {
     const fedavg_opts *o = s->opts;
     f->every = o->local_steps > 0 ? o->local_steps : (long)o->local_epochs * c->run.steps_per_epoch;
     const size_t np = dt_model_num_params(c->model);
-    if (!(f->outer_lr == 1 && f->outer_momentum == 0)) { /* the starting model, the same on every rank */
-        if (dt_malloc(f->master, np, "the outer optimizer's master of %zu parameters", np) != DT_OK ||
-            dt_calloc(f->velocity, np, "the outer optimizer's momentum of %zu parameters", np) != DT_OK)
-            return DT_ERR_NOMEM;
-        memcpy(f->master, dt_model_params(c->model), np * sizeof(float));
+    /* the master starts at the starting model, the same on every rank */
+    dt_status st = dt_outer_create(&o->outer, dt_model_params(c->model), np, &f->outer);
+    if (st != DT_OK) return st;
+    if (f->outer) {
         if (s->codec.kind != DT_CODEC_NONE) {
             const size_t ns = dt_model_num_state(c->model);
             if (dt_malloc(f->buf, ns + 1, "fedavg's average of %zu values", ns + 1) != DT_OK) return DT_ERR_NOMEM;
@@ -150,8 +140,14 @@ static dt_status fedavg_start(dt_scheme *s, dt_step_ctx *c) {
     if (s->codec.kind != DT_CODEC_NONE)
         return dt_param_avg_create(&s->codec, c->comm, dt_model_params(c->model), dt_model_num_params(c->model),
                                    dt_model_num_state(c->model), &f->avg);
-    const size_t n = np + dt_model_num_state(c->model) + 1;
+    const size_t n = np + dt_model_num_state(c->model) + 1 + (o->scaffold ? np : 0);
     if (dt_malloc(f->buf, n, "fedavg's average of %zu values", n) != DT_OK) return DT_ERR_NOMEM;
+    return o->scaffold ? dt_scaffold_create(np, &f->scaffold) : DT_OK;
+}
+
+static dt_status fedavg_after_backward(dt_scheme *s, dt_step_ctx *c) {
+    fedavg_impl *f = s->impl;
+    if (f->scaffold) dt_scaffold_correct(f->scaffold, dt_model_grads(c->model));
     return DT_OK;
 }
 
@@ -184,45 +180,18 @@ static dt_status fedavg_save(dt_scheme *s, dt_step_ctx *c, dt_records *out) {
     f->saved[0] = (double)f->since;
     f->saved[1] = f->round_loss;
     f->saved[2] = (double)f->round_batches;
-    f->saved_outer[0] = f->outer_lr;
-    f->saved_outer[1] = f->outer_momentum;
     dt_status st = dt_records_add_raw(out, "round", f->saved, sizeof f->saved);
-    if (st == DT_OK) st = dt_records_add_raw(out, "outer", f->saved_outer, sizeof f->saved_outer);
-    const size_t np = dt_model_num_params(c->model);
-    if (st == DT_OK && f->master) st = dt_records_add(out, "outer_master", f->master, np);
-    if (st == DT_OK && f->master) st = dt_records_add(out, "outer_momentum", f->velocity, np);
+    if (st == DT_OK) st = dt_outer_save(f->outer, &((const fedavg_opts *)s->opts)->outer, out);
     if (st == DT_OK && f->avg) st = dt_param_avg_save(f->avg, c->comm, out);
     if (st == DT_OK && f->pseudo) st = dt_encoded_sum_save(f->pseudo, "pseudo_gradient", out);
+    if (st == DT_OK) st = dt_scaffold_save(f->scaffold, out);
     return st;
-}
-
-/* "the plain average" or "DiLoCo's outer optimizer", for messages */
-static const char *outer_kind(int outer) { return outer ? "DiLoCo's outer optimizer" : "the plain average"; }
-
-/* The plain average and an outer optimizer keep different state: a set of one resumed as the
- * other would drop the master and its momentum, or find none to take. Sets of an earlier build
- * have no "outer" record: their master's record says which they are. */
-static dt_status outer_check(const fedavg_impl *f, const dt_tfile *tf, const char *path) {
-    double saved[2] = {1, 0};
-    const int recorded = dt_tfile_find(tf, "outer") != NULL, mine = f->master != NULL;
-    if (recorded) {
-        dt_status st = dt_tfile_take(tf, path, "outer", saved, sizeof saved);
-        if (st != DT_OK) return st;
-    }
-    const int theirs = recorded ? !(saved[0] == 1 && saved[1] == 0) : dt_tfile_find(tf, "outer_master") != NULL;
-    if (theirs == mine) return DT_OK;
-    if (!recorded)
-        return dt_fail(DT_ERR_ARG, "--outer-lr, --outer-momentum: %s was saved by fedavg with %s, this run has --outer-lr "
-                       "%g --outer-momentum %g (%s)", path, outer_kind(theirs), f->outer_lr, f->outer_momentum, outer_kind(mine));
-    return dt_fail(DT_ERR_ARG, "--outer-lr, --outer-momentum: %s was saved by fedavg with --outer-lr %g --outer-momentum %g "
-                   "(%s), this run has --outer-lr %g --outer-momentum %g (%s)", path, saved[0], saved[1], outer_kind(theirs),
-                   f->outer_lr, f->outer_momentum, outer_kind(mine));
 }
 
 static dt_status fedavg_load(dt_scheme *s, dt_step_ctx *c, const dt_tfile *tf, const char *path) {
     fedavg_impl *f = s->impl;
     double round[3];
-    dt_status st = outer_check(f, tf, path);
+    dt_status st = dt_outer_load(f->outer, &((const fedavg_opts *)s->opts)->outer, "fedavg", tf, path);
     if (st == DT_OK) st = dt_tfile_take(tf, path, "round", round, sizeof round);
     if (st != DT_OK) return st;
     /* numbers from a file are checked before the cast (a NaN or 1e300 cast to long is
@@ -233,9 +202,7 @@ static dt_status fedavg_load(dt_scheme *s, dt_step_ctx *c, const dt_tfile *tf, c
     f->since = (long)round[0];
     f->round_loss = round[1];
     f->round_batches = (long)round[2];
-    const size_t np = dt_model_num_params(c->model);
-    if (f->master && (st = dt_tfile_take(tf, path, "outer_master", f->master, np * sizeof(float))) != DT_OK) return st;
-    if (f->master && (st = dt_tfile_take(tf, path, "outer_momentum", f->velocity, np * sizeof(float))) != DT_OK) return st;
+    if ((st = dt_scaffold_load(f->scaffold, tf, path)) != DT_OK) return st;
     if (f->pseudo) return dt_encoded_sum_load(f->pseudo, "pseudo_gradient", tf, path);
     return f->avg ? dt_param_avg_load(f->avg, c->comm, tf, path) : DT_OK;
 }
@@ -244,8 +211,8 @@ static void fedavg_destroy(dt_scheme *s) {
     fedavg_impl *f = s->impl;
     if (!f) return;
     free(f->buf);
-    free(f->master);
-    free(f->velocity);
+    dt_outer_free(f->outer);
+    dt_scaffold_free(f->scaffold);
     dt_param_avg_free(f->avg);
     dt_encoded_sum_free(f->pseudo);
     free(f);
@@ -253,6 +220,7 @@ static void fedavg_destroy(dt_scheme *s) {
 
 static const dt_scheme_ops fedavg_ops = {
     .start = fedavg_start,
+    .after_backward = fedavg_after_backward,
     .end_step = fedavg_end_step,
     .finish = fedavg_finish,
     .save_state = fedavg_save,
@@ -264,12 +232,12 @@ static dt_status fedavg_create(dt_scheme *s) {
     const fedavg_opts *o = s->opts;
     if (o->local_steps > 0 && o->local_epochs_given)
         return dt_fail(DT_ERR_ARG, "--local-steps and --local-epochs: give one of them");
+    if (o->scaffold && s->codec.kind != DT_CODEC_NONE)
+        return dt_fail(DT_ERR_ARG, "--scaffold with --compress: the control variates travel beside the models in fp32, "
+                       "uncompressed; leave out one of them");
     fedavg_impl *f = calloc(1, sizeof *f);
     if (!f) return dt_nomem("the fedavg scheme");
     f->agg = o->aggregate;
-    f->outer_lr = o->outer_lr;
-    f->outer_momentum = o->outer_momentum;
-    f->outer_nesterov = o->outer_nesterov;
     s->impl = f;
     s->ops = &fedavg_ops;
     s->decentralized = 1;

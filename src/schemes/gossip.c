@@ -385,6 +385,11 @@ void dt_gossip_zero_copies(dt_gossip *g) {
     if (g->cself) memset(g->cself, 0, g->np * sizeof(float));
 }
 
+void dt_gossip_agree(dt_gossip *g, const float *x) {
+    for (int k = 0; k < g->nn; k++) memcpy(g->xhat + (size_t)k * g->np, x, g->np * sizeof(float));
+    if (g->cself) memcpy(g->cself, x, g->np * sizeof(float));
+}
+
 /* With overlap and a plain own copy, the window keeps it: what arrived at the neighbours, not
  * what was handed to a put (called by whichever of the two comes second) */
 static void mirror_own_copy(dt_gossip *g) {

@@ -68,6 +68,10 @@ void dt_gossip_mix_consensus_fresh(dt_gossip *g, float *x, float gamma);
  * its own updates, which starts at zero, so every copy starts there (call after
  * dt_gossip_create, before anything is sent). */
 void dt_gossip_zero_copies(dt_gossip *g);
+/* Every rank's model is x (an exact average of them all was just taken): every copy, the
+ * neighbours' and the own one, becomes x, with no message (every rank knows it). Lock-step: no
+ * write is on its way; asynchronous, one still on its way replaces its slot's copy later. */
+void dt_gossip_agree(dt_gossip *g, const float *x);
 /* For each tensor of which something new arrived: d = sum_j xhat_j - applied (what the
  * neighbours' sums gained since last applied); x += d, base += d, applied += d. */
 void dt_gossip_apply_sums_fresh(dt_gossip *g, float *x, float *applied, float *base);

@@ -1,0 +1,114 @@
+/* Remedies for drift in the gossip schemes (drift.h). */
+#include "schemes/drift.h"
+
+#include <stdlib.h>
+
+#include "core/alloc.h"
+
+struct dt_drift {
+    dt_drift_opts opts;
+    dt_gossip *g;
+    dt_qgm *qgm;      /* NULL: local momentum (or none) */
+    dt_outer *outer;  /* NULL: none, or the plain average (opts.outer_every says which) */
+    float *buf;       /* outer_every: [x | state] summed */
+    double saved_every; /* the "outer_every" record (records keep pointers until written) */
+};
+
+dt_status dt_drift_create(const dt_drift_opts *o, dt_step_ctx *c, dt_gossip *g, dt_drift **out) {
+    *out = NULL;
+    const size_t np = dt_model_num_params(c->model), ns = dt_model_num_state(c->model);
+    dt_qgm *q = NULL;
+    if (o->momentum_kind == 1) {
+        dt_status st = dt_qgm_create(c->opt, np, &q);
+        if (st != DT_OK) return st;
+    }
+    if (!q && o->outer_every == 0) return DT_OK;
+    dt_drift *d = calloc(1, sizeof *d);
+    if (!d) {
+        dt_qgm_free(q);
+        return dt_nomem("the drift remedies");
+    }
+    d->opts = *o;
+    d->g = g;
+    d->qgm = q;
+    *out = d;
+    if (o->outer_every == 0) return DT_OK;
+    /* the master starts at the starting model, the same on every rank */
+    dt_status st = dt_outer_create(&o->outer, dt_model_params(c->model), np, &d->outer);
+    if (st == DT_OK && dt_malloc(d->buf, np + ns, "the exact average of %zu values", np + ns) != DT_OK)
+        st = DT_ERR_NOMEM;
+    return st;
+}
+
+void dt_drift_free(dt_drift *d) {
+    if (!d) return;
+    dt_qgm_free(d->qgm);
+    dt_outer_free(d->outer);
+    free(d->buf);
+    free(d);
+}
+
+void dt_drift_begin_step(dt_drift *d, dt_step_ctx *c) {
+    if (d) dt_qgm_begin_step(d->qgm, c);
+}
+
+/* One counted allreduce of [x | state]: every rank takes the mean; the outer optimizer steps on
+ * master - mean; every copy of every rank's model is then that model. */
+static dt_status average_exactly(dt_drift *d, dt_step_ctx *c) {
+    const size_t np = dt_model_num_params(c->model), ns = dt_model_num_state(c->model);
+    float *x = dt_model_params(c->model), *state = dt_model_state(c->model);
+    for (size_t i = 0; i < np; i++) d->buf[i] = x[i];
+    for (size_t i = 0; i < ns; i++) d->buf[np + i] = state[i];
+    dt_status st = dt_allreduce_sum(c->comm, d->buf, np + ns);
+    if (st != DT_OK) return st;
+    const float inv = 1.0f / (float)c->comm->size;
+    for (size_t i = 0; i < np; i++) x[i] = d->buf[i] * inv;
+    for (size_t i = 0; i < ns; i++) state[i] = d->buf[np + i] * inv;
+    if (d->outer) {
+        dt_outer_pseudo_gradient(d->outer, x);
+        dt_outer_step(d->outer, x);
+    }
+    dt_gossip_agree(d->g, x);
+    return DT_OK;
+}
+
+dt_status dt_drift_end_step(dt_drift *d, dt_step_ctx *c) {
+    if (!d) return DT_OK;
+    dt_qgm_end_step(d->qgm, c);
+    if (d->opts.outer_every == 0 || (c->step + 1) % d->opts.outer_every != 0) return DT_OK;
+    return average_exactly(d, c);
+}
+
+dt_status dt_drift_save(dt_drift *d, dt_records *out) {
+    if (!d) return DT_OK;
+    dt_status st = dt_qgm_save(d->qgm, out);
+    if (st != DT_OK || d->opts.outer_every == 0) return st;
+    d->saved_every = (double)d->opts.outer_every;
+    st = dt_records_add_raw(out, "outer_every", &d->saved_every, sizeof d->saved_every);
+    return st == DT_OK ? dt_outer_save(d->outer, &d->opts.outer, out) : st;
+}
+
+dt_status dt_drift_load(dt_drift *d, const dt_tfile *f, const char *path) {
+    double every = 0;
+    if (dt_tfile_find(f, "outer_every")) {
+        dt_status st = dt_tfile_take(f, path, "outer_every", &every, sizeof every);
+        if (st != DT_OK) return st;
+    }
+    const long mine = d ? d->opts.outer_every : 0;
+    if (every != (double)mine)
+        return dt_fail(DT_ERR_ARG, "--outer-every: %s was saved by a run with --outer-every %g, this run has %ld", path,
+                       every, mine);
+    dt_status st = dt_qgm_load(d ? d->qgm : NULL, f, path);
+    if (st == DT_OK && mine) st = dt_outer_load(d->outer, &d->opts.outer, "a gossip scheme", f, path);
+    return st;
+}
+
+dt_status dt_drift_hook_save(dt_scheme *s, dt_step_ctx *c, dt_records *out) {
+    dt_status st = dt_gossip_hook_save(s, c, out);
+    return st == DT_OK ? dt_drift_save(((dt_gossip_head *)s->impl)->drift, out) : st;
+}
+
+dt_status dt_drift_hook_load(dt_scheme *s, dt_step_ctx *c, const dt_tfile *f, const char *path) {
+    dt_status st = dt_gossip_hook_load(s, c, f, path);
+    return st == DT_OK ? dt_drift_load(((dt_gossip_head *)s->impl)->drift, f, path) : st;
+}
