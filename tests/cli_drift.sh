@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The remedies for drift on data split by class (docs/algorithms.md, "Drift"): quasi-global
-# momentum (dpsgd, eventgrad, choco: --momentum-kind qgm), an outer step over gossip
-# (--outer-every), SCAFFOLD (fedavg --scaffold). Each neutral setting is the plain scheme bit
+# The remedies for drift on data split by class (docs/algorithms.md, "Drift"): gradient
+# tracking (dpsgd, eventgrad: --tracking), quasi-global momentum (dpsgd, eventgrad, choco:
+# --momentum-kind qgm), an outer step over gossip (--outer-every), SCAFFOLD (fedavg --scaffold). Each neutral setting is the plain scheme bit
 # for bit, each real one changes the model; eventgrad --sync const:0 stays dpsgd with them; a
 # run of each resumes bit for bit; the exact average leaves every rank the same model; what
 # cannot go together is refused in one line. (The formulas on one rank: tests/test_schemes.c.)
@@ -29,6 +29,23 @@ run -n 4 --algo dpsgd "${C[@]}" --epochs 1 "${R[@]}" --out "$T/dpr.w"
 run -n 4 --algo eventgrad --sync --threshold const:0 "${C[@]}" --epochs 1 "${R[@]}" --out "$T/egr.w"
 identical "eventgrad --sync const:0 == dpsgd, both with qgm and an outer step" "$T/dpr.w" "$T/egr.w"
 differ "... and the outer step moves the model" "$T/dpq.w" "$T/dpr.w" 0
+
+# gradient tracking: on one rank y(k) = y(k-1) + g(k) - g(k-1) is g(k) up to rounding, so dpsgd
+# alone is the plain step (10 steps: the rounding grows ~1.7x a step at class split); on four it is another method, sending twice the bytes, and
+# eventgrad --sync const:0 is still dpsgd with it
+run -n 1 --algo dpsgd "${C[@]}" --epochs 1 --max-steps 10 --momentum 0.9 --out "$T/dp1.w"
+run -n 1 --algo dpsgd "${C[@]}" --epochs 1 --max-steps 10 --momentum 0.9 --tracking --out "$T/dpt1.w"
+same "dpsgd --tracking on one rank == dpsgd, to rounding" "$T/dp1.w" "$T/dpt1.w" 1e-5
+differ "... (the tracker's rounding shows: the check can fail)" "$T/dp1.w" "$T/dpt1.w" 0
+run -n 4 --algo dpsgd "${C[@]}" --epochs 1 --momentum 0.9 --tracking --out "$T/dpt.w" --log "$T/dpt.jsonl"
+differ "dpsgd --tracking on four ranks moves the model otherwise" "$T/dpl.w" "$T/dpt.w" 0
+a=$(summary_field "$T/dpq.jsonl" mb_sent); b=$(summary_field "$T/dpt.jsonl" mb_sent)
+compare "... sending y beside x: twice the bytes" "$b" '>' "$(awk -v a="$a" 'BEGIN { print 1.95 * a }')" "plain $a, tracking $b"
+run -n 4 --algo eventgrad --sync --threshold const:0 "${C[@]}" --epochs 1 --momentum 0.9 --tracking --out "$T/egt.w"
+identical "eventgrad --sync const:0 --tracking == dpsgd --tracking" "$T/dpt.w" "$T/egt.w"
+run -n 4 --algo eventgrad --sync "${C[@]}" --epochs 1 --momentum 0.9 --tracking --log "$T/egta.jsonl" --no-save
+a=$(summary_field "$T/egta.jsonl" msgs_pct)
+compare "eventgrad --sync --tracking: the trigger holds back x's and y's tensors alike" "$a" '<' 100 "msgs_pct=$a"
 
 # the exact average: every H-th step leaves every rank the same model (the spread at the
 # epoch's end, which is such a step, is 0); with the plain average as with an outer step
@@ -64,6 +81,8 @@ resume_case() { # LABEL N FLAGS...
 resume_case dpsgd-qgm-outer 4 --algo dpsgd "${R[@]}"
 resume_case choco-qgm 4 --algo choco --momentum 0.9 --momentum-kind qgm --outer-every 40
 resume_case eventgrad-sync-qgm-outer 4 --algo eventgrad --sync "${R[@]}"
+resume_case dpsgd-tracking-int8 4 --algo dpsgd --momentum 0.9 --tracking --compress int8
+resume_case eventgrad-sync-tracking 4 --algo eventgrad --sync --threshold const:0.01 --momentum 0.9 --tracking
 resume_case fedavg-scaffold-diloco 2 --algo fedavg --local-steps 7 --momentum 0.9 --scaffold --outer-lr 0.7 --outer-momentum 0.5
 
 # what cannot go together, and sets resumed with other remedies: one line each
@@ -71,6 +90,12 @@ expect_error "qgm with adamw: one line" "--momentum-kind qgm: quasi-global momen
     run -n 2 --algo dpsgd "${C[@]}" --epochs 1 --optim adamw --momentum-kind qgm --no-save
 expect_error "--outer-every with --mix sum: one line" "--outer-every 10 with --mix sum" -- \
     run -n 2 --algo eventgrad --mix sum --topology complete "${C[@]}" --epochs 1 --outer-every 10 --no-save
+expect_error "choco --tracking: one line" "--tracking: gradient tracking is dpsgd's and eventgrad's" -- \
+    run -n 2 --algo choco --tracking "${C[@]}" --epochs 1 --no-save
+expect_error "--tracking with --mix sum: one line" "--tracking with --mix sum" -- \
+    run -n 2 --algo eventgrad --mix sum --topology complete --tracking "${C[@]}" --epochs 1 --no-save
+expect_error "a tracking set resumed without: one line" "--tracking: $T/eventgrad-sync-tracking/ck" -- \
+    run -n 4 --algo eventgrad --sync --threshold const:0.01 --momentum 0.9 "${C[@]}" --epochs 2 --resume "$T/eventgrad-sync-tracking/ck" --no-save
 expect_error "--scaffold with --compress: one line" "--scaffold with --compress" -- \
     run -n 2 --algo fedavg --compress fp16 --scaffold "${C[@]}" --epochs 1 --no-save
 expect_error "a qgm set resumed with local momentum: one line" "was saved with quasi-global momentum" -- \

@@ -81,7 +81,8 @@ static dt_status choco_start(dt_scheme *s, dt_step_ctx *c) {
     dt_status st = o->transport == 0 ? dt_gossip_create_packed(c, topology, &s->codec, &k->g)
                                      : dt_gossip_create(c, topology, &s->codec, &k->g);
     if (st == DT_OK) st = dt_gossip_keep_own_copy(k->g, dt_model_params(c->model));
-    return st == DT_OK ? dt_drift_create(&o->drift, c, k->g, &k->drift) : st;
+    const dt_drift_gossip gossip = {k->g, topology, &s->codec, NULL};
+    return st == DT_OK ? dt_drift_create(&o->drift, c, &gossip, &k->drift) : st;
 }
 
 static dt_status choco_after_backward(dt_scheme *s, dt_step_ctx *c) {
@@ -156,6 +157,9 @@ static const dt_scheme_ops choco_ops = {
 
 static dt_status choco_create(dt_scheme *s) {
     const choco_opts *o = s->opts;
+    if (o->drift.tracking)
+        return dt_fail(DT_ERR_ARG, "--tracking: gradient tracking is dpsgd's and eventgrad's (choco's copies move by "
+                       "compressed differences, a tracker would need its own consensus step)");
     choco_impl *k = calloc(1, sizeof *k);
     if (!k) return dt_nomem("the choco scheme");
     k->gamma = o->gamma;

@@ -35,7 +35,8 @@ static dt_status dpsgd_start(dt_scheme *s, dt_step_ctx *c) {
     for (int i = 0; i < d->T; i++) d->all[i] = i;
     const dpsgd_opts *o = s->opts;
     dt_status st = dt_gossip_create(c, dt_topology_kinds[o->topology], &s->codec, &d->g);
-    return st == DT_OK ? dt_drift_create(&o->drift, c, d->g, &d->drift) : st;
+    const dt_drift_gossip gossip = {d->g, dt_topology_kinds[o->topology], &s->codec, NULL};
+    return st == DT_OK ? dt_drift_create(&o->drift, c, &gossip, &d->drift) : st;
 }
 
 static dt_status dpsgd_after_backward(dt_scheme *s, dt_step_ctx *c) {
@@ -44,6 +45,7 @@ static dt_status dpsgd_after_backward(dt_scheme *s, dt_step_ctx *c) {
     dt_drift_begin_step(d->drift, c);
     dt_status st = dt_gossip_send(d->g, c->comm, d->all, d->T, x);
     if (st == DT_OK) st = dt_gossip_receive_sync(d->g, c->comm);
+    if (st == DT_OK) st = dt_drift_track(d->drift, c, 1);
     if (st == DT_OK) dt_gossip_mix(d->g, x); /* x(k+1) before the gradient step */
     return st;
 }
@@ -67,10 +69,10 @@ static const dt_scheme_ops dpsgd_ops = {
     .after_backward = dpsgd_after_backward,
     .end_step = dpsgd_end_step,
     .end_epoch = dt_gossip_hook_end_epoch,
-    .finish = dt_gossip_hook_finish,
+    .finish = dt_drift_hook_finish,
     .save_state = dt_drift_hook_save,
     .load_state = dt_drift_hook_load,
-    .abandon = dt_gossip_hook_abandon,
+    .abandon = dt_drift_hook_abandon,
     .destroy = dpsgd_destroy,
 };
 

@@ -8,13 +8,14 @@
 struct dt_drift {
     dt_drift_opts opts;
     dt_gossip *g;
+    dt_tracking *track; /* NULL: no --tracking */
     dt_qgm *qgm;      /* NULL: local momentum (or none) */
     dt_outer *outer;  /* NULL: none, or the plain average (opts.outer_every says which) */
     float *buf;       /* outer_every: [x | state] summed */
     double saved_every; /* the "outer_every" record (records keep pointers until written) */
 };
 
-dt_status dt_drift_create(const dt_drift_opts *o, dt_step_ctx *c, dt_gossip *g, dt_drift **out) {
+dt_status dt_drift_create(const dt_drift_opts *o, dt_step_ctx *c, const dt_drift_gossip *gossip, dt_drift **out) {
     *out = NULL;
     const size_t np = dt_model_num_params(c->model), ns = dt_model_num_state(c->model);
     dt_qgm *q = NULL;
@@ -22,19 +23,20 @@ dt_status dt_drift_create(const dt_drift_opts *o, dt_step_ctx *c, dt_gossip *g, 
         dt_status st = dt_qgm_create(c->opt, np, &q);
         if (st != DT_OK) return st;
     }
-    if (!q && o->outer_every == 0) return DT_OK;
+    if (!q && o->outer_every == 0 && !o->tracking) return DT_OK;
     dt_drift *d = calloc(1, sizeof *d);
     if (!d) {
         dt_qgm_free(q);
         return dt_nomem("the drift remedies");
     }
     d->opts = *o;
-    d->g = g;
+    d->g = gossip->g;
     d->qgm = q;
     *out = d;
-    if (o->outer_every == 0) return DT_OK;
+    dt_status st = o->tracking ? dt_tracking_create(c, gossip->topology, gossip->codec, gossip->trig, &d->track) : DT_OK;
+    if (st != DT_OK || o->outer_every == 0) return st;
     /* the master starts at the starting model, the same on every rank */
-    dt_status st = dt_outer_create(&o->outer, dt_model_params(c->model), np, &d->outer);
+    st = dt_outer_create(&o->outer, dt_model_params(c->model), np, &d->outer);
     if (st == DT_OK && dt_malloc(d->buf, np + ns, "the exact average of %zu values", np + ns) != DT_OK)
         st = DT_ERR_NOMEM;
     return st;
@@ -42,6 +44,7 @@ dt_status dt_drift_create(const dt_drift_opts *o, dt_step_ctx *c, dt_gossip *g, 
 
 void dt_drift_free(dt_drift *d) {
     if (!d) return;
+    dt_tracking_free(d->track);
     dt_qgm_free(d->qgm);
     dt_outer_free(d->outer);
     free(d->buf);
@@ -50,6 +53,18 @@ void dt_drift_free(dt_drift *d) {
 
 void dt_drift_begin_step(dt_drift *d, dt_step_ctx *c) {
     if (d) dt_qgm_begin_step(d->qgm, c);
+}
+
+dt_status dt_drift_track(dt_drift *d, dt_step_ctx *c, int sync) {
+    return d && d->track ? dt_tracking_step(d->track, c, sync) : DT_OK;
+}
+
+dt_status dt_drift_finish(dt_drift *d, dt_step_ctx *c) {
+    return d && d->track ? dt_tracking_finish(d->track, c) : DT_OK;
+}
+
+void dt_drift_abandon(dt_drift *d) {
+    if (d) dt_tracking_abandon(d->track);
 }
 
 /* One counted allreduce of [x | state]: every rank takes the mean; the outer optimizer steps on
@@ -81,7 +96,8 @@ dt_status dt_drift_end_step(dt_drift *d, dt_step_ctx *c) {
 
 dt_status dt_drift_save(dt_drift *d, dt_records *out) {
     if (!d) return DT_OK;
-    dt_status st = dt_qgm_save(d->qgm, out);
+    dt_status st = d->track ? dt_tracking_save(d->track, out) : DT_OK;
+    if (st == DT_OK) st = dt_qgm_save(d->qgm, out);
     if (st != DT_OK || d->opts.outer_every == 0) return st;
     d->saved_every = (double)d->opts.outer_every;
     st = dt_records_add_raw(out, "outer_every", &d->saved_every, sizeof d->saved_every);
@@ -89,6 +105,14 @@ dt_status dt_drift_save(dt_drift *d, dt_records *out) {
 }
 
 dt_status dt_drift_load(dt_drift *d, const dt_tfile *f, const char *path) {
+    const int tracked = dt_tfile_find(f, "tracker") != NULL, tracking = d && d->track;
+    if (tracked != tracking)
+        return dt_fail(DT_ERR_ARG, "--tracking: %s was saved by a run %s gradient tracking, this run has %s", path,
+                       tracked ? "with" : "without", tracking ? "it" : "none");
+    if (tracking) {
+        dt_status st = dt_tracking_load(d->track, f, path);
+        if (st != DT_OK) return st;
+    }
     double every = 0;
     if (dt_tfile_find(f, "outer_every")) {
         dt_status st = dt_tfile_take(f, path, "outer_every", &every, sizeof every);
@@ -111,4 +135,15 @@ dt_status dt_drift_hook_save(dt_scheme *s, dt_step_ctx *c, dt_records *out) {
 dt_status dt_drift_hook_load(dt_scheme *s, dt_step_ctx *c, const dt_tfile *f, const char *path) {
     dt_status st = dt_gossip_hook_load(s, c, f, path);
     return st == DT_OK ? dt_drift_load(((dt_gossip_head *)s->impl)->drift, f, path) : st;
+}
+
+dt_status dt_drift_hook_finish(dt_scheme *s, dt_step_ctx *c) {
+    dt_status st = dt_gossip_hook_finish(s, c);
+    dt_status st2 = dt_drift_finish(((dt_gossip_head *)s->impl)->drift, c); /* collective: even after a failure */
+    return st == DT_OK ? st2 : st;
+}
+
+void dt_drift_hook_abandon(dt_scheme *s, dt_step_ctx *c) {
+    dt_gossip_hook_abandon(s, c);
+    dt_drift_abandon(((dt_gossip_head *)s->impl)->drift);
 }

@@ -105,7 +105,8 @@ static dt_status eg_start(dt_scheme *s, dt_step_ctx *c) {
     if (st == DT_OK && !e->sync && o->max_lag > 0) st = dt_gossip_overlap(e->g, o->max_lag);
     if (st == DT_OK && e->mix == MIX_CONSENSUS) st = dt_gossip_keep_own_copy(e->g, dt_model_params(c->model));
     if (st == DT_OK && e->mix == MIX_SUM) st = start_sums(e, c);
-    if (st == DT_OK) st = dt_drift_create(&o->drift, c, e->g, &e->drift);
+    const dt_drift_gossip gossip = {e->g, dt_topology_kinds[o->topology], &s->codec, &o->trig};
+    if (st == DT_OK) st = dt_drift_create(&o->drift, c, &gossip, &e->drift);
     return st;
 }
 
@@ -132,6 +133,8 @@ static dt_status send_triggered(eg_impl *e, dt_step_ctx *c, const float *v) {
     }
     dt_status st = dt_gossip_send(e->g, c->comm, e->send_list, nsend, v);
     if (st == DT_OK) st = e->sync ? dt_gossip_receive_sync(e->g, c->comm) : dt_gossip_receive(e->g, c->comm);
+    /* the tracker, on the same rule (not with --mix sum: refused) */
+    if (st == DT_OK && e->mix != MIX_SUM) st = dt_drift_track(e->drift, c, e->sync);
     return st;
 }
 
@@ -169,7 +172,7 @@ static dt_status eg_end_step(dt_scheme *s, dt_step_ctx *c) {
  * the drain (gossip.h) and what it brought */
 static dt_status eg_finish(dt_scheme *s, dt_step_ctx *c) {
     eg_impl *e = s->impl;
-    if (e->mix != MIX_SUM) return dt_gossip_hook_finish(s, c);
+    if (e->mix != MIX_SUM) return dt_drift_hook_finish(s, c);
     float *x = dt_model_params(c->model);
     own_updates(e, x, dt_model_num_params(c->model));
     for (int i = 0; i < e->trig.T; i++) e->send_list[i] = i;
@@ -230,7 +233,7 @@ static const dt_scheme_ops eg_ops = {
     .finish = eg_finish,
     .save_state = eg_save,
     .load_state = eg_load,
-    .abandon = dt_gossip_hook_abandon,
+    .abandon = dt_drift_hook_abandon,
     .destroy = eg_destroy,
 };
 
@@ -241,6 +244,9 @@ static dt_status eg_create(dt_scheme *s) {
         return dt_fail(DT_ERR_ARG, "--compress %s: eventgrad needs --sync (a one-sided slot keeps only the newest "
                        "write, so a change could be overwritten before it is read)",
                        dt_codec_spec_str(&s->codec, codec, sizeof codec));
+    if (o->drift.tracking && o->mix == MIX_SUM)
+        return dt_fail(DT_ERR_ARG, "--tracking with --mix sum: the sums are of updates, not parameters, and take no "
+                       "tracker; use --mix every, fresh or consensus");
     if (o->drift.outer_every > 0 && o->mix == MIX_SUM)
         return dt_fail(DT_ERR_ARG, "--outer-every %ld with --mix sum: the sums of the own updates would not survive an "
                        "average; use --mix every, fresh or consensus", o->drift.outer_every);

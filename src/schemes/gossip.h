@@ -109,6 +109,12 @@ dt_status dt_gossip_save(dt_gossip *g, const int *extra, int nextra, dt_records 
 dt_status dt_gossip_load(dt_gossip *g, const dt_comm *c, const int *extra, int nextra, const char *what,
                          const dt_tfile *f, const char *path);
 
+/* The copies alone (the neighbours' values, and the own copy where kept) as records of the given
+ * names: a second gossip over the same graph (gradient tracking's) in the same checkpoint. */
+dt_status dt_gossip_save_copies(const dt_gossip *g, const char *neighbours, const char *own, dt_records *out);
+dt_status dt_gossip_load_copies(dt_gossip *g, const char *neighbours, const char *own, const dt_tfile *f,
+                                const char *path);
+
 /* The hooks every gossip scheme has alike, for schemes whose state (s->impl) starts with its
  * dt_gossip pointer: the transport line every epoch, the drain at the end, freeing the
  * windows after a failed start, and (dpsgd, choco) the checkpoint records. */

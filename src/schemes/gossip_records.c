@@ -23,8 +23,19 @@ dt_status dt_gossip_save(dt_gossip *g, const int *extra, int nextra, dt_records 
     free(g->graph);
     if (!(g->graph = graph_record(g, extra, nextra, &n))) return dt_nomem("the graph record");
     dt_status st = dt_records_add_raw(out, "graph", g->graph, n * sizeof *g->graph);
-    if (st == DT_OK) st = dt_records_add_raw(out, "neighbours", g->xhat, (size_t)g->nn * g->np * sizeof(float));
-    if (st == DT_OK && g->cself) st = dt_records_add_raw(out, "own_copy", g->cself, g->np * sizeof(float));
+    return st == DT_OK ? dt_gossip_save_copies(g, "neighbours", "own_copy", out) : st;
+}
+
+dt_status dt_gossip_save_copies(const dt_gossip *g, const char *neighbours, const char *own, dt_records *out) {
+    dt_status st = dt_records_add_raw(out, neighbours, g->xhat, (size_t)g->nn * g->np * sizeof(float));
+    if (st == DT_OK && g->cself) st = dt_records_add_raw(out, own, g->cself, g->np * sizeof(float));
+    return st;
+}
+
+dt_status dt_gossip_load_copies(dt_gossip *g, const char *neighbours, const char *own, const dt_tfile *f,
+                                const char *path) {
+    dt_status st = dt_tfile_take(f, path, neighbours, g->xhat, (size_t)g->nn * g->np * sizeof(float));
+    if (st == DT_OK && g->cself) st = dt_tfile_take(f, path, own, g->cself, g->np * sizeof(float));
     return st;
 }
 
@@ -39,8 +50,7 @@ dt_status dt_gossip_load(dt_gossip *g, const dt_comm *c, const int *extra, int n
     if (!same)
         return dt_fail(DT_ERR_ARG, "--resume %s: saved with another %s (this rank's neighbours or the state kept "
                        "differ)", path, what);
-    dt_status st = dt_tfile_take(f, path, "neighbours", g->xhat, (size_t)g->nn * g->np * sizeof(float));
-    if (st == DT_OK && g->cself) st = dt_tfile_take(f, path, "own_copy", g->cself, g->np * sizeof(float));
+    dt_status st = dt_gossip_load_copies(g, "neighbours", "own_copy", f, path);
     g->overwritten_mark = c->c.overwritten; /* the counters were restored first */
     return st;
 }

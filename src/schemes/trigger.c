@@ -86,13 +86,19 @@ int dt_trigger_decide(dt_trigger *t, int i, long k, double n) {
 
 typedef struct { const char *name; void *p; size_t bytes; } field;
 
+/* the records' names after a stem: the plain rule's, and gradient tracking's second rule */
+static const char *const plain_names[5] = {"norm_last", "threshold", "slopes", "step_last", "nslopes"};
+static const char *const tracker_names[5] = {"tracker_norm_last", "tracker_threshold", "tracker_slopes",
+                                             "tracker_step_last", "tracker_nslopes"};
+
 static int fields(const dt_trigger *t, field *f) {
     const size_t T = (size_t)t->T, h = (size_t)t->history;
-    f[0] = (field){"norm_last", t->n_last, T * sizeof *t->n_last};
-    f[1] = (field){"threshold", t->delta, T * sizeof *t->delta};
-    f[2] = (field){"slopes", t->slopes, T * h * sizeof *t->slopes};
-    f[3] = (field){"step_last", t->k_last, T * sizeof *t->k_last};
-    f[4] = (field){"nslopes", t->nslopes, T * sizeof *t->nslopes};
+    const char *const *names = t->tracker ? tracker_names : plain_names;
+    f[0] = (field){names[0], t->n_last, T * sizeof *t->n_last};
+    f[1] = (field){names[1], t->delta, T * sizeof *t->delta};
+    f[2] = (field){names[2], t->slopes, T * h * sizeof *t->slopes};
+    f[3] = (field){names[3], t->k_last, T * sizeof *t->k_last};
+    f[4] = (field){names[4], t->nslopes, T * sizeof *t->nslopes};
     return 5;
 }
 

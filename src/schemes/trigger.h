@@ -40,6 +40,7 @@ typedef struct dt_trigger {
     double *n_last, *delta, *slopes; /* slopes: T x history, a ring per tensor */
     long *k_last;                    /* -1: never sent */
     int *nslopes;
+    int tracker;                     /* 1: gradient tracking's rule (tracking.h): its records are "tracker_..." */
 } dt_trigger;
 
 /* The rule for T tensors, none sent yet. */
@@ -48,7 +49,8 @@ void dt_trigger_free(dt_trigger *t);
 /* Tensor i has norm n at step k: 1 if it is to be sent (the threshold state is updated as
  * for a send), 0 if not (its threshold decays). */
 int dt_trigger_decide(dt_trigger *t, int i, long k, double n);
-/* Checkpoints: the state per tensor as records "norm_last", ... (the trainer prefixes the scheme's name) */
+/* Checkpoints: the state per tensor as records "norm_last", ... ("tracker_norm_last", ... for
+ * t->tracker: a second rule in the same checkpoint); the trainer prefixes the scheme's name */
 dt_status dt_trigger_save(dt_trigger *t, dt_records *out);
 dt_status dt_trigger_load(dt_trigger *t, const dt_tfile *f, const char *path);
 
