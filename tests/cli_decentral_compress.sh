@@ -8,7 +8,8 @@
 # line, exit 2). Uses `dtrain run` (mpiexec).
 . "$(dirname "$0")/lib.sh"
 
-C=(--model cnn1 --data mnist --train-limit 6000 --test-limit 1000 --epochs 1 --batch 16 --lr 0.05 --momentum 0.5 --seed 5)
+# (one kind of momentum for both schemes: dpsgd's --momentum-kind auto is qgm, eventgrad's local)
+C=(--model cnn1 --data mnist --train-limit 6000 --test-limit 1000 --epochs 1 --batch 16 --lr 0.05 --momentum 0.5 --seed 5 --momentum-kind local)
 S=(--model cnn1 --data mnist --train-limit 4000 --epochs 1 --max-steps 20 --batch 16 --seed 5 --test-limit 200) # short runs: equalities
 
 # --compress none is dpsgd as it was, bit for bit

@@ -20,9 +20,16 @@ run -n 4 --algo choco "${C[@]}" --epochs 1 --momentum 0 --out "$T/ch0.w"
 run -n 4 --algo choco "${C[@]}" --epochs 1 --momentum 0 --momentum-kind qgm --out "$T/chq0.w"
 identical "choco --momentum-kind qgm --momentum 0 == choco --momentum 0" "$T/ch0.w" "$T/chq0.w"
 # with momentum it is another method
-run -n 4 --algo dpsgd "${C[@]}" --epochs 1 --momentum 0.9 --out "$T/dpl.w"
+run -n 4 --algo dpsgd "${C[@]}" --epochs 1 --momentum 0.9 --momentum-kind local --out "$T/dpl.w"
 run -n 4 --algo dpsgd "${C[@]}" --epochs 1 --momentum 0.9 --momentum-kind qgm --out "$T/dpq.w" --log "$T/dpq.jsonl"
 differ "dpsgd qgm at momentum 0.9 moves the model otherwise than local momentum" "$T/dpl.w" "$T/dpq.w" 0
+# the default, auto: qgm for dpsgd with sgd, local for eventgrad (and for dpsgd with adamw)
+run -n 4 --algo dpsgd "${C[@]}" --epochs 1 --momentum 0.9 --out "$T/dpa.w"
+identical "dpsgd's default --momentum-kind (auto) is qgm" "$T/dpq.w" "$T/dpa.w"
+run -n 4 --algo eventgrad --sync --threshold const:0 "${C[@]}" --epochs 1 --momentum 0.9 --out "$T/ega.w"
+identical "eventgrad's is local (--sync const:0 == dpsgd --momentum-kind local)" "$T/dpl.w" "$T/ega.w"
+run -n 2 --algo dpsgd "${C[@]}" --epochs 1 --max-steps 3 --optim adamw --no-save --log "$T/adamw.jsonl"
+compare "dpsgd with adamw: auto takes local momentum (AdamW's moments), no error" "$(summary_field "$T/adamw.jsonl" steps)" == 3
 # schemes against each other: eventgrad --sync const:0 is dpsgd with the remedies too
 R=(--momentum 0.9 --momentum-kind qgm --outer-every 20 --outer-lr 0.7 --outer-momentum 0.5)
 run -n 4 --algo dpsgd "${C[@]}" --epochs 1 "${R[@]}" --out "$T/dpr.w"
@@ -33,15 +40,16 @@ differ "... and the outer step moves the model" "$T/dpq.w" "$T/dpr.w" 0
 # gradient tracking: on one rank y(k) = y(k-1) + g(k) - g(k-1) is g(k) up to rounding, so dpsgd
 # alone is the plain step (10 steps: the rounding grows ~1.7x a step at class split); on four it is another method, sending twice the bytes, and
 # eventgrad --sync const:0 is still dpsgd with it
-run -n 1 --algo dpsgd "${C[@]}" --epochs 1 --max-steps 10 --momentum 0.9 --out "$T/dp1.w"
-run -n 1 --algo dpsgd "${C[@]}" --epochs 1 --max-steps 10 --momentum 0.9 --tracking --out "$T/dpt1.w"
+run -n 1 --algo dpsgd "${C[@]}" --epochs 1 --max-steps 10 --momentum 0.9 --momentum-kind local --out "$T/dp1.w"
+run -n 1 --algo dpsgd "${C[@]}" --epochs 1 --max-steps 10 --momentum 0.9 --momentum-kind local --tracking --out "$T/dpt1.w"
 same "dpsgd --tracking on one rank == dpsgd, to rounding" "$T/dp1.w" "$T/dpt1.w" 1e-5
 differ "... (the tracker's rounding shows: the check can fail)" "$T/dp1.w" "$T/dpt1.w" 0
-run -n 4 --algo dpsgd "${C[@]}" --epochs 1 --momentum 0.9 --tracking --out "$T/dpt.w" --log "$T/dpt.jsonl"
+run -n 4 --algo dpsgd "${C[@]}" --epochs 1 --momentum 0.9 --momentum-kind local --tracking --out "$T/dpt.w" --log "$T/dpt.jsonl"
 differ "dpsgd --tracking on four ranks moves the model otherwise" "$T/dpl.w" "$T/dpt.w" 0
 a=$(summary_field "$T/dpq.jsonl" mb_sent); b=$(summary_field "$T/dpt.jsonl" mb_sent)
 compare "... sending y beside x: twice the bytes" "$b" '>' "$(awk -v a="$a" 'BEGIN { print 1.95 * a }')" "plain $a, tracking $b"
-run -n 4 --algo eventgrad --sync --threshold const:0 "${C[@]}" --epochs 1 --momentum 0.9 --tracking --out "$T/egt.w"
+run -n 4 --algo eventgrad --sync --threshold const:0 "${C[@]}" --epochs 1 --momentum 0.9 --momentum-kind local --tracking \
+    --out "$T/egt.w"
 identical "eventgrad --sync const:0 --tracking == dpsgd --tracking" "$T/dpt.w" "$T/egt.w"
 run -n 4 --algo eventgrad --sync "${C[@]}" --epochs 1 --momentum 0.9 --tracking --log "$T/egta.jsonl" --no-save
 a=$(summary_field "$T/egta.jsonl" msgs_pct)
@@ -99,7 +107,7 @@ expect_error "a tracking set resumed without: one line" "--tracking: $T/eventgra
 expect_error "--scaffold with --compress: one line" "--scaffold with --compress" -- \
     run -n 2 --algo fedavg --compress fp16 --scaffold "${C[@]}" --epochs 1 --no-save
 expect_error "a qgm set resumed with local momentum: one line" "was saved with quasi-global momentum" -- \
-    run -n 4 --algo dpsgd "${C[@]}" --epochs 2 --momentum 0.9 --resume "$T/dpsgd-qgm-outer/ck" --outer-every 20 \
+    run -n 4 --algo dpsgd "${C[@]}" --epochs 2 --momentum 0.9 --momentum-kind local --resume "$T/dpsgd-qgm-outer/ck" --outer-every 20 \
     --outer-lr 0.7 --outer-momentum 0.5 --no-save
 expect_error "a set with an outer step resumed without: one line" "--outer-every: $T/dpsgd-qgm-outer/ck" -- \
     run -n 4 --algo dpsgd "${C[@]}" --epochs 2 --momentum 0.9 --momentum-kind qgm --resume "$T/dpsgd-qgm-outer/ck" --no-save

@@ -20,9 +20,6 @@ dt_status dt_split(const uint8_t *labels, int n, int classes, int nranks, dt_spl
     if (!labels && (kind == DT_SPLIT_CLASS || kind == DT_SPLIT_EQUAL))
         return dt_fail(DT_ERR_ARG, "--split %s: the examples have no classes (a text): random, contiguous or stripe",
                        kind == DT_SPLIT_CLASS ? "class" : "equal");
-    if (kind == DT_SPLIT_CLASS && nranks > classes)
-        return dt_fail(DT_ERR_ARG, "--split class: %d training ranks but only %d classes (a rank would get no data)",
-                       nranks, classes);
     dt_rng r;
     dt_rng_seed(&r, dt_seed_mix(seed, 0x5eed5917, (uint64_t)kind, 0));
     int *perm = malloc((size_t)(n ? n : 1) * sizeof *perm);
@@ -39,10 +36,30 @@ dt_status dt_split(const uint8_t *labels, int n, int classes, int nranks, dt_spl
             pos += hi - lo;
             offsets[s + 1] = pos;
         }
-    } else if (kind == DT_SPLIT_CLASS) {
+    } else if (kind == DT_SPLIT_CLASS && nranks <= classes) {
         for (int s = 0; s < nranks; s++) {
             for (int i = 0; i < n; i++)
                 if (labels[perm[i]] % nranks == s) idx[pos++] = perm[i];
+            offsets[s + 1] = pos;
+        }
+    } else if (kind == DT_SPLIT_CLASS) {
+        /* more ranks than classes: rank s holds a piece of class s mod C alone; the ranks of a
+         * class share its examples in near-equal contiguous pieces of the shuffled order */
+        for (int i = 0; i < n; i++) count[labels[i]]++;
+        for (int c = 0; c < classes; c++) {
+            const int sharers = (nranks - 1 - c) / classes + 1;
+            if (count[c] < sharers) {
+                const int have = count[c];
+                free(perm);
+                free(count);
+                return dt_fail(DT_ERR_ARG, "--split class: class %d has %d examples for the %d of %d training ranks that "
+                               "share it (a rank would get no data)", c, have, sharers, nranks);
+            }
+        }
+        for (int s = 0; s < nranks; s++) {
+            const int c = s % classes, sharers = (nranks - 1 - c) / classes + 1, j = s / classes;
+            for (int i = 0, k = 0; i < n; i++)
+                if (labels[perm[i]] == c && (int)((long long)k++ * sharers / count[c]) == j) idx[pos++] = perm[i];
             offsets[s + 1] = pos;
         }
     } else {

@@ -81,7 +81,7 @@ static dt_status choco_start(dt_scheme *s, dt_step_ctx *c) {
     dt_status st = o->transport == 0 ? dt_gossip_create_packed(c, topology, &s->codec, &k->g)
                                      : dt_gossip_create(c, topology, &s->codec, &k->g);
     if (st == DT_OK) st = dt_gossip_keep_own_copy(k->g, dt_model_params(c->model));
-    const dt_drift_gossip gossip = {k->g, topology, &s->codec, NULL};
+    const dt_drift_gossip gossip = {k->g, topology, &s->codec, NULL, 0};
     return st == DT_OK ? dt_drift_create(&o->drift, c, &gossip, &k->drift) : st;
 }
 

@@ -1,7 +1,8 @@
 /* dpsgd: decentralized neighbour averaging every step (Lian et al. 2017). Every tensor goes
  * to every neighbour every step through the one-sided windows of gossip.h, in lock-step, and
  * step k mixes the neighbours' x_j(k) before the local gradient step. It is EventGraD in
- * lock-step with threshold 0, and the tests hold the two equal bit for bit.
+ * lock-step with threshold 0 and the same --momentum-kind, and the tests hold the two equal bit
+ * for bit (--momentum-kind auto: quasi-global momentum here, drift.h; local in eventgrad).
  * --compress: parameter payloads against copies (gossip.h). The remedies for drift of drift.h:
  * quasi-global momentum, an outer step every H steps. */
 #include <stdlib.h>
@@ -35,7 +36,7 @@ static dt_status dpsgd_start(dt_scheme *s, dt_step_ctx *c) {
     for (int i = 0; i < d->T; i++) d->all[i] = i;
     const dpsgd_opts *o = s->opts;
     dt_status st = dt_gossip_create(c, dt_topology_kinds[o->topology], &s->codec, &d->g);
-    const dt_drift_gossip gossip = {d->g, dt_topology_kinds[o->topology], &s->codec, NULL};
+    const dt_drift_gossip gossip = {d->g, dt_topology_kinds[o->topology], &s->codec, NULL, 1};
     return st == DT_OK ? dt_drift_create(&o->drift, c, &gossip, &d->drift) : st;
 }
 

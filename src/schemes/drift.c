@@ -19,7 +19,11 @@ dt_status dt_drift_create(const dt_drift_opts *o, dt_step_ctx *c, const dt_drift
     *out = NULL;
     const size_t np = dt_model_num_params(c->model), ns = dt_model_num_state(c->model);
     dt_qgm *q = NULL;
-    if (o->momentum_kind == 1) {
+    /* auto: QGM where it won on data split by class and lost nothing on the random split
+     * (dpsgd), and only for SGD (AdamW keeps its moments; an explicit qgm is refused there) */
+    const int qgm = o->momentum_kind == DT_MOMENTUM_QGM ||
+                    (o->momentum_kind == DT_MOMENTUM_AUTO && gossip->qgm_by_default && c->opt->cfg.kind == DT_OPTIM_SGD);
+    if (qgm) {
         dt_status st = dt_qgm_create(c->opt, np, &q);
         if (st != DT_OK) return st;
     }

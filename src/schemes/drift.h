@@ -24,9 +24,10 @@ typedef struct {
 
 /* The flags in a gossip scheme's table, over the dt_drift_opts member m of its options T. */
 #define DT_DRIFT_FLAGS(T, m)                                                                                      \
-    {"momentum-kind", DT_AT_CHOICE(T, m.momentum_kind, dt_momentum_kinds), .def = "local",                       \
+    {"momentum-kind", DT_AT_CHOICE(T, m.momentum_kind, dt_momentum_kinds), .def = "auto",                        \
      .help = "local: SGD's momentum of the rank's own gradients | qgm: quasi-global momentum, of the model's "    \
-             "change over a step, mixing included (Lin et al. 2021)"},                                           \
+             "change over a step, mixing included (Lin et al. 2021) | auto: qgm for dpsgd with --optim sgd, local " \
+             "for eventgrad and choco"},                                                                          \
     {"outer-every", DT_AT_INT(T, m.outer_every), .def = "0", .min = 0, .max = 1e9,                               \
      .help = "every N steps an exact average of the models, and the outer optimizer's step on it (SlowMo; 0: "    \
              "never)",                                                                                            \
@@ -45,6 +46,7 @@ typedef struct {
     const char *topology;
     const dt_codec_spec *codec;
     const dt_trigger_opts *trig; /* eventgrad's rule; NULL: every tensor every step */
+    int qgm_by_default;          /* --momentum-kind auto is qgm (dpsgd: measured, docs/results.md) */
 } dt_drift_gossip;
 
 /* In start, after the gossip: NULL out when no remedy is on. Collective. */

@@ -105,7 +105,7 @@ static dt_status eg_start(dt_scheme *s, dt_step_ctx *c) {
     if (st == DT_OK && !e->sync && o->max_lag > 0) st = dt_gossip_overlap(e->g, o->max_lag);
     if (st == DT_OK && e->mix == MIX_CONSENSUS) st = dt_gossip_keep_own_copy(e->g, dt_model_params(c->model));
     if (st == DT_OK && e->mix == MIX_SUM) st = start_sums(e, c);
-    const dt_drift_gossip gossip = {e->g, dt_topology_kinds[o->topology], &s->codec, &o->trig};
+    const dt_drift_gossip gossip = {e->g, dt_topology_kinds[o->topology], &s->codec, &o->trig, 0};
     if (st == DT_OK) st = dt_drift_create(&o->drift, c, &gossip, &e->drift);
     return st;
 }

@@ -6,7 +6,7 @@
 
 #include "core/alloc.h"
 
-const char *const dt_momentum_kinds[] = {"local", "qgm", NULL};
+const char *const dt_momentum_kinds[] = {"auto", "local", "qgm", NULL};
 
 struct dt_qgm {
     size_t np;

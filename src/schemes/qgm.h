@@ -18,7 +18,9 @@
 
 typedef struct dt_qgm dt_qgm;
 
-/* The words of --momentum-kind, NULL-terminated: "local" (0), "qgm" (1). */
+/* The words of --momentum-kind, NULL-terminated: "auto" (0: the scheme's choice, drift.h),
+ * "local" (1), "qgm" (2). */
+enum { DT_MOMENTUM_AUTO, DT_MOMENTUM_LOCAL, DT_MOMENTUM_QGM };
 extern const char *const dt_momentum_kinds[];
 
 /* Checks that opt can take it (sgd); NULL out and DT_OK when there is nothing to do (momentum 0). */
