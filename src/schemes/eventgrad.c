@@ -27,7 +27,7 @@
 #include "core/alloc.h"
 
 typedef struct {
-    dt_gossip *g;   /* first: gossip.h's shared hooks find it there */
+    dt_gossip *g;   /* first, then drift: the shared hooks find them there (dt_gossip_head) */
     dt_drift *drift;
     int sync;
     int mix;        /* --mix: MIX_EVERY, MIX_FRESH or MIX_CONSENSUS (auto resolved) */
