@@ -40,7 +40,7 @@ static const dt_flag sample_flags[] = {
 /* The prompt as tokens: bytes, or token ids for a model of a token file. */
 static dt_status prompt_tokens(const char *prompt, int bytes, int vocab, uint16_t **out, long *n) {
     const size_t len = strlen(prompt);
-    if (dt_malloc(*out, len + 1, "the prompt's %zu tokens", len + 1) != DT_OK) return DT_ERR_NOMEM;
+    DT_TRY(dt_malloc(*out, len + 1, "the prompt's %zu tokens", len + 1));
     *n = 0;
     if (bytes) {
         for (size_t i = 0; i < len; i++) (*out)[(*n)++] = (unsigned char)prompt[i];

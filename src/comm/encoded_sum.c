@@ -50,7 +50,7 @@ void dt_encoded_sum_free(dt_encoded_sum *s) {
 dt_status dt_encoded_sum_create(const dt_codec_spec *spec, const dt_comm *c, size_t n, dt_encoded_sum **out) {
     *out = NULL;
     dt_encoded_sum *s;
-    if (dt_calloc(s, 1, "an encoded sum") != DT_OK) return DT_ERR_NOMEM;
+    DT_TRY(dt_calloc(s, 1, "an encoded sum"));
     const int N = c->size;
     s->n = n;
     s->nranks = N;
@@ -59,23 +59,24 @@ dt_status dt_encoded_sum_create(const dt_codec_spec *spec, const dt_comm *c, siz
     s->half = spec->kind == DT_CODEC_FP16 || spec->kind == DT_CODEC_BF16;
     if (s->half) { /* MPI adds them: no parts */
         dt_status st = dt_codec_create(spec, n, &s->codec);
-        if (st == DT_OK && (dt_calloc(s->residual, n + 1, "an encoded sum's error feedback of %zu values", n) != DT_OK ||
-                            dt_malloc(s->send, 2 * n + 2, "an encoded sum's payload of %zu values", n) != DT_OK))
-            st = DT_ERR_NOMEM;
-        if (st != DT_OK) {
+        if (st != DT_OK ||
+            (st = dt_calloc(s->residual, n + 1, "an encoded sum's error feedback of %zu values", n)) != DT_OK ||
+            (st = dt_malloc(s->send, 2 * n + 2, "an encoded sum's payload of %zu values", n)) != DT_OK) {
             dt_encoded_sum_free(s);
             return st;
         }
         *out = s;
         return DT_OK;
     }
-    dt_status st = DT_OK;
-    if (dt_malloc(s->from, (size_t)N + 1, "the parts of an encoded sum over %d ranks", N) != DT_OK ||
-        dt_malloc(s->part_bytes, (size_t)N, "the parts of an encoded sum over %d ranks", N) != DT_OK ||
-        dt_malloc(s->own_bytes, (size_t)N, "the parts of an encoded sum over %d ranks", N) != DT_OK ||
-        dt_malloc(s->displ_send, (size_t)N, "the parts of an encoded sum over %d ranks", N) != DT_OK ||
-        dt_malloc(s->displ_recv, (size_t)N, "the parts of an encoded sum over %d ranks", N) != DT_OK)
-        st = DT_ERR_NOMEM;
+    dt_status st;
+    if ((st = dt_malloc(s->from, (size_t)N + 1, "the parts of an encoded sum over %d ranks", N)) != DT_OK ||
+        (st = dt_malloc(s->part_bytes, (size_t)N, "the parts of an encoded sum over %d ranks", N)) != DT_OK ||
+        (st = dt_malloc(s->own_bytes, (size_t)N, "the parts of an encoded sum over %d ranks", N)) != DT_OK ||
+        (st = dt_malloc(s->displ_send, (size_t)N, "the parts of an encoded sum over %d ranks", N)) != DT_OK ||
+        (st = dt_malloc(s->displ_recv, (size_t)N, "the parts of an encoded sum over %d ranks", N)) != DT_OK) {
+        dt_encoded_sum_free(s);
+        return st;
+    }
     size_t longest = 1, total = 0;
     for (int j = 0; st == DT_OK && j <= N; j++) s->from[j] = n * (size_t)j / (size_t)N;
     for (int j = 0; st == DT_OK && j < N; j++) {
@@ -90,15 +91,14 @@ dt_status dt_encoded_sum_create(const dt_codec_spec *spec, const dt_comm *c, siz
     for (int i = 0; st == DT_OK && i < N; i++) s->own_bytes[i] = (int)own;
     for (int j = 0, at = 0; st == DT_OK && j < N; at += s->part_bytes[j++]) s->displ_send[j] = at;
     if (st == DT_OK) st = dt_codec_create(spec, longest, &s->codec);
-    if (st == DT_OK &&
-        (dt_malloc(s->send, total + 1, "an encoded sum's payload of %zu bytes", total) != DT_OK ||
-         dt_malloc(s->recv, own * (size_t)N + 1, "an encoded sum's %d parts of %zu bytes", N, own) != DT_OK ||
-         dt_malloc(s->sums, total + 1, "an encoded sum's payload of %zu bytes", total) != DT_OK ||
-         dt_calloc(s->residual, n + 1, "an encoded sum's error feedback of %zu values", n) != DT_OK ||
-         dt_calloc(s->part_sum, own_len + 1, "an encoded sum's part of %zu values", own_len) != DT_OK ||
-         dt_calloc(s->part_residual, own_len + 1, "an encoded sum's error feedback of %zu values", own_len) != DT_OK))
-        st = DT_ERR_NOMEM;
-    if (st != DT_OK) {
+    if (st != DT_OK ||
+        (st = dt_malloc(s->send, total + 1, "an encoded sum's payload of %zu bytes", total)) != DT_OK ||
+        (st = dt_malloc(s->recv, own * (size_t)N + 1, "an encoded sum's %d parts of %zu bytes", N, own)) != DT_OK ||
+        (st = dt_malloc(s->sums, total + 1, "an encoded sum's payload of %zu bytes", total)) != DT_OK ||
+        (st = dt_calloc(s->residual, n + 1, "an encoded sum's error feedback of %zu values", n)) != DT_OK ||
+        (st = dt_calloc(s->part_sum, own_len + 1, "an encoded sum's part of %zu values", own_len)) != DT_OK ||
+        (st = dt_calloc(s->part_residual, own_len + 1, "an encoded sum's error feedback of %zu values",
+                        own_len)) != DT_OK) {
         dt_encoded_sum_free(s);
         return st;
     }

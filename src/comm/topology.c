@@ -39,7 +39,7 @@ dt_status dt_topology_neighbors(const char *kind, int rank, int size, int *nbrs,
 
     /* mark[j] = 1 for every neighbour j; scanning 0..N-1 gives a sorted, deduplicated list */
     unsigned char *mark;
-    if (dt_calloc(mark, (size_t)size, "the topology of %d ranks", size) != DT_OK) return DT_ERR_NOMEM;
+    DT_TRY(dt_calloc(mark, (size_t)size, "the topology of %d ranks", size));
 
     if (!strcmp(kind, "ring")) {
         mark[mod((long)rank - 1, size)] = 1;

@@ -205,7 +205,7 @@ dt_status dt_trace_write(MPI_Comm comm, const char *path, const char *host, cons
     for (size_t i = 0; i < nev; i++)
         if (evs[i].ts < me.first) me.first = evs[i].ts;
     rank_facts *facts;
-    if (dt_calloc(facts, (size_t)size, "--trace's facts of %d ranks", size) != DT_OK) return DT_ERR_NOMEM;
+    DT_TRY(dt_calloc(facts, (size_t)size, "--trace's facts of %d ranks", size));
     int err = PMPI_Allgather(&me, (int)sizeof me, MPI_BYTE, facts, (int)sizeof me, MPI_BYTE, comm);
     double offset = 0;
     if (err == MPI_SUCCESS) err = clock_offset(comm, rank, size, facts, &offset);

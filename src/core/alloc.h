@@ -23,6 +23,14 @@
 #define dt_calloc(p, n, ...) \
     (((p) = dt_alloc_at((n), sizeof *(p), 1, __FILE__, __LINE__, __VA_ARGS__)) ? DT_OK : DT_ERR_NOMEM)
 
+/* Returns call's status unless DT_OK: one spelling of "return the failure" (the allocation's
+ * status is passed on, not named again at every caller). Only where nothing needs freeing. */
+#define DT_TRY(call)                                \
+    do {                                            \
+        const dt_status dt_try_st_ = (call);        \
+        if (dt_try_st_ != DT_OK) return dt_try_st_; \
+    } while (0)
+
 /* As dt_nomem, then "dtrain: error: <that>" on stderr and exit status 2: for the command's
  * code that has no status to return. */
 #define dt_nomem_exit(...) dt_nomem_exit_at(__FILE__, __LINE__, __VA_ARGS__)

@@ -39,7 +39,7 @@ void dt_json_int(dt_json *j, const char *key, long long v);
 void dt_json_bool(dt_json *j, const char *key, int v);
 void dt_json_null(dt_json *j, const char *key);
 void dt_json_raw(dt_json *j, const char *key, const char *json_value); /* a value already in JSON */
-/* The finished text (""), or NULL with dt_fail(DT_ERR_NOMEM, ...) set when an allocation failed. */
+/* The finished text (""), or NULL with an out-of-memory failure recorded. */
 const char *dt_json_text(dt_json *j);
 
 #endif

@@ -88,7 +88,7 @@ static dt_status fill(void *vctx, void *file) {
     dt_json_end(&j);
     dt_json_end(&j);
     const char *h = dt_json_text(&j);
-    if (!h) { dt_json_free(&j); return DT_ERR_NOMEM; }
+    if (!h) { dt_json_free(&j); return dt_nomem("the safetensors header"); }
     const size_t len = strlen(h), padded = (len + 7) / 8 * 8; /* spaces to a multiple of 8, as the reference */
     const uint64_t n64 = padded; /* little-endian host, as tensorfile.c */
     int ok = fwrite(&n64, 8, 1, f) == 1 && fwrite(h, 1, len, f) == len;
@@ -192,7 +192,7 @@ static dt_status check_header(const char *path, json_t *root, unsigned long long
     size_t n = json_object_size(root);
     if (n > MAX_TENSORS) return dt_fail(DT_ERR_FORMAT, "%s: the header has %zu entries, more than %d", path, n, MAX_TENSORS);
     entry *es;
-    if (dt_calloc(es, n, "the %zu entries of %s's header", n, path) != DT_OK) return DT_ERR_NOMEM;
+    DT_TRY(dt_calloc(es, n, "the %zu entries of %s's header", n, path));
     int k = 0;
     dt_status st = DT_OK;
     const char *key;

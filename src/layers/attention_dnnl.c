@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "layers/dnnl_op.h"
 
 #define TRY DT_DNNL_TRY
@@ -61,12 +62,12 @@ static dt_attn_dnnl *attn_dnnl_plan(const dt_node *n, int batch) {
     const dnnl_engine_t engine = dt_dnnl_engine();
     if (!engine) return NULL;
     dt_attn_dnnl *a = calloc(1, sizeof *a);
-    if (!a) { dt_fail(DT_ERR_NOMEM, "oneDNN attention plan"); return NULL; }
+    if (!a) { dt_nomem("a oneDNN attention plan"); return NULL; }
     const dnnl_dim_t B = batch, T = n->ih, C = n->oc, H = n->heads, D = C / H, C3 = 3 * C;
     a->C = (int)C;
     const size_t tt = (size_t)batch * H * T * T;
     a->dP = malloc(tt * sizeof *a->dP);
-    if (!a->dP) { dt_fail(DT_ERR_NOMEM, "oneDNN attention: dP (%zu floats)", tt); attn_dnnl_free(a); return NULL; }
+    if (!a->dP) { dt_nomem("oneDNN attention's dP of %zu floats", tt); attn_dnnl_free(a); return NULL; }
     dnnl_memory_desc_t md[NMEM];
     /* Q, K, V (and their gradients) in place in [b][T][3C]: head h's D features at h*D */
     TRY(view(&md[M_Q], B, H, T, D, T * C3, D, C3, 1));

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "layers/dnnl_op.h"
 
 #define op dt_dnnl_op
@@ -33,7 +34,7 @@ dt_conv_dnnl *dt_conv_dnnl_plan(const dt_node *n, int batch, int mode) {
     const dnnl_engine_t engine = dt_dnnl_engine();
     if (!engine) return NULL;
     dt_conv_dnnl *p = calloc(1, sizeof *p);
-    if (!p) { dt_fail(DT_ERR_NOMEM, "oneDNN convolution plan"); return NULL; }
+    if (!p) { dt_nomem("a oneDNN convolution plan"); return NULL; }
     dnnl_primitive_desc_t fpd = NULL, bdpd = NULL, bwpd = NULL;
     dnnl_primitive_attr_t attr = NULL, fattr = NULL;
     dnnl_post_ops_t relu = NULL;
@@ -107,7 +108,7 @@ dt_conv_dnnl *dt_conv_dnnl_plan(const dt_node *n, int batch, int mode) {
     TRY(dt_dnnl_op_arg(&p->bwd_weights, bwpd, dnnl_query_diff_weights_md, 0, DNNL_ARG_DIFF_WEIGHTS, p->dw, 1, 0));
     if (p->bias) TRY(dt_dnnl_op_arg(&p->bwd_weights, bwpd, dnnl_query_diff_weights_md, 1, DNNL_ARG_DIFF_BIAS, p->db, 1, 0));
     if (!dt_dnnl_op_fit(&p->fwd) || !dt_dnnl_op_fit(&p->bwd_data) || !dt_dnnl_op_fit(&p->bwd_weights)) {
-        dt_fail(DT_ERR_NOMEM, "oneDNN convolution: its memories");
+        dt_nomem("a oneDNN convolution's memories");
         goto fail;
     }
     p->dy_once = dt_dnnl_op_shares_first(&p->bwd_data, &p->bwd_weights);

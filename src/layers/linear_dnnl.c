@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "layers/dnnl_op.h"
 
 #define TRY DT_DNNL_TRY
@@ -33,7 +34,7 @@ dt_linear_dnnl *dt_linear_dnnl_plan(const dt_node *n, int batch) {
     const dnnl_engine_t engine = dt_dnnl_engine();
     if (!engine) return NULL;
     dt_linear_dnnl *p = calloc(1, sizeof *p);
-    if (!p) { dt_fail(DT_ERR_NOMEM, "oneDNN linear plan"); return NULL; }
+    if (!p) { dt_nomem("a oneDNN linear plan"); return NULL; }
     const dnnl_dim_t N = (dnnl_dim_t)batch * dt_node_rows(n), in = dt_node_row_len(n), out = n->out; /* per position */
     p->bias = n->bias;
     dnnl_primitive_attr_t attr = NULL, fattr = NULL;

@@ -93,7 +93,7 @@ dt_status dt_weights_read(const char *path, dt_tfile *out) {
  * written as 0 since dtrain keeps no such count (PyTorch reads it only with momentum=None). */
 static dt_status save_safetensors(const dt_model *m, const char *path, const dt_records *l) {
     dt_st_i64 *nbt;
-    if (dt_calloc(nbt, (size_t)m->nsviews + 1, "the batch norms' counts") != DT_OK) return DT_ERR_NOMEM;
+    DT_TRY(dt_calloc(nbt, (size_t)m->nsviews + 1, "the batch norms' counts"));
     int k = 0;
     const char *suffix = ".running_mean";
     for (int i = 0; i < m->nsviews; i++) {
@@ -137,7 +137,7 @@ static const char *alias_of(const dt_model *m, const dt_tensor_view *v, char *bu
 dt_status dt_model_save_meta(const dt_model *m, const char *path, const char *model, const char *data, const char *scheme) {
     int n = m->nviews + m->nsviews;
     dt_record *recs;
-    if (dt_calloc(recs, (size_t)n + 1, "the records of %d tensors", n) != DT_OK) return DT_ERR_NOMEM;
+    DT_TRY(dt_calloc(recs, (size_t)n + 1, "the records of %d tensors", n));
     dt_model_records((dt_model *)m, recs); /* only read from: the file is written from them */
     dt_records l = {0};
     dt_status st = DT_OK;

@@ -54,7 +54,7 @@ static int tensor_decays(const dt_model *m, int i, dt_decay_on on) {
  * is one range, so its step is one loop over the buffer, as dt_sgd's. */
 static dt_status decay_ranges(dt_optim *o, const dt_model *m) {
     const int T = dt_model_num_tensors(m);
-    if (dt_malloc(o->decay, 2 * (size_t)T, "the weight decay's %d ranges", T) != DT_OK) return DT_ERR_NOMEM;
+    DT_TRY(dt_malloc(o->decay, 2 * (size_t)T, "the weight decay's %d ranges", T));
     for (int i = 0; i < T; i++) {
         if (!tensor_decays(m, i, o->cfg.decay_on)) continue;
         const dt_tensor_view *v = dt_model_tensor(m, i);
@@ -77,16 +77,13 @@ dt_status dt_optim_init(dt_optim *o, const dt_optim_config *c, const dt_model *m
     const size_t n = o->n = dt_model_num_params(m);
     if ((st = decay_ranges(o, m)) != DT_OK) return st;
     if (c->kind == DT_OPTIM_ADAMW) {
-        if (dt_calloc(o->m, n, "AdamW's first moments of %zu parameters", n) != DT_OK ||
-            dt_calloc(o->v, n, "AdamW's second moments of %zu parameters", n) != DT_OK) {
-            dt_optim_free(o);
-            return DT_ERR_NOMEM;
-        }
-    } else if (c->momentum > 0 && dt_calloc(o->m, n, "the momentum buffer of %zu parameters", n) != DT_OK) {
-        dt_optim_free(o);
-        return DT_ERR_NOMEM;
+        if ((st = dt_calloc(o->m, n, "AdamW's first moments of %zu parameters", n)) == DT_OK)
+            st = dt_calloc(o->v, n, "AdamW's second moments of %zu parameters", n);
+    } else if (c->momentum > 0) {
+        st = dt_calloc(o->m, n, "the momentum buffer of %zu parameters", n);
     }
-    return DT_OK;
+    if (st != DT_OK) dt_optim_free(o);
+    return st;
 }
 
 void dt_optim_free(dt_optim *o) {

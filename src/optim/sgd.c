@@ -17,7 +17,7 @@ dt_status dt_sgd_init(dt_sgd *o, size_t n, float momentum, float weight_decay, i
     o->weight_decay = weight_decay;
     o->nesterov = nesterov;
     if (momentum > 0) {
-        if (dt_calloc(o->buf, n, "the momentum buffer") != DT_OK) return DT_ERR_NOMEM;
+        DT_TRY(dt_calloc(o->buf, n, "the momentum buffer"));
     }
     return DT_OK;
 }

@@ -75,7 +75,7 @@ static dt_status choco_start(dt_scheme *s, dt_step_ctx *c) {
     choco_impl *k = s->impl;
     const choco_opts *o = s->opts;
     k->T = dt_model_num_tensors(c->model);
-    if (dt_malloc(k->send_list, (size_t)k->T, "choco's send list of %d tensors", k->T) != DT_OK) return DT_ERR_NOMEM;
+    DT_TRY(dt_malloc(k->send_list, (size_t)k->T, "choco's send list of %d tensors", k->T));
     /* lock-step by nature: the packed transport, one message per neighbour and step */
     const char *topology = dt_topology_kinds[o->topology];
     dt_status st = o->transport == 0 ? dt_gossip_create_packed(c, topology, &s->codec, &k->g)

@@ -102,7 +102,7 @@ static dt_status settle_gone(dp_impl *p, dt_step_ctx *c) {
     int err = MPI_SUCCESS;
     if (comm->rank == 0) {
         int *other;
-        if (dt_malloc(other, (size_t)W, "the servers' lists of %d workers", W) != DT_OK) return DT_ERR_NOMEM;
+        DT_TRY(dt_malloc(other, (size_t)W, "the servers' lists of %d workers", W));
         for (int k = 1; k < S && err == MPI_SUCCESS; k++) {
             err = MPI_Recv(other, W, MPI_INT, k, TAG_GONE_MASK, comm->comm, MPI_STATUS_IGNORE);
             for (int w = 0; w < W && err == MPI_SUCCESS; w++) p->gone[w] |= other[w];
@@ -123,8 +123,8 @@ static dt_status settle_gone(dp_impl *p, dt_step_ctx *c) {
         return dt_fail(DT_ERR_MPI, "downpour: rank %d was silent too long and the servers ended the run without it", comm->rank);
     dt_watch_dropped(gone_ranks, ngone < 8 ? ngone : 8); /* dtrain run ends them; MPI_Finalize would wait for them */
     MPI_Group world, live;
-    if (dt_malloc(p->live_world, (size_t)(comm->size - ngone), "the list of %d live ranks", comm->size - ngone) != DT_OK)
-        return DT_ERR_NOMEM;
+    const int nlive = comm->size - ngone;
+    DT_TRY(dt_malloc(p->live_world, (size_t)nlive, "the list of %d live ranks", nlive));
     int n = 0;
     for (int r = 0; r < comm->size; r++)
         if (r < S || !p->gone[r - S]) p->live_world[n++] = r;
@@ -200,13 +200,13 @@ static dt_status dp_start(dt_scheme *s, dt_step_ctx *c) {
     p->np = dt_model_num_params(c->model);
     p->ns = dt_model_num_state(c->model);
     p->server = c->run.worker < 0 ? c->comm->rank : -1;
-    if (dt_calloc(p->gone, (size_t)(W > 0 ? W : 1), "the flags of %d workers", W) != DT_OK) return DT_ERR_NOMEM;
+    DT_TRY(dt_calloc(p->gone, (size_t)(W > 0 ? W : 1), "the flags of %d workers", W));
     p->deadline = 4 * p->timeout > 120 ? 4 * p->timeout : 120;
     p->last_reported = 0;
-    if (dt_malloc(p->lo, (size_t)(S + 1), "the bounds of %d servers' parts", S) != DT_OK) return DT_ERR_NOMEM;
+    DT_TRY(dt_malloc(p->lo, (size_t)(S + 1), "the bounds of %d servers' parts", S));
     for (int k = 0; k <= S; k++) p->lo[k] = (size_t)((unsigned long long)p->np * (unsigned long long)k / (unsigned long long)S);
     size_t biggest = 0, bigpay = 0;
-    if (dt_malloc(p->pbytes, (size_t)S, "the payload sizes of %d servers", S) != DT_OK) return DT_ERR_NOMEM;
+    DT_TRY(dt_malloc(p->pbytes, (size_t)S, "the payload sizes of %d servers", S));
     const int zip = p->spec.kind != DT_CODEC_NONE;
     for (int k = 0; k < S; k++) {
         if (dp_slice_n(p, k) > biggest) biggest = dp_slice_n(p, k);

@@ -32,7 +32,7 @@ static const dt_flag dpsgd_flags[] = {
 static dt_status dpsgd_start(dt_scheme *s, dt_step_ctx *c) {
     dpsgd_impl *d = s->impl;
     d->T = dt_model_num_tensors(c->model);
-    if (dt_malloc(d->all, (size_t)d->T, "dpsgd's list of %d tensors", d->T) != DT_OK) return DT_ERR_NOMEM;
+    DT_TRY(dt_malloc(d->all, (size_t)d->T, "dpsgd's list of %d tensors", d->T));
     for (int i = 0; i < d->T; i++) d->all[i] = i;
     const dpsgd_opts *o = s->opts;
     dt_status st = dt_gossip_create(c, dt_topology_kinds[o->topology], &s->codec, &d->g);

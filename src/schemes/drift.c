@@ -41,8 +41,7 @@ dt_status dt_drift_create(const dt_drift_opts *o, dt_step_ctx *c, const dt_drift
     if (st != DT_OK || o->outer_every == 0) return st;
     /* the master starts at the starting model, the same on every rank */
     st = dt_outer_create(&o->outer, dt_model_params(c->model), np, &d->outer);
-    if (st == DT_OK && dt_malloc(d->buf, np + ns, "the exact average of %zu values", np + ns) != DT_OK)
-        st = DT_ERR_NOMEM;
+    if (st == DT_OK) st = dt_malloc(d->buf, np + ns, "the exact average of %zu values", np + ns);
     return st;
 }
 

@@ -99,7 +99,7 @@ static dt_status eg_start(dt_scheme *s, dt_step_ctx *c) {
     const int T = dt_model_num_tensors(c->model);
     dt_status st = dt_trigger_init(&e->trig, T, &o->trig);
     if (st != DT_OK) return st;
-    if (dt_malloc(e->send_list, (size_t)T, "eventgrad's send list of %d tensors", T) != DT_OK) return DT_ERR_NOMEM;
+    DT_TRY(dt_malloc(e->send_list, (size_t)T, "eventgrad's send list of %d tensors", T));
     st = dt_gossip_create(c, dt_topology_kinds[o->topology], &s->codec, &e->g);
     /* without --sync nobody waits for anyone, the link included: sends overlap the next steps */
     if (st == DT_OK && !e->sync && o->max_lag > 0) st = dt_gossip_overlap(e->g, o->max_lag);

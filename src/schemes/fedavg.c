@@ -133,7 +133,7 @@ static dt_status fedavg_start(dt_scheme *s, dt_step_ctx *c) {
     if (f->outer) {
         if (s->codec.kind != DT_CODEC_NONE) {
             const size_t ns = dt_model_num_state(c->model);
-            if (dt_malloc(f->buf, ns + 1, "fedavg's average of %zu values", ns + 1) != DT_OK) return DT_ERR_NOMEM;
+            DT_TRY(dt_malloc(f->buf, ns + 1, "fedavg's average of %zu values", ns + 1));
             return dt_encoded_sum_create(&s->codec, c->comm, np, &f->pseudo);
         }
     }
@@ -141,7 +141,7 @@ static dt_status fedavg_start(dt_scheme *s, dt_step_ctx *c) {
         return dt_param_avg_create(&s->codec, c->comm, dt_model_params(c->model), dt_model_num_params(c->model),
                                    dt_model_num_state(c->model), &f->avg);
     const size_t n = np + dt_model_num_state(c->model) + 1 + (o->scaffold ? np : 0);
-    if (dt_malloc(f->buf, n, "fedavg's average of %zu values", n) != DT_OK) return DT_ERR_NOMEM;
+    DT_TRY(dt_malloc(f->buf, n, "fedavg's average of %zu values", n));
     return o->scaffold ? dt_scaffold_create(np, &f->scaffold) : DT_OK;
 }
 

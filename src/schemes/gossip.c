@@ -89,7 +89,7 @@ static dt_status gossip_create(dt_step_ctx *ctx, const char *topology, const dt_
     int n = 0;
     dt_status st = dt_topology_neighbors(topology, c->rank, c->size, NULL, 0, &n);
     if (st != DT_OK && !dt_topology_known(topology)) return st;
-    if (dt_malloc(g->nbrs, (size_t)n, "the list of %d neighbours", n) != DT_OK) return DT_ERR_NOMEM;
+    DT_TRY(dt_malloc(g->nbrs, (size_t)n, "the list of %d neighbours", n));
     if ((st = dt_topology_neighbors(topology, c->rank, c->size, g->nbrs, n, &g->nn)) != DT_OK) return st;
     g->W = 1.0f / (float)(g->nn + 1);
     dt_model *m = ctx->model;
@@ -398,7 +398,7 @@ static void mirror_own_copy(dt_gossip *g) {
 
 dt_status dt_gossip_keep_own_copy(dt_gossip *g, const float *x) {
     if (g->cself) return DT_OK; /* --compress keeps it already */
-    if (dt_malloc(g->cself, g->np, "the own copy of %zu parameters", g->np) != DT_OK) return DT_ERR_NOMEM;
+    DT_TRY(dt_malloc(g->cself, g->np, "the own copy of %zu parameters", g->np));
     memcpy(g->cself, x, g->np * sizeof(float));
     mirror_own_copy(g);
     return DT_OK;

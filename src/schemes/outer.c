@@ -23,10 +23,11 @@ dt_status dt_outer_create(const dt_outer_opts *o, const float *x, size_t np, dt_
     u->lr = (float)o->lr;
     u->mu = (float)o->momentum;
     u->nesterov = o->nesterov;
-    if (dt_malloc(u->master, np, "the outer optimizer's master of %zu parameters", np) != DT_OK ||
-        dt_calloc(u->velocity, np, "the outer optimizer's momentum of %zu parameters", np) != DT_OK) {
+    dt_status st;
+    if ((st = dt_malloc(u->master, np, "the outer optimizer's master of %zu parameters", np)) != DT_OK ||
+        (st = dt_calloc(u->velocity, np, "the outer optimizer's momentum of %zu parameters", np)) != DT_OK) {
         dt_outer_free(u);
-        return DT_ERR_NOMEM;
+        return st;
     }
     memcpy(u->master, x, np * sizeof(float));
     *out = u;

@@ -47,7 +47,8 @@ dt_status dt_powersgd_create(const dt_model *m, int rank, dt_powersgd **out) {
     p->R = rank;
     p->nt = dt_model_num_tensors(m);
     p->np = dt_model_num_params(m);
-    if (dt_calloc(p->t, (size_t)p->nt, "PowerSGD's %d tensors", p->nt) != DT_OK) { free(p); return DT_ERR_NOMEM; }
+    dt_status st = dt_calloc(p->t, (size_t)p->nt, "PowerSGD's %d tensors", p->nt);
+    if (st != DT_OK) { free(p); return st; }
     const size_t R = (size_t)rank;
     for (int i = 0; i < p->nt; i++) {
         const dt_tensor_view *v = dt_model_tensor(m, i);
@@ -65,11 +66,11 @@ dt_status dt_powersgd_create(const dt_model *m, int rank, dt_powersgd **out) {
             p->nlow++;
         }
     }
-    if (dt_malloc(p->pbuf, p->npbuf, "PowerSGD's P of %zu floats", p->npbuf) != DT_OK ||
-        dt_malloc(p->qbuf, p->nqbuf, "PowerSGD's Q of %zu floats", p->nqbuf) != DT_OK ||
-        dt_calloc(p->error, p->np, "PowerSGD's error feedback of %zu floats", p->np) != DT_OK) {
+    if ((st = dt_malloc(p->pbuf, p->npbuf, "PowerSGD's P of %zu floats", p->npbuf)) != DT_OK ||
+        (st = dt_malloc(p->qbuf, p->nqbuf, "PowerSGD's Q of %zu floats", p->nqbuf)) != DT_OK ||
+        (st = dt_calloc(p->error, p->np, "PowerSGD's error feedback of %zu floats", p->np)) != DT_OK) {
         dt_powersgd_free(p);
-        return DT_ERR_NOMEM;
+        return st;
     }
     dt_rng r;
     dt_rng_seed(&r, PSGD_SEED);

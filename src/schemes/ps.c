@@ -113,7 +113,7 @@ static dt_status ps_start(dt_scheme *s, dt_step_ctx *c) {
     ps_impl *p = s->impl;
     const size_t np = dt_model_num_params(c->model), ns = dt_model_num_state(c->model), n1 = np > ns ? np : ns;
     float *x = dt_model_params(c->model);
-    if (dt_malloc(p->sum, n1, "the server's sum of %zu values", n1) != DT_OK) return DT_ERR_NOMEM;
+    DT_TRY(dt_malloc(p->sum, n1, "the server's sum of %zu values", n1));
     if (s->codec.kind == DT_CODEC_NONE) return DT_OK;
     if (p->weight_mode) return dt_param_avg_create(&s->codec, c->comm, x, np, ns, &p->avg);
     dt_status st = dt_grad_payload_init(&p->up, &s->codec, np);

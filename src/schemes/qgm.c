@@ -25,10 +25,11 @@ dt_status dt_qgm_create(const dt_optim *opt, size_t np, dt_qgm **out) {
     if (!q) return dt_nomem("quasi-global momentum");
     q->np = np;
     q->mu = opt->cfg.momentum;
-    if (dt_calloc(q->mhat, np, "the quasi-global momentum of %zu parameters", np) != DT_OK ||
-        dt_malloc(q->x_prev, np, "a copy of %zu parameters", np) != DT_OK) {
+    dt_status st;
+    if ((st = dt_calloc(q->mhat, np, "the quasi-global momentum of %zu parameters", np)) != DT_OK ||
+        (st = dt_malloc(q->x_prev, np, "a copy of %zu parameters", np)) != DT_OK) {
         dt_qgm_free(q);
-        return DT_ERR_NOMEM;
+        return st;
     }
     *out = q;
     return DT_OK;

@@ -18,11 +18,9 @@ dt_status dt_scaffold_create(size_t np, dt_scaffold **out) {
     *out = s;
     if (!s) return dt_nomem("SCAFFOLD's control variates");
     s->np = np;
-    if (dt_calloc(s->c, np, "the global control variate of %zu parameters", np) != DT_OK ||
-        dt_calloc(s->ci, np, "the rank's control variate of %zu parameters", np) != DT_OK ||
-        dt_calloc(s->gsum, np, "the round's gradients, %zu parameters", np) != DT_OK)
-        return DT_ERR_NOMEM;
-    return DT_OK;
+    DT_TRY(dt_calloc(s->c, np, "the global control variate of %zu parameters", np));
+    DT_TRY(dt_calloc(s->ci, np, "the rank's control variate of %zu parameters", np));
+    return dt_calloc(s->gsum, np, "the round's gradients, %zu parameters", np);
 }
 
 void dt_scaffold_free(dt_scaffold *s) {

@@ -24,10 +24,9 @@ dt_status dt_tracking_create(dt_step_ctx *c, const char *topology, const dt_code
     if (!t) return dt_nomem("gradient tracking");
     t->np = dt_model_num_params(c->model);
     t->T = dt_model_num_tensors(c->model);
-    if (dt_calloc(t->y, t->np, "the gradient tracker of %zu parameters", t->np) != DT_OK ||
-        dt_calloc(t->g_prev, t->np, "the last gradient of %zu parameters", t->np) != DT_OK ||
-        dt_malloc(t->send, (size_t)t->T, "the tracker's send list of %d tensors", t->T) != DT_OK)
-        return DT_ERR_NOMEM;
+    DT_TRY(dt_calloc(t->y, t->np, "the gradient tracker of %zu parameters", t->np));
+    DT_TRY(dt_calloc(t->g_prev, t->np, "the last gradient of %zu parameters", t->np));
+    DT_TRY(dt_malloc(t->send, (size_t)t->T, "the tracker's send list of %d tensors", t->T));
     for (int i = 0; i < t->T; i++) t->send[i] = i;
     dt_status st = DT_OK;
     if (trig) {

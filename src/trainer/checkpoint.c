@@ -131,7 +131,7 @@ dt_status dt_checkpoint_check_target(const dt_train_config *cfg) {
 static dt_status commit_set(dt_trainer *t, dt_status st, int epoch, long mid, uint32_t crc) {
     const int rank = t->comm.rank, size = t->comm.size;
     uint32_t mine[2] = {st == DT_OK, crc}, *all = NULL;
-    if (rank == 0 && dt_malloc(all, 2 * (size_t)size, "the ranks' checkpoint parts") != DT_OK) return DT_ERR_NOMEM;
+    if (rank == 0) DT_TRY(dt_malloc(all, 2 * (size_t)size, "the ranks' checkpoint parts"));
     int err = MPI_Gather(mine, 2, MPI_UINT32_T, all, 2, MPI_UINT32_T, 0, t->comm.comm);
     if (err != MPI_SUCCESS) { free(all); return dt_mpi_check(err, "MPI_Gather (the checkpoint set's parts)"); }
     int committed = 0;
@@ -164,7 +164,7 @@ dt_status dt_trainer_save_checkpoint(dt_trainer *t, const dt_resume_point *at) {
     dt_model *m = t->model;
     const size_t nrec = (size_t)(dt_model_num_tensors(m) + dt_model_num_state_tensors(m));
     dt_record *mr;
-    if (dt_calloc(mr, nrec, "the checkpoint's %zu records", nrec) != DT_OK) return DT_ERR_NOMEM;
+    DT_TRY(dt_calloc(mr, nrec, "the checkpoint's %zu records", nrec));
     const int nm = dt_model_records(m, mr);
     float progress[2] = {(float)epoch, (float)t->ctx.step};
     dt_records l = {0};

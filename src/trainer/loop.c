@@ -141,8 +141,7 @@ static dt_status train_epochs(dt_trainer *t) {
     dt_step_ctx *c = &t->ctx;
     const int augment = cfg->augment < 0 ? t->train.augment : cfg->augment;
     int *order;
-    if (dt_malloc(order, (size_t)c->run.shard_n, "the epoch's order of %d examples", c->run.shard_n) != DT_OK)
-        return DT_ERR_NOMEM;
+    DT_TRY(dt_malloc(order, (size_t)c->run.shard_n, "the epoch's order of %d examples", c->run.shard_n));
     const int sync_eval = t->servers == 0;
     dt_status st = DT_OK;
     int stop = 0; /* a stop asked by a signal, agreed after this step by every rank (stop.c) */

@@ -18,7 +18,7 @@ extern const char dt_build_version[];
 /* A finished line into the log (NULL: the writer ran out of memory, already said). */
 dt_status dt_report_log_json(dt_trainer *t, dt_json *j) {
     const char *text = dt_json_text(j);
-    dt_status st = text ? dt_trainer_log(t, text) : DT_ERR_NOMEM;
+    dt_status st = text ? dt_trainer_log(t, text) : dt_nomem("a log line");
     dt_json_free(j);
     return st;
 }
