@@ -5,6 +5,7 @@
 #include "comm/sim_coll.h"
 #include "comm/trace.h"
 #include "comm/watch.h"
+#include "core/sim.h"
 
 #include <assert.h>
 #include <limits.h>
@@ -41,57 +42,43 @@ void dt_wait_end(dt_comm *c) {
 dt_status dt_wait_all(dt_comm *c, int n, MPI_Request *req, const char *what) {
     const double t0 = dt_comm_time_begin(c);
     int err = n > 0 ? MPI_Waitall(n, req, MPI_STATUSES_IGNORE) : MPI_SUCCESS; /* the watchdog times it (pmpi.c) */
-#ifdef DT_SIM
-    if (err == MPI_SUCCESS) {
+    if (DT_SIM_BUILD && err == MPI_SUCCESS) { /* the simulation's own sums (sim_coll.h) */
         const dt_status st = dt_sim_iallreduce_progress(c, 1);
         if (st != DT_OK) { dt_comm_time_end(c, t0); return st; }
     }
-#endif
     dt_comm_time_end(c, t0);
     return dt_mpi_check(err, what);
 }
 
 dt_status dt_probe_any(dt_comm *c, int *flag, dt_probed *m, MPI_Status *status) {
     const double t0 = dt_comm_time_begin(c);
-#ifdef DT_SIM
-    const int err = MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->comm, flag, status);
-    m->msg = MPI_MESSAGE_NULL;
+    /* the simulation has no matched probes (dtrain/comm.h): a probe, then a receive by source and tag */
+    const int err = DT_SIM_BUILD ? MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->comm, flag, status)
+                                 : MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->comm, flag, &m->msg, status);
+    if (DT_SIM_BUILD) m->msg = MPI_MESSAGE_NULL;
     if (err == MPI_SUCCESS && *flag) m->source = status->MPI_SOURCE, m->tag = status->MPI_TAG;
-    const char *what = "MPI_Iprobe";
-#else
-    const int err = MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->comm, flag, &m->msg, status);
-    if (err == MPI_SUCCESS && *flag) m->source = status->MPI_SOURCE, m->tag = status->MPI_TAG;
-    const char *what = "MPI_Improbe";
-#endif
+    const char *what = DT_SIM_BUILD ? "MPI_Iprobe" : "MPI_Improbe";
     dt_comm_time_end(c, t0);
     return dt_mpi_check(err, what);
 }
 
 dt_status dt_recv_probed(dt_comm *c, void *buf, int count, dt_probed *m) {
     const double t0 = dt_comm_time_begin(c);
-#ifdef DT_SIM
-    const int err = MPI_Recv(buf, count, MPI_BYTE, m->source, m->tag, c->comm, MPI_STATUS_IGNORE);
-    const char *what = "MPI_Recv (probed)";
-#else
-    const int err = MPI_Mrecv(buf, count, MPI_BYTE, &m->msg, MPI_STATUS_IGNORE);
-    const char *what = "MPI_Mrecv";
-#endif
+    const int err = DT_SIM_BUILD ? MPI_Recv(buf, count, MPI_BYTE, m->source, m->tag, c->comm, MPI_STATUS_IGNORE)
+                                 : MPI_Mrecv(buf, count, MPI_BYTE, &m->msg, MPI_STATUS_IGNORE);
+    const char *what = DT_SIM_BUILD ? "MPI_Recv (probed)" : "MPI_Mrecv";
     dt_comm_time_end(c, t0);
     return dt_mpi_check(err, what);
 }
 
 dt_status dt_irecv_probed(dt_comm *c, void *buf, int count, dt_probed *m, MPI_Request *req) {
     const double t0 = dt_comm_time_begin(c);
-#ifdef DT_SIM
-    /* received at once, the request done: no simulated process freezes midway, and polling
-     * SMPI's MPI_Test costs simulated time at every call (a simulated downpour took 60 s) */
-    const int err = MPI_Recv(buf, count, MPI_BYTE, m->source, m->tag, c->comm, MPI_STATUS_IGNORE);
-    *req = MPI_REQUEST_NULL;
-    const char *what = "MPI_Recv (probed)";
-#else
-    const int err = MPI_Imrecv(buf, count, MPI_BYTE, &m->msg, req);
-    const char *what = "MPI_Imrecv";
-#endif
+    /* simulated: received at once, the request done: no simulated process freezes midway, and
+     * polling SMPI's MPI_Test costs simulated time at every call (a simulated downpour took 60 s) */
+    const int err = DT_SIM_BUILD ? MPI_Recv(buf, count, MPI_BYTE, m->source, m->tag, c->comm, MPI_STATUS_IGNORE)
+                                 : MPI_Imrecv(buf, count, MPI_BYTE, &m->msg, req);
+    if (DT_SIM_BUILD) *req = MPI_REQUEST_NULL;
+    const char *what = DT_SIM_BUILD ? "MPI_Recv (probed)" : "MPI_Imrecv";
     dt_comm_time_end(c, t0);
     return dt_mpi_check(err, what);
 }
@@ -100,12 +87,10 @@ dt_status dt_test_all(dt_comm *c, int n, MPI_Request *req, int *done, const char
     const double t0 = dt_comm_time_begin(c);
     *done = 1;
     const int err = n > 0 ? MPI_Testall(n, req, done, MPI_STATUSES_IGNORE) : MPI_SUCCESS;
-#ifdef DT_SIM
-    if (err == MPI_SUCCESS) {
+    if (DT_SIM_BUILD && err == MPI_SUCCESS) { /* the simulation's own sums (sim_coll.h) */
         const dt_status st = dt_sim_iallreduce_progress(c, 0);
         if (st != DT_OK) { dt_comm_time_end(c, t0); return st; }
     }
-#endif
     dt_comm_time_end(c, t0);
     return dt_mpi_check(err, what);
 }
@@ -129,13 +114,11 @@ dt_status dt_allreduce_sum(dt_comm *c, float *buf, size_t n) {
     double t0 = dt_comm_time_begin(c), tt = dt_trace_t0();
     /* simulated: a large sum as MPICH sums it, not as SMPI's MPI_Allreduce (sim_coll.h) */
     const int mpich = dt_sim_sums_as_mpich(c, n, n * sizeof(float));
-#ifdef DT_SIM
     if (mpich) {
         dt_status st = dt_sim_iallreduce_start(c, buf, n);
         if (st == DT_OK) st = dt_sim_iallreduce_progress(c, 1);
         if (st != DT_OK) { dt_comm_time_end(c, t0); return st; }
     }
-#endif
     for (size_t off = 0; !mpich && off < n; off += CHUNK) {
         int cnt = (int)(n - off < CHUNK ? n - off : CHUNK);
         int err = MPI_Allreduce(MPI_IN_PLACE, buf + off, cnt, MPI_FLOAT, MPI_SUM, c->comm);
@@ -150,16 +133,16 @@ dt_status dt_allreduce_sum(dt_comm *c, float *buf, size_t n) {
 dt_status dt_iallreduce_sum(dt_comm *c, float *buf, size_t n, MPI_Request *req) {
     assert(n <= (size_t)INT_MAX);
     double t0 = dt_comm_time_begin(c), tt = dt_trace_t0();
-#ifdef DT_SIM
-    /* SMPI's own would lose the bucket (comm/sim_coll.h): ours, moved along by dt_test_all
-     * and dt_wait_all, which see it as MPI_REQUEST_NULL */
-    *req = MPI_REQUEST_NULL;
-    dt_status sst = dt_sim_iallreduce_start(c, buf, n);
-    if (sst != DT_OK) { dt_comm_time_end(c, t0); return sst; }
     int err = MPI_SUCCESS;
-#else
-    int err = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->comm, req);
-#endif
+    if (DT_SIM_BUILD) {
+        /* SMPI's own would lose the bucket (comm/sim_coll.h): ours, moved along by dt_test_all
+         * and dt_wait_all, which see it as MPI_REQUEST_NULL */
+        *req = MPI_REQUEST_NULL;
+        dt_status sst = dt_sim_iallreduce_start(c, buf, n);
+        if (sst != DT_OK) { dt_comm_time_end(c, t0); return sst; }
+    } else {
+        err = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->comm, req);
+    }
     dt_comm_time_end(c, t0);
     if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Iallreduce");
     count_allreduce(c, n);

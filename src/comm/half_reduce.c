@@ -8,6 +8,7 @@
 #include "comm/codec.h"
 #include "comm/sim_coll.h"
 #include "comm/trace.h"
+#include "core/sim.h"
 
 static void add_fp16(void *in, void *inout, int *len, MPI_Datatype *type) {
     (void)type;
@@ -50,7 +51,6 @@ dt_status dt_allreduce_half(dt_comm *c, uint16_t *buf, size_t n, dt_codec_kind k
     dt_status st = half_sum(n, kind, &op);
     if (st != DT_OK) return st;
     double t0 = dt_comm_time_begin(c), tt = dt_trace_t0();
-#ifdef DT_SIM
     if (dt_sim_sums_as_mpich(c, n, n * sizeof(uint16_t))) { /* MPICH's schedule (sim_coll.h) */
         st = dt_sim_iallreduce_start_op(c, buf, n, MPI_UINT16_T, sizeof(uint16_t), op,
                                         kind == DT_CODEC_BF16 ? add_bf16 : add_fp16);
@@ -61,7 +61,6 @@ dt_status dt_allreduce_half(dt_comm *c, uint16_t *buf, size_t n, dt_codec_kind k
         dt_trace_event(DT_TRACE_COMM, "allreduce (16-bit)", tt, (int64_t)(n * sizeof(uint16_t)), -1, -1);
         return DT_OK;
     }
-#endif
     const int err = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_UINT16_T, op, c->comm);
     dt_comm_time_end(c, t0);
     if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Allreduce (16-bit sum)");
@@ -75,19 +74,19 @@ dt_status dt_iallreduce_half(dt_comm *c, uint16_t *buf, size_t n, dt_codec_kind 
     dt_status st = half_sum(n, kind, &op);
     if (st != DT_OK) return st;
     double t0 = dt_comm_time_begin(c), tt = dt_trace_t0();
-#ifdef DT_SIM
-    /* SMPI 3.32's MPI_Iallreduce loses an in-place buffer: MPICH's schedule in messages,
-     * moved along by dt_test_all and dt_wait_all as the fp32 buckets are (sim_coll.h) */
-    *req = MPI_REQUEST_NULL;
-    st = dt_sim_iallreduce_start_op(c, buf, n, MPI_UINT16_T, sizeof(uint16_t), op,
-                                    kind == DT_CODEC_BF16 ? add_bf16 : add_fp16);
-    dt_comm_time_end(c, t0);
-    if (st != DT_OK) return st;
-#else
-    const int err = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_UINT16_T, op, c->comm, req);
-    dt_comm_time_end(c, t0);
-    if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Iallreduce (16-bit sum)");
-#endif
+    if (DT_SIM_BUILD) {
+        /* SMPI 3.32's MPI_Iallreduce loses an in-place buffer: MPICH's schedule in messages,
+         * moved along by dt_test_all and dt_wait_all as the fp32 buckets are (sim_coll.h) */
+        *req = MPI_REQUEST_NULL;
+        st = dt_sim_iallreduce_start_op(c, buf, n, MPI_UINT16_T, sizeof(uint16_t), op,
+                                        kind == DT_CODEC_BF16 ? add_bf16 : add_fp16);
+        dt_comm_time_end(c, t0);
+        if (st != DT_OK) return st;
+    } else {
+        const int err = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_UINT16_T, op, c->comm, req);
+        dt_comm_time_end(c, t0);
+        if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Iallreduce (16-bit sum)");
+    }
     count_half(c, n);
     dt_trace_event(DT_TRACE_COMM, "iallreduce 16-bit (start)", tt, (int64_t)(n * sizeof(uint16_t)), -1, -1);
     return DT_OK;

@@ -17,6 +17,7 @@
 #include "comm/pmpi.h"
 
 #include "comm/watch.h"
+#include "core/sim.h"
 
 #include <mpi.h>
 #include <sched.h>
@@ -45,7 +46,6 @@ static int poll_one(MPI_Request *q, MPI_Status *s) {
         if (polls >= POLLS_BEFORE_YIELD) sched_yield();
     }
 }
-#ifndef DT_SIM /* the simulation's ranks do not share cores: no yielding there */
 static int poll_all(int n, MPI_Request q[], MPI_Status s[]) {
     for (int polls = 0;; polls++) {
         int done = 0;
@@ -54,15 +54,13 @@ static int poll_all(int n, MPI_Request q[], MPI_Status s[]) {
         if (polls >= POLLS_BEFORE_YIELD) sched_yield();
     }
 }
-#endif
 static int wait_one(MPI_Request *q, MPI_Status *s) { return yielding ? poll_one(q, s) : PMPI_Wait(q, s); }
-#ifdef DT_SIM
 /* SMPI 3.32's MPI_Waitall waits for its requests one waitany at a time, each a simcall over
  * every request still pending: O(n^2) for eventgrad's rounds of hundreds of puts (gpt-tiny at
  * 100 Mbit/s took 3.7 s of wall time a step, most of it in SimGrid's waitany). Each request in
  * turn comes to the same end, every one done with the simulated clock where the last finished,
  * in O(n). */
-static int wait_all(int n, MPI_Request q[], MPI_Status s[]) {
+static int sim_wait_all(int n, MPI_Request q[], MPI_Status s[]) {
     int rc = MPI_SUCCESS;
     for (int i = 0; i < n; i++) {
         const int r = PMPI_Wait(&q[i], s == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &s[i]);
@@ -70,11 +68,11 @@ static int wait_all(int n, MPI_Request q[], MPI_Status s[]) {
     }
     return rc;
 }
-#else
+/* (the simulation's ranks do not share cores: no yielding there) */
 static int wait_all(int n, MPI_Request q[], MPI_Status s[]) {
+    if (DT_SIM_BUILD) return sim_wait_all(n, q, s);
     return yielding ? poll_all(n, q, s) : PMPI_Waitall(n, q, s);
 }
-#endif
 static int send_waiting(const void *b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm c) {
     if (!yielding) return PMPI_Send(b, n, t, dest, tag, c);
     MPI_Request q;

@@ -1,4 +1,4 @@
-/* The simulation build's non-blocking allreduce (sim_coll.h): MPICH's schedule for a large
+/* The simulation build's non-blocking allreduce (sim_coll.h; in dtrain-sim only): MPICH's schedule for a large
  * buffer on 2^m ranks, recursive halving (a reduce-scatter) then recursive doubling (an
  * allgather), each level one exchange with the partner rank ^ mask. A bucket's level moves
  * on when its messages are done; dt_test_all and dt_wait_all (comm.c) move the buckets in
@@ -17,7 +17,6 @@
 #include "core/alloc.h"
 #include "core/sim.h"
 
-#ifdef DT_SIM
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -214,10 +213,3 @@ dt_status dt_sim_iallreduce_progress(dt_comm *c, int wait) {
     if (all_done) q.n = 0;
     return DT_OK;
 }
-#else
-/* the ordinary build has MPICH's own */
-int dt_sim_sums_as_mpich(const dt_comm *c, size_t n, size_t bytes) {
-    (void)c, (void)n, (void)bytes;
-    return 0;
-}
-#endif

@@ -13,6 +13,7 @@
 #include "dtrain.h"
 #include "dtrain/comm.h"
 
+#ifdef DT_SIM /* comm/sim_coll.c, compiled into dtrain-sim only */
 /* Starts the sum of buf over the ranks of c, in place (every rank the same calls in the same
  * order). */
 dt_status dt_sim_iallreduce_start(dt_comm *c, float *buf, size_t n);
@@ -31,5 +32,26 @@ dt_status dt_sim_iallreduce_start_op(dt_comm *c, void *buf, size_t n, MPI_Dataty
 int dt_sim_sums_as_mpich(const dt_comm *c, size_t n, size_t bytes);
 /* Moves the started sums along; wait: until every one is done. */
 dt_status dt_sim_iallreduce_progress(dt_comm *c, int wait);
+#else
+/* The ordinary build has MPICH's own; its callers test DT_SIM_BUILD (core/sim.h) first, so
+ * the others are never called there. */
+static inline dt_status dt_sim_iallreduce_start(dt_comm *c, float *buf, size_t n) {
+    (void)c, (void)buf, (void)n;
+    return DT_OK;
+}
+static inline dt_status dt_sim_iallreduce_start_op(dt_comm *c, void *buf, size_t n, MPI_Datatype type, size_t elem,
+                                                   MPI_Op op, MPI_User_function *add) {
+    (void)c, (void)buf, (void)n, (void)type, (void)elem, (void)op, (void)add;
+    return DT_OK;
+}
+static inline int dt_sim_sums_as_mpich(const dt_comm *c, size_t n, size_t bytes) {
+    (void)c, (void)n, (void)bytes;
+    return 0;
+}
+static inline dt_status dt_sim_iallreduce_progress(dt_comm *c, int wait) {
+    (void)c, (void)wait;
+    return DT_OK;
+}
+#endif
 
 #endif

@@ -68,9 +68,7 @@ static unsigned char *copy_of(const dt_win *w, int t, int which) {
 static int start_probe(dt_win *w, int k) {
     MPI_Request *pq = dt_win_probe_req(w, k);
     w->st.probes++;
-#ifdef DT_SIM
-    w->probe[2 * k] = PROBE_PENDING; /* sim_testall */
-#endif
+    if (DT_SIM_BUILD) w->probe[2 * k] = PROBE_PENDING; /* sim_testall */
     return MPI_Rget(w->probe + 2 * k, 2, MPI_UINT64_T, w->nbrs[k], hdr_disp(w, w->peer_slot[k], w->probe_t), 2,
                     MPI_UINT64_T, win_to(w, w->nbrs[k]), pq);
 }
@@ -91,15 +89,15 @@ static dt_status start_round(dt_win *w) {
             uint64_t *hdr = w->hdr_out + 2 * idx;
             hdr[0] = ++w->sent[idx];
             hdr[1] = check_word(h, hdr[0]);
-#ifdef DT_SIM
-            err = dt_win_put_msg(w, k, t, bytes, from, &rq[2 * k]);
-#else
-            const int target = w->nbrs[k], slot = w->peer_slot[k];
-            err = dt_win_put_data(w, target, slot, t, bytes, from, &rq[2 * k]);
-            if (err == MPI_SUCCESS)
-                err = MPI_Rput(hdr, 2, MPI_UINT64_T, target, hdr_disp(w, slot, t), 2, MPI_UINT64_T, win_to(w, target),
-                               &rq[2 * k + 1]);
-#endif
+            if (DT_SIM_BUILD) {
+                err = dt_win_put_msg(w, k, t, bytes, from, &rq[2 * k]);
+            } else {
+                const int target = w->nbrs[k], slot = w->peer_slot[k];
+                err = dt_win_put_data(w, target, slot, t, bytes, from, &rq[2 * k]);
+                if (err == MPI_SUCCESS)
+                    err = MPI_Rput(hdr, 2, MPI_UINT64_T, target, hdr_disp(w, slot, t), 2, MPI_UINT64_T,
+                                   win_to(w, target), &rq[2 * k + 1]);
+            }
         }
         w->which[t] = (unsigned char)which;
         w->round_bytes[t] = w->pend[t];
@@ -107,7 +105,7 @@ static dt_status start_round(dt_win *w) {
         /* the tensor whose header is read back: the last put (a real MPI's stream keeps their
          * order); in the simulation the largest, whose flow, started with the others on the
          * same links and sharing them fairly, ends last */
-        if (last < 0 || !dt_sim_active() || bytes >= w->round_bytes[last] - 1) last = t;
+        if (last < 0 || !DT_SIM_BUILD || bytes >= w->round_bytes[last] - 1) last = t;
         dt_win_count_puts(w, w->nnbrs, bytes);
     }
     if (last < 0 || err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Rput (a round of puts)");
@@ -140,15 +138,10 @@ void dt_win_mirror_arrived(dt_win *w, void *mirror) {
  * keeps each put's receiving request there until a flush, and SimGrid's cost grows with them.
  * Every one of them is done, so the flushes wait for nothing. */
 static dt_status sim_retire(dt_win *w) {
-#ifdef DT_SIM
+    if (!DT_SIM_BUILD) return DT_OK;
     return dt_mpi_check(dt_win_flush_nbrs(w), "MPI_Win_flush (a round that arrived)");
-#else
-    (void)w;
-    return DT_OK;
-#endif
 }
 
-#ifdef DT_SIM
 /* The simulation's MPI_Testall of a round's requests, which SimGrid 3.32 cannot be given: a test
  * that finds a request done retires it without taking it off the rank's list of activities
  * (ActivityImpl::test calls finish() with no simcall registered; a wait takes it off), and
@@ -169,7 +162,6 @@ static int sim_testall(dt_win *w, int n, int *done) {
     *done = 1;
     return MPI_Waitall(n, w->req, w->stat);
 }
-#endif
 
 /* Has the round in flight arrived (its puts done, every neighbour's header read back)? Lets
  * MPI progress; makes a read-back again where it came back older. */
@@ -177,12 +169,8 @@ static dt_status round_arrived(dt_win *w, int *arrived) {
     *arrived = 1;
     if (!w->in_flight) return DT_OK;
     const int n = dt_win_nreq(w);
-    int done = 0, err;
-#ifdef DT_SIM
-    err = sim_testall(w, n, &done);
-#else
-    err = MPI_Testall(n, w->req, &done, w->stat);
-#endif
+    int done = 0;
+    int err = DT_SIM_BUILD ? sim_testall(w, n, &done) : MPI_Testall(n, w->req, &done, w->stat);
     if (err != MPI_SUCCESS) return dt_mpi_check(err, "MPI_Testall (puts in flight)");
     if (!done) { *arrived = 0; return DT_OK; }
     for (int k = 0; k < w->nnbrs; k++) {
@@ -221,14 +209,14 @@ dt_status dt_win_overlap_advance(dt_win *w) {
 static dt_status wait_round(dt_win *w) {
     dt_status st = DT_OK;
     dt_watch_wait_begin("a round of one-sided puts (--max-lag)");
-#ifdef DT_SIM
-    int err = MPI_Waitall(dt_win_nreq(w), w->req, w->stat);
-    if (err == MPI_SUCCESS) err = dt_win_flush_nbrs(w);
-    st = dt_mpi_check(err, "MPI_Win_flush (a round of puts)");
-    if (st == DT_OK) round_done(w);
-    dt_watch_wait_end();
-    return st;
-#endif
+    if (DT_SIM_BUILD) {
+        int err = MPI_Waitall(dt_win_nreq(w), w->req, w->stat);
+        if (err == MPI_SUCCESS) err = dt_win_flush_nbrs(w);
+        st = dt_mpi_check(err, "MPI_Win_flush (a round of puts)");
+        if (st == DT_OK) round_done(w);
+        dt_watch_wait_end();
+        return st;
+    }
     const double deadline = dt_now() + 120.0;
     for (int arrived = 0; st == DT_OK && !arrived;) {
         st = round_arrived(w, &arrived);

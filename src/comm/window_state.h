@@ -1,6 +1,7 @@
-/* The one-sided transport's state (window.h), shared by its two files: window.c (set-up, the
- * protocol: puts, reads, the end) and window_overlap.c (the overlap engine, dt_win_set_overlap).
- * Private to src/comm. */
+/* The one-sided transport's state (window.h), shared by its three files: window_setup.c (the
+ * window's making and its end), window.c (the protocol: puts, reads) and window_overlap.c (the
+ * overlap engine, dt_win_set_overlap). Private to src/comm. The simulation build's own layout
+ * and calls are here too, chosen by DT_SIM_BUILD (core/sim.h): every build compiles both. */
 #ifndef DT_WINDOW_STATE_H
 #define DT_WINDOW_STATE_H
 
@@ -10,15 +11,14 @@
 
 #include "comm/window.h"
 #include "core/hash.h"
+#include "core/sim.h"
 
 #define HDR_BYTES 16 /* {uint64 seq, uint64 check} per (slot, tensor) */
 
 struct dt_win {
     dt_comm *c;
     MPI_Win win;
-#ifdef DT_SIM
-    MPI_Win win_lower;       /* the same memory again, for puts to lower ranks (win_to) */
-#endif
+    MPI_Win win_lower;       /* simulated: the same memory again, for puts to lower ranks (win_to) */
     MPI_Comm pcomm;          /* private duplicate of c->comm, only for progress polls */
     int nnbrs, T;
     int *nbrs;               /* nnbrs ranks */
@@ -53,11 +53,10 @@ struct dt_win {
     MPI_Status *stat;        /* as many (not MPI_STATUSES_IGNORE: GCC 12 warns of MPICH's) */
     size_t *round_bytes;     /* [t]: 1 + bytes of tensor t in the round in flight; 0: not in it */
     unsigned char *mirror;   /* dt_win_mirror_arrived's copy (the caller's), or NULL */
-#ifdef DT_SIM
-    size_t *soff;            /* [t]: tensor t's place in a slot, its header first (dt_win_put_msg) */
+    /* the simulation build's layout (dt_win_put_msg); NULL and 0 in the ordinary build */
+    size_t *soff;            /* [t]: tensor t's place in a slot, its header first */
     size_t stride;           /* bytes of a slot, headers included */
     unsigned char *pack;     /* nnbrs * stride: each put's header and data side by side */
-#endif
     dt_win_stats st;
 };
 
@@ -65,21 +64,15 @@ struct dt_win {
  * then the slots; in the simulation build each tensor's header just before its data
  * (dt_win_put_msg). */
 static inline MPI_Aint hdr_disp(const dt_win *w, int slot, int t) {
-#ifdef DT_SIM
-    return (MPI_Aint)((size_t)slot * w->stride + w->soff[t]);
-#else
+    if (DT_SIM_BUILD) return (MPI_Aint)((size_t)slot * w->stride + w->soff[t]);
     return (MPI_Aint)(((size_t)slot * (size_t)w->T + (size_t)t) * HDR_BYTES);
-#endif
 }
 static inline uint64_t *hdr_ptr(const dt_win *w, int slot, int t) {
     return (uint64_t *)(void *)(w->base + hdr_disp(w, slot, t));
 }
 static inline size_t data_byte_off(const dt_win *w, int slot, int t) {
-#ifdef DT_SIM
-    return (size_t)hdr_disp(w, slot, t) + HDR_BYTES;
-#else
+    if (DT_SIM_BUILD) return (size_t)hdr_disp(w, slot, t) + HDR_BYTES;
     return w->hdr_region + (size_t)slot * w->slot_bytes + w->boff[t];
-#endif
 }
 
 /* The overlap engine's requests of a round (w->req): two a put (data, header) for every
@@ -98,12 +91,16 @@ static inline MPI_Request *dt_win_probe_req(dt_win *w, int k) {
  * engine) left every put of the run in SimGrid's activity lists, whose cost grows with them
  * (gpt-tiny's eventgrad: minutes a step). With two, a flush waits only for this rank's puts. */
 static inline MPI_Win win_to(const dt_win *w, int target) {
-#ifdef DT_SIM
-    if (target < w->c->rank) return w->win_lower;
-#else
-    (void)target;
-#endif
+    if (DT_SIM_BUILD && target < w->c->rank) return w->win_lower;
     return w->win;
+}
+
+/* MPI_Win_sync: puts completed at this rank become visible to its loads. The simulation
+ * build has no such call (SMPI 3.32 warns it is not implemented) and needs none: every
+ * simulated rank runs on one thread, and a put is copied in when it completes. */
+static inline int dt_win_sync(MPI_Win win) {
+    if (DT_SIM_BUILD) return MPI_SUCCESS;
+    return MPI_Win_sync(win);
 }
 
 /* The check word of write `seq` whose data hashes to `h`: a bijection of seq for a fixed h,
@@ -130,7 +127,6 @@ static inline int dt_win_put_data(dt_win *w, int target, int slot, int t, size_t
     return MPI_Put(src, cnt, type, target, disp, cnt, type, win_to(w, target));
 }
 
-#ifdef DT_SIM
 /* The simulation's put: the header and the data of tensor t to neighbour k in ONE message (from
  * k's part of the pack buffer, which stays unchanged until the next put of (k, t)). SMPI copies
  * a put into the target's memory whole when its transfer ends, and two puts are two flows on
@@ -157,7 +153,6 @@ static inline int dt_win_flush_nbrs(dt_win *w) {
     w->st.flushes += (uint64_t)w->nnbrs;
     return err;
 }
-#endif
 
 /* n data puts of `bytes` bytes each, and their headers: the messages counted, the protocol's
  * overhead in the window's own figures */

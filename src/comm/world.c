@@ -4,6 +4,7 @@
 #include "comm/world.h"
 
 #include "comm/pmpi.h"
+#include "core/sim.h"
 
 #include <sched.h>
 #include <stdio.h>
@@ -25,10 +26,7 @@ dt_status dt_mpi_check(int err, const char *what) {
  * cores this process may run on. DTRAIN_WAIT=spin or =yield chooses. (Not in the simulation:
  * its hosts are simulated, and its time is SimGrid's.) */
 static int choose_waits(MPI_Comm comm, int rank) {
-#ifdef DT_SIM
-    (void)comm, (void)rank;
-    return MPI_SUCCESS;
-#else
+    if (DT_SIM_BUILD) return MPI_SUCCESS;
     const char *want = getenv("DTRAIN_WAIT");
     if (want && (strcmp(want, "spin") == 0 || strcmp(want, "yield") == 0)) {
         dt_pmpi_yield_waits(want[0] == 'y');
@@ -45,7 +43,6 @@ static int choose_waits(MPI_Comm comm, int rank) {
     const int cores = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 0;
     dt_pmpi_yield_waits(cores > 0 && local > cores);
     return err;
-#endif
 }
 
 dt_status dt_comm_init(int *argc, char ***argv, dt_comm *c) {

@@ -1,16 +1,13 @@
-/* The simulation build's answers (core/sim.h). dtrain sim passes what it set up through the
- * environment, which every simulated rank shares: SMPI runs them all in this one process. */
+/* The simulation build's answers (core/sim.h), compiled into dtrain-sim only. dtrain sim
+ * passes what it set up through the environment, which every simulated rank shares: SMPI runs
+ * them all in this one process. */
 #include "core/sim.h"
 
+#include <mpi.h> /* SMPI's: smpi_execute_flops */
+#include <simgrid/engine.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#ifdef DT_SIM
-#include <mpi.h> /* SMPI's: smpi_execute_flops */
-#include <simgrid/engine.h>
-
-int dt_sim_active(void) { return 1; }
 
 int dt_sim_modelled(void) {
     static int known = 0, modelled = 0; /* per rank: SMPI gives each its own statics */
@@ -82,13 +79,3 @@ double dt_sim_progress_bytes(void) {
     }
     return bytes;
 }
-#else
-int dt_sim_active(void) { return 0; }
-int dt_sim_modelled(void) { return 0; }
-const char *dt_sim_replay(void) { return NULL; }
-double dt_sim_clock(void) { return 0; }
-void dt_sim_compute(double flops) { (void)flops; }
-const char *dt_sim_describe(void) { return NULL; }
-const char *dt_sim_setup(void) { return NULL; }
-double dt_sim_progress_bytes(void) { return 0; }
-#endif

@@ -1,13 +1,27 @@
 /* The simulation build (DT_SIM: compiled with SimGrid's smpicc into dtrain-sim, started by
  * dtrain sim under smpirun; docs/simulation.md). What the rest of the library asks of it:
  * whether this is a simulation, its description for the log, and the modelled compute, which
- * charges each layer's FLOPs to the simulated host instead of timing the real CPU. In the
- * ordinary build every call here is a no-op answering "not simulated". */
+ * charges each layer's FLOPs to the simulated host instead of timing the real CPU. Its
+ * definitions are core/sim.c, compiled into dtrain-sim only; in the ordinary build every call
+ * here is a static inline no-op answering "not simulated". */
 #ifndef DT_SIM_H
 #define DT_SIM_H
 
-/* 1 in the simulation build. */
-int dt_sim_active(void);
+#include <stddef.h>
+
+/* 1 in the simulation build, 0 in the ordinary one: the one test of "simulated" in .c files,
+ * as a constant (if (DT_SIM_BUILD) ...), so that both builds compile every branch and the
+ * compiler drops the other build's. */
+#ifdef DT_SIM
+#define DT_SIM_BUILD 1
+#else
+#define DT_SIM_BUILD 0
+#endif
+
+/* 1 in the simulation build (DT_SIM_BUILD). */
+static inline int dt_sim_active(void) { return DT_SIM_BUILD; }
+
+#ifdef DT_SIM
 /* 1 when compute is modelled (DTRAIN_SIM_COMPUTE=modelled, set by dtrain sim). */
 int dt_sim_modelled(void);
 /* The log a replay takes its numbers from (DTRAIN_SIM_REPLAY, set by dtrain sim --replay), or
@@ -30,5 +44,14 @@ const char *dt_sim_describe(void);
 /* dtrain sim's cluster in figures, a JSON object (platform, hosts, link_bps, latency_s, compute,
  * speed_flops), or NULL (not simulated, or not started by dtrain sim) */
 const char *dt_sim_setup(void);
+#else
+static inline int dt_sim_modelled(void) { return 0; }
+static inline const char *dt_sim_replay(void) { return NULL; }
+static inline double dt_sim_progress_bytes(void) { return 0; }
+static inline double dt_sim_clock(void) { return 0; }
+static inline void dt_sim_compute(double flops) { (void)flops; }
+static inline const char *dt_sim_describe(void) { return NULL; }
+static inline const char *dt_sim_setup(void) { return NULL; }
+#endif
 
 #endif

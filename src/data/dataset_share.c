@@ -1,4 +1,4 @@
-/* The simulated ranks' shared datasets (dataset_share.h). SMPI gives each rank its own copy of
+/* The simulated ranks' shared datasets (dataset_share.h), compiled into dtrain-sim only. SMPI gives each rank its own copy of
  * the program's statics, but the heap is the process's: the buffers can be shared, what is
  * needed is a place every rank finds them. SMPI_SHARED_MALLOC is that place: every call from
  * the same line returns the same memory (SMPI's "local" shared malloc, its default), zeroed
@@ -6,11 +6,9 @@
  * never read half-written. */
 #include "data/dataset_share.h"
 
+#include <mpi.h> /* SMPI's: SMPI_SHARED_MALLOC */
 #include <stdio.h>
 #include <string.h>
-
-#ifdef DT_SIM
-#include <mpi.h> /* SMPI's: SMPI_SHARED_MALLOC */
 
 #define SHARE_MAGIC 0x64747368u /* "dtsh" */
 #define SHARE_MAX 8
@@ -64,16 +62,3 @@ int dt_dataset_is_shared(const dt_dataset *d) {
         if ((d->images && t->e[i].d.images == d->images) || (d->tokens && t->e[i].d.tokens == d->tokens)) return 1;
     return 0;
 }
-#else
-int dt_dataset_share_find(const char *name, const char *dir, int train, int max_n, dt_dataset *out) {
-    (void)name, (void)dir, (void)train, (void)max_n, (void)out;
-    return 0;
-}
-void dt_dataset_share_add(const char *name, const char *dir, int train, int max_n, const dt_dataset *d) {
-    (void)name, (void)dir, (void)train, (void)max_n, (void)d;
-}
-int dt_dataset_is_shared(const dt_dataset *d) {
-    (void)d;
-    return 0;
-}
-#endif

@@ -7,6 +7,7 @@
 
 #include "dtrain.h"
 
+#ifdef DT_SIM /* data/dataset_share.c, compiled into dtrain-sim only */
 /* 1 and *out filled when the dataset (name, dir, train, its first max_n examples, 0: all) was
  * loaded by a rank already. */
 int dt_dataset_share_find(const char *name, const char *dir, int train, int max_n, dt_dataset *out);
@@ -14,5 +15,19 @@ int dt_dataset_share_find(const char *name, const char *dir, int train, int max_
 void dt_dataset_share_add(const char *name, const char *dir, int train, int max_n, const dt_dataset *d);
 /* 1 when d's buffers are the share's (not to be freed or resized). */
 int dt_dataset_is_shared(const dt_dataset *d);
+#else
+static inline int dt_dataset_share_find(const char *name, const char *dir, int train, int max_n, dt_dataset *out) {
+    (void)name, (void)dir, (void)train, (void)max_n, (void)out;
+    return 0;
+}
+static inline void dt_dataset_share_add(const char *name, const char *dir, int train, int max_n,
+                                        const dt_dataset *d) {
+    (void)name, (void)dir, (void)train, (void)max_n, (void)d;
+}
+static inline int dt_dataset_is_shared(const dt_dataset *d) {
+    (void)d;
+    return 0;
+}
+#endif
 
 #endif
