@@ -215,7 +215,7 @@ typedef struct dt_scheme_def {
 /* Adds a scheme to the registry, for this process (every rank registers it). Before dt_train
  * or dt_main; not thread-safe. DT_ERR_ARG: a bad or taken name, no create, a flag another
  * scheme declares with another type or default. Registering the same def again is a no-op. */
-dt_status dt_scheme_register(const dt_scheme_def *def);
+DT_API dt_status dt_scheme_register(const dt_scheme_def *def);
 
 /* ------------------------------------------------------------------ the context (C5) */
 
@@ -261,19 +261,19 @@ typedef struct dt_records dt_records;   /* what a checkpoint will hold */
 typedef struct dt_tfile dt_tfile;       /* a checkpoint read back */
 /* A record of numel floats, or of raw bytes (a multiple of 4: counters, doubles, bit for bit).
  * The data is not copied: it must stay valid until the checkpoint is written. */
-dt_status dt_records_add(dt_records *l, const char *name, const float *data, size_t numel);
-dt_status dt_records_add_raw(dt_records *l, const char *name, const void *data, size_t bytes);
+DT_API dt_status dt_records_add(dt_records *l, const char *name, const float *data, size_t numel);
+DT_API dt_status dt_records_add_raw(dt_records *l, const char *name, const void *data, size_t bytes);
 /* Copies record `name` of exactly `bytes` bytes into dst; otherwise a one-line error naming
  * path and the record. */
-dt_status dt_tfile_take(const dt_tfile *f, const char *path, const char *name, void *dst, size_t bytes);
+DT_API dt_status dt_tfile_take(const dt_tfile *f, const char *path, const char *name, void *dst, size_t bytes);
 
 /* ------------------------------------------------------------------ the summary line (C11) */
 
 typedef struct dt_json dt_json;
-void dt_json_str(dt_json *j, const char *key, const char *v);  /* v NULL -> null */
-void dt_json_num(dt_json *j, const char *key, double v);       /* NaN/inf -> null */
-void dt_json_int(dt_json *j, const char *key, long long v);
-void dt_json_bool(dt_json *j, const char *key, int v);
+DT_API void dt_json_str(dt_json *j, const char *key, const char *v);  /* v NULL -> null */
+DT_API void dt_json_num(dt_json *j, const char *key, double v);       /* NaN/inf -> null */
+DT_API void dt_json_int(dt_json *j, const char *key, long long v);
+DT_API void dt_json_bool(dt_json *j, const char *key, int v);
 
 /* ------------------------------------------------------------------ the hooks (C4) */
 
