@@ -1,12 +1,13 @@
 /*
  * dtrain/scheme.h - writing a training scheme: the contract.
  *
- * A scheme decides what the ranks exchange and when (allreduce, ps, fedavg, dpsgd, eventgrad,
- * downpour are dtrain's own). dtrain runs everything else: data, shards, model, optimiser and
- * schedule, evaluation, the console and the JSON-lines log, checkpoints and --resume, the
- * watchdog (--timeout) and `dtrain run`'s supervisor. A scheme of your own, in your own C
- * file, linked against the installed library, gets all of it and is logged and counted as a
- * built-in one (docs/schemes.md lists what an author must know, each item pointing here).
+ * A scheme decides what the ranks exchange and when (dtrain's own: local, allreduce, ps, fedavg,
+ * dpsgd, eventgrad, choco and downpour). dtrain runs everything else: data, shards, model,
+ * optimiser and schedule, evaluation, the console and the JSON-lines log, checkpoints and
+ * --resume, the watchdog (--timeout) and `dtrain run`'s supervisor. A scheme of your own, in
+ * your own C file, linked against the installed library, gets all of it and is logged and
+ * counted as a built-in one (docs/schemes.md lists what an author must know, each item
+ * pointing here).
  *
  * C1  Registering. A scheme is a `const dt_scheme_def` (name, one-line summary, flags,
  *     whether it takes --compress, create). Register it with dt_scheme_register on every rank
@@ -35,6 +36,11 @@
  *         finish                     once, collective, after the last step (drain, final averaging)
  *         model_for_eval             collective: the model to evaluate and keep (NULL: the mean
  *                                    of the training ranks' models)
+ *         abandon                    instead of the rest when the ranks agreed to end early (a
+ *                                    rank failed in start or restoring a checkpoint, or the run
+ *                                    diverged or was stopped): collective, frees what start made
+ *                                    with every rank (one-sided windows, which MPI_Finalize must
+ *                                    not find alive); then destroy
  *         destroy                    frees s->impl (also after a trial create)
  *     Every rank runs the same hooks in the same order, so a collective in a hook is called by
  *     all ranks; a hook that returns an error (dt_fail) stops the run on its rank, and dtrain
@@ -307,8 +313,9 @@ typedef struct dt_scheme_ops {
     dt_status (*load_state)(dt_scheme *s, dt_step_ctx *c, const dt_tfile *f, const char *path);
     /* rank 0, while the summary line is written: the scheme's own figures as members (C11) */
     void (*summary)(dt_scheme *s, dt_json *line);
-    /* collective, after a failure at start that every rank knows of: frees what start made
-     * with every rank (one-sided windows, which MPI_Finalize must not find alive) */
+    /* collective, when every rank knows the run ends early (a failure at start, a divergence, a
+     * stop on request; C4): frees what start made with every rank (one-sided windows, which
+     * MPI_Finalize must not find alive) */
     void (*abandon)(dt_scheme *s, dt_step_ctx *c);
     void (*destroy)(dt_scheme *s);
 } dt_scheme_ops;
