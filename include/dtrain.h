@@ -42,6 +42,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* DT_API marks what libdtrain exports: every function and variable the public headers
+ * (dtrain.h and the headers in dtrain/) declare, and nothing else. The library is compiled with
+ * -fvisibility=hidden, so its internal functions stay out of libdtrain.so's dynamic symbols
+ * (tests/cli_exports.sh compares the two lists); for a program using the library the
+ * attribute on a declaration changes nothing. */
+#ifndef DT_API
+#if defined(__GNUC__) || defined(__clang__)
+#define DT_API __attribute__((visibility("default")))
+#else
+#define DT_API
+#endif
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -59,36 +72,36 @@ typedef enum dt_status {
     DT_ERR_STOPPED  /* stopped on request (SIGTERM, SIGINT) after a step, its checkpoint committed */
 } dt_status;
 
-const char *dt_status_str(dt_status s);
+DT_API const char *dt_status_str(dt_status s);
 /* This build's version and commit: "0.9.0 (commit 130fc8bb2f18)" (the commit as git describes
  * it, "-dirty" when built from changed files; "unknown" outside a git tree). */
-const char *dt_version(void);
+DT_API const char *dt_version(void);
 /* The message of the most recent error in this thread ("file X: expected Y, found Z"). */
-const char *dt_last_error(void);
+DT_API const char *dt_last_error(void);
 /* Records an error message and returns s (so: return dt_fail(DT_ERR_IO, "...")). Control
  * characters and bytes that are not valid UTF-8 (text quoted from a file) are kept as \xNN,
  * so the message is one line that does nothing to a terminal; an argument may be
  * dt_last_error() itself (a cause given more context). */
-dt_status dt_fail(dt_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+DT_API dt_status dt_fail(dt_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---------------------------------------------------------------- random numbers */
 /* xoshiro128+-style generator; tiny, seedable, the same on every platform. */
 typedef struct dt_rng { uint64_t s[2]; } dt_rng;
-void dt_rng_seed(dt_rng *r, uint64_t seed);
-uint64_t dt_rng_next(dt_rng *r);
-float dt_rng_uniform(dt_rng *r);             /* [0, 1) */
-uint32_t dt_rng_below(dt_rng *r, uint32_t n); /* [0, n) */
-void dt_shuffle(int *a, int n, dt_rng *r);
+DT_API void dt_rng_seed(dt_rng *r, uint64_t seed);
+DT_API uint64_t dt_rng_next(dt_rng *r);
+DT_API float dt_rng_uniform(dt_rng *r);             /* [0, 1) */
+DT_API uint32_t dt_rng_below(dt_rng *r, uint32_t n); /* [0, n) */
+DT_API void dt_shuffle(int *a, int n, dt_rng *r);
 /* A seed derived from a run seed and up to three integers (rank, epoch, ...). */
-uint64_t dt_seed_mix(uint64_t seed, uint64_t a, uint64_t b, uint64_t c);
+DT_API uint64_t dt_seed_mix(uint64_t seed, uint64_t a, uint64_t b, uint64_t c);
 
 /* ---------------------------------------------------------------- runtime */
 /* Pins OpenBLAS to one thread. Call once before training. */
-void dt_runtime_init(void);
+DT_API void dt_runtime_init(void);
 /* Monotonic wall-clock seconds, for timings. */
-double dt_now(void);
+DT_API double dt_now(void);
 /* Name of the BLAS kernel family in use ("SkylakeX", "Haswell", ...), for reports. */
-const char *dt_blas_core(void);
+DT_API const char *dt_blas_core(void);
 
 /* ---------------------------------------------------------------- data */
 typedef struct dt_dataset {
@@ -113,29 +126,29 @@ typedef struct dt_dataset {
  * mnist / fashion-mnist: IDX files, raw or .gz; cifar10: the binary batches; texts: kjv and
  * fortunes (dir/NAME.txt, scripts/get-data), text:FILE (any file, a byte a token) and
  * tokens:FILE (llm.c's token files), the test split their last tenth. */
-dt_status dt_dataset_load(const char *name, const char *dir, int train, dt_dataset *out);
+DT_API dt_status dt_dataset_load(const char *name, const char *dir, int train, dt_dataset *out);
 /* The same, reading only the first max_n examples (0: all), as dt_dataset_truncate would keep
  * them: a short run reads what it uses (MNIST's 47 MB training file: 0.1-0.3 s a process). */
-dt_status dt_dataset_load_first(const char *name, const char *dir, int train, int max_n, dt_dataset *out);
+DT_API dt_status dt_dataset_load_first(const char *name, const char *dir, int train, int max_n, dt_dataset *out);
 /* Single files, for tools and tests. Each checks magic, sizes and label ranges. */
-dt_status dt_idx_load(const char *images_path, const char *labels_path, dt_dataset *out);
-dt_status dt_cifar_load(const char *const *paths, int npaths, dt_dataset *out);
+DT_API dt_status dt_idx_load(const char *images_path, const char *labels_path, dt_dataset *out);
+DT_API dt_status dt_cifar_load(const char *const *paths, int npaths, dt_dataset *out);
 /* A text's examples: windows of T tokens (the model's context), d->h = T and d->n set; the
  * text must hold at least two. Nothing to do for images. */
-dt_status dt_dataset_set_window(dt_dataset *d, int T);
+DT_API dt_status dt_dataset_set_window(dt_dataset *d, int T);
 /* Targets per example: a text's window length, 1 for images. */
-int dt_dataset_positions(const dt_dataset *d);
+DT_API int dt_dataset_positions(const dt_dataset *d);
 /* Keeps only the first n examples (n <= d->n). */
-void dt_dataset_truncate(dt_dataset *d, int n);
-void dt_dataset_free(dt_dataset *d);
+DT_API void dt_dataset_truncate(dt_dataset *d, int n);
+DT_API void dt_dataset_free(dt_dataset *d);
 /* Assembles a normalised float batch (n * c * h * w) and its labels from example indices.
  * augment != 0 and d->augment: random crop with 4-pixel zero padding and horizontal flip. */
-void dt_batch_fill(const dt_dataset *d, const int *idx, int n, float *x, uint8_t *y,
+DT_API void dt_batch_fill(const dt_dataset *d, const int *idx, int n, float *x, uint8_t *y,
                    int augment, dt_rng *rng);
 /* The same for images and texts alike, the targets as uint16, dt_dataset_positions(d) of them
  * per example, row-major. A text's x holds each window's tokens (as floats), y the tokens after
  * them; augment != 0 and d->augment: each window starts at a random offset in its slot. */
-void dt_batch_fill_targets(const dt_dataset *d, const int *idx, int n, float *x, uint16_t *y,
+DT_API void dt_batch_fill_targets(const dt_dataset *d, const int *idx, int n, float *x, uint16_t *y,
                            int augment, dt_rng *rng);
 
 /* How the training set is divided among N ranks (docs/algorithms.md):
@@ -145,10 +158,10 @@ void dt_batch_fill_targets(const dt_dataset *d, const int *idx, int n, float *x,
  * contiguous: shard r the r-th of N runs of consecutive examples (a text: each rank its own
  * part of it). class and equal need labels (not a text's). */
 typedef enum { DT_SPLIT_RANDOM, DT_SPLIT_CLASS, DT_SPLIT_EQUAL, DT_SPLIT_CONTIGUOUS } dt_split_kind;
-dt_status dt_split_parse(const char *text, dt_split_kind *out);
+DT_API dt_status dt_split_parse(const char *text, dt_split_kind *out);
 /* Fills idx (n entries at most) with the example indices of every shard, shard r at
  * idx[offsets[r] .. offsets[r+1]); offsets has nranks + 1 entries. Deterministic in seed. */
-dt_status dt_split(const uint8_t *labels, int n, int classes, int nranks, dt_split_kind kind,
+DT_API dt_status dt_split(const uint8_t *labels, int n, int classes, int nranks, dt_split_kind kind,
                    uint64_t seed, int *idx, int *offsets);
 
 /* ---------------------------------------------------------------- models */
@@ -164,55 +177,55 @@ typedef struct dt_model dt_model;
 
 /* Names: mlp, cnn1, cnn2, downpour-cnn, alexnet-cifar, resnet18-cifar (and smaller
  * test models: resblock-tiny). */
-dt_status dt_model_from_name(const char *name, dt_model **out);
+DT_API dt_status dt_model_from_name(const char *name, dt_model **out);
 /* Builds from spec text (see docs/model-spec.md); origin names the source in errors. */
-dt_status dt_model_from_spec(const char *text, const char *origin, dt_model **out);
-dt_status dt_model_from_file(const char *path, dt_model **out);
+DT_API dt_status dt_model_from_spec(const char *text, const char *origin, dt_model **out);
+DT_API dt_status dt_model_from_file(const char *path, dt_model **out);
 /* The built-in spec text of a named model, or NULL. Caller frees. */
-char *dt_model_spec_text(const char *name);
-const char *const *dt_model_names(void); /* NULL-terminated */
-void dt_model_free(dt_model *m);
+DT_API char *dt_model_spec_text(const char *name);
+DT_API const char *const *dt_model_names(void); /* NULL-terminated */
+DT_API void dt_model_free(dt_model *m);
 
 /* PyTorch default initialisation (uniform +-1/sqrt(fan_in)), BN gamma=1 beta=0. */
-void dt_model_init(dt_model *m, uint64_t seed);
+DT_API void dt_model_init(dt_model *m, uint64_t seed);
 /* Sizes activations and workspaces for batches up to max_batch; no allocation after. */
-dt_status dt_model_reserve(dt_model *m, int max_batch);
+DT_API dt_status dt_model_reserve(dt_model *m, int max_batch);
 
-size_t dt_model_num_params(const dt_model *m);
-float *dt_model_params(dt_model *m);
-float *dt_model_grads(dt_model *m);
-int dt_model_num_tensors(const dt_model *m);
-const dt_tensor_view *dt_model_tensor(const dt_model *m, int i);
+DT_API size_t dt_model_num_params(const dt_model *m);
+DT_API float *dt_model_params(dt_model *m);
+DT_API float *dt_model_grads(dt_model *m);
+DT_API int dt_model_num_tensors(const dt_model *m);
+DT_API const dt_tensor_view *dt_model_tensor(const dt_model *m, int i);
 /* 1: weight decay applies to parameter tensor i by default (--decay-on weights): a weight of two
  * or more dimensions of a layer whose parameters are GEMM operands (conv, linear); never a bias,
  * a norm's parameters or an embedding. */
-int dt_model_tensor_decays(const dt_model *m, int i);
+DT_API int dt_model_tensor_decays(const dt_model *m, int i);
 /* The spec kind of the layer tensor i belongs to ("linear", "embed", "layernorm", ...): which
  * tensors are embeddings or norms, for an optimiser that decays only the others' weights. */
-const char *dt_model_tensor_kind(const dt_model *m, int i);
+DT_API const char *dt_model_tensor_kind(const dt_model *m, int i);
 /* Non-trained state (batch-norm running statistics), one buffer, its own views. */
-size_t dt_model_num_state(const dt_model *m);
-float *dt_model_state(dt_model *m);
-int dt_model_num_state_tensors(const dt_model *m);
-const dt_tensor_view *dt_model_state_tensor(const dt_model *m, int i);
+DT_API size_t dt_model_num_state(const dt_model *m);
+DT_API float *dt_model_state(dt_model *m);
+DT_API int dt_model_num_state_tensors(const dt_model *m);
+DT_API const dt_tensor_view *dt_model_state_tensor(const dt_model *m, int i);
 
 /* c x h x w per example; a sequence model's input (spec 'input seq=T') is c = 1, h = T, w = 1:
  * T token ids, each an exact integer in a float. */
-void dt_model_input_shape(const dt_model *m, int *c, int *h, int *w);
+DT_API void dt_model_input_shape(const dt_model *m, int *c, int *h, int *w);
 /* Classes of each prediction: a classifier's outputs; a language model's vocabulary (the
  * last layer's features at each position). */
-int dt_model_num_classes(const dt_model *m);
+DT_API int dt_model_num_classes(const dt_model *m);
 /* Predictions per example: T when the last layer's output is a sequence (a language model
  * predicts the next token at every position), else 1. Targets and labels are [batch][positions]. */
-int dt_model_positions(const dt_model *m);
+DT_API int dt_model_positions(const dt_model *m);
 /* The vocabulary of the token ids the model reads (its embed layer's vocab=), 0 when its input
  * is not token ids. */
-int dt_model_vocab(const dt_model *m);
+DT_API int dt_model_vocab(const dt_model *m);
 /* Forward FLOPs per example (multiply-add = 2; attention's QK^T and PV as full T x T products,
  * as PyTorch's profiler counts them: docs/model-spec.md). */
-double dt_model_flops(const dt_model *m);
+DT_API double dt_model_flops(const dt_model *m);
 /* Dropout seed (each rank its own stream). */
-void dt_model_set_seed(dt_model *m, uint64_t seed);
+DT_API void dt_model_set_seed(dt_model *m, uint64_t seed);
 
 /* Arithmetic precision of the training step. fp32: everything in float. bf16 (mixed
  * precision, as PyTorch's bf16 autocast): every activation and activation gradient is stored
@@ -222,22 +235,22 @@ void dt_model_set_seed(dt_model *m, uint64_t seed);
  * schemes send stay fp32. */
 typedef enum dt_precision { DT_PRECISION_FP32 = 0, DT_PRECISION_BF16 = 1 } dt_precision;
 /* "fp32" / "bf16" */
-const char *dt_precision_name(dt_precision p);
+DT_API const char *dt_precision_name(dt_precision p);
 /* The names in dt_precision's order, NULL-terminated (for flags and menus). */
-extern const char *const dt_precision_names[];
+DT_API extern const char *const dt_precision_names[];
 /* Switches the model's precision; a reserved model is re-reserved for the same batch. */
-dt_status dt_model_set_precision(dt_model *m, dt_precision p);
-dt_precision dt_model_precision(const dt_model *m);
+DT_API dt_status dt_model_set_precision(dt_model *m, dt_precision p);
+DT_API dt_precision dt_model_precision(const dt_model *m);
 /* Bytes dt_model_reserve set aside: activations, their gradients, saved data, scratch. */
-size_t dt_model_activation_bytes(const dt_model *m);
+DT_API size_t dt_model_activation_bytes(const dt_model *m);
 /* Which engine runs which layers at the model's precision, as "kind:engine:count" joined by
  * commas, e.g. "conv:oneDNN:17,conv:own:3" (empty: every layer runs dtrain's own kernels;
  * conv layers may run on oneDNN in a build with it: DTRAIN_CONV_ENGINE, docs/results.md).
  * Writes at most cap bytes (NUL included); returns the length it needed, as snprintf. */
-size_t dt_model_engines(const dt_model *m, char *buf, size_t cap);
+DT_API size_t dt_model_engines(const dt_model *m, char *buf, size_t cap);
 
 /* Forward pass; returns the logits (batch x positions x classes), valid until the next call. */
-const float *dt_model_forward(dt_model *m, const float *x, int batch, int train);
+DT_API const float *dt_model_forward(dt_model *m, const float *x, int batch, int train);
 /* Softmax cross-entropy on the last forward's logits and targets, then backward: fills the
  * gradient buffer (overwritten, not accumulated). The targets are batch x positions class
  * indices, row-major ([batch][positions]); the loss is the mean over those rows (PyTorch's
@@ -245,31 +258,31 @@ const float *dt_model_forward(dt_model *m, const float *x, int batch, int train)
  * number of rows whose arg-max is the target. The uint8 forms (classifiers: labels) convert
  * into a buffer dt_model_reserve made, so a step allocates nothing either way. dx_out, if not
  * NULL, receives the gradient with respect to the input (batch * c * h * w), for tests. */
-float dt_model_backward_targets(dt_model *m, const uint16_t *targets, int *correct);
-float dt_model_backward(dt_model *m, const uint8_t *labels, int *correct);
-float dt_model_backward_input(dt_model *m, const uint8_t *labels, int *correct, float *dx_out);
+DT_API float dt_model_backward_targets(dt_model *m, const uint16_t *targets, int *correct);
+DT_API float dt_model_backward(dt_model *m, const uint8_t *labels, int *correct);
+DT_API float dt_model_backward_input(dt_model *m, const uint8_t *labels, int *correct, float *dx_out);
 /* Called during backward after each layer, from the last to the first, with `from`: the
  * gradients [from, num_params) are final for this pass (parameters are laid out in layer
  * order, so the final part grows from the end). Lets a caller start communicating them while
  * backward goes on (bucketed allreduce) or let its transport progress. NULL: none. */
 typedef void (*dt_grads_ready_fn)(void *arg, size_t from);
-void dt_model_set_grads_ready(dt_model *m, dt_grads_ready_fn fn, void *arg);
+DT_API void dt_model_set_grads_ready(dt_model *m, dt_grads_ready_fn fn, void *arg);
 /* Loss and correct count of the last forward without backward. */
-float dt_model_loss_targets(const dt_model *m, const uint16_t *targets, int *correct);
-float dt_model_loss(const dt_model *m, const uint8_t *labels, int *correct);
+DT_API float dt_model_loss_targets(const dt_model *m, const uint16_t *targets, int *correct);
+DT_API float dt_model_loss(const dt_model *m, const uint8_t *labels, int *correct);
 
 /* Prints layers, output shapes, parameter count, FLOPs to a FILE*. */
-void dt_model_print(const dt_model *m, void *file);
+DT_API void dt_model_print(const dt_model *m, void *file);
 /* NULL when --precision bf16 multiplies in bf16 here (a build with oneDNN on a CPU with
  * AVX512_BF16 or AMX: its conv layers); else why it computes in fp32 on bf16-stored values
  * (saving activation memory, not time). */
-const char *dt_bf16_fallback_reason(void);
+DT_API const char *dt_bf16_fallback_reason(void);
 /* Prints what --precision bf16 does with each kind of layer of the model, on this CPU. */
-void dt_model_print_precision(const dt_model *m, void *file);
+DT_API void dt_model_print_precision(const dt_model *m, void *file);
 
 /* Weights file: named tensors + state, written atomically (tmp + rename). */
-dt_status dt_model_save(const dt_model *m, const char *path);
-dt_status dt_model_load(dt_model *m, const char *path);
+DT_API dt_status dt_model_save(const dt_model *m, const char *path);
+DT_API dt_status dt_model_load(dt_model *m, const char *path);
 /* What a weights file (or checkpoint) says it holds: dtrain train writes the model as it was
  * named (a built-in name or a spec file's path), the model's spec text, the dataset and the
  * scheme (--algo's name; the file's record is "meta:algo"). Files of older builds have none:
@@ -278,13 +291,13 @@ typedef struct dt_weights_meta {
     char *model, *spec, *data, *scheme;
 } dt_weights_meta;
 /* dt_model_save with the metadata (model: a name or spec file, as dt_model_open takes it). */
-dt_status dt_model_save_meta(const dt_model *m, const char *path, const char *model, const char *data, const char *scheme);
+DT_API dt_status dt_model_save_meta(const dt_model *m, const char *path, const char *model, const char *data, const char *scheme);
 /* The metadata of a weights file (all NULL for an older file without it). */
-dt_status dt_weights_meta_read(const char *path, dt_weights_meta *out);
-void dt_weights_meta_free(dt_weights_meta *w);
+DT_API dt_status dt_weights_meta_read(const char *path, dt_weights_meta *out);
+DT_API void dt_weights_meta_free(dt_weights_meta *w);
 /* Whether model (a name or spec file) has the spec text of the file's model (1: the same or
  * unknown, 0: another model). */
-int dt_weights_meta_same_model(const dt_weights_meta *w, const char *model);
+DT_API int dt_weights_meta_same_model(const dt_weights_meta *w, const char *model);
 
 /* ---------------------------------------------------------------- optimiser
  * dt_sgd is plain SGD over one buffer (the worked example above). dt_optim is the run's
@@ -299,20 +312,20 @@ typedef struct dt_sgd {
     int started;
 } dt_sgd;
 
-dt_status dt_sgd_init(dt_sgd *o, size_t n, float momentum, float weight_decay, int nesterov);
+DT_API dt_status dt_sgd_init(dt_sgd *o, size_t n, float momentum, float weight_decay, int nesterov);
 /* PyTorch semantics: g += wd*w; buf = mu*buf + g; g = nesterov ? g + mu*buf : buf; w -= lr*g. */
-void dt_sgd_step(dt_sgd *o, float *w, const float *g, float lr);
-void dt_sgd_free(dt_sgd *o);
+DT_API void dt_sgd_step(dt_sgd *o, float *w, const float *g, float lr);
+DT_API void dt_sgd_free(dt_sgd *o);
 
 typedef enum dt_optim_kind { DT_OPTIM_SGD = 0, DT_OPTIM_ADAMW = 1 } dt_optim_kind;
 /* "sgd", "adamw": the names in dt_optim_kind's order, NULL-terminated (--optim) */
-extern const char *const dt_optim_names[];
+DT_API extern const char *const dt_optim_names[];
 /* Which tensors weight decay applies to (--decay-on). weights: the weights of the GEMM layers
  * (conv, linear: dt_model_tensor_decays), never biases, norms or embeddings; matrices: every
  * tensor of two or more dimensions (nanoGPT's rule: embeddings too); all: every tensor; auto:
  * all for sgd (as dt_sgd), weights for adamw. */
 typedef enum dt_decay_on { DT_DECAY_AUTO = 0, DT_DECAY_WEIGHTS, DT_DECAY_MATRICES, DT_DECAY_ALL } dt_decay_on;
-extern const char *const dt_decay_on_names[];   /* "auto", "weights", "matrices", "all", NULL */
+DT_API extern const char *const dt_decay_on_names[];   /* "auto", "weights", "matrices", "all", NULL */
 
 typedef struct dt_optim_config {
     dt_optim_kind kind;
@@ -325,7 +338,7 @@ typedef struct dt_optim_config {
 } dt_optim_config;
 
 /* sgd without momentum or decay; beta1 0.9, beta2 0.999, eps 1e-8 (torch.optim.AdamW's) */
-void dt_optim_config_defaults(dt_optim_config *c);
+DT_API void dt_optim_config_defaults(dt_optim_config *c);
 
 typedef struct dt_optim {
     dt_optim_config cfg;     /* decay_on resolved (never auto) */
@@ -340,25 +353,25 @@ typedef struct dt_optim {
 
 /* Refuses, in one line naming the flag, a value out of range or one of the other optimiser
  * (momentum or nesterov with adamw). */
-dt_status dt_optim_config_check(const dt_optim_config *c);
+DT_API dt_status dt_optim_config_check(const dt_optim_config *c);
 /* An optimiser for the parameters of model m (their number and which tensors decay); the
  * configuration checked first. */
-dt_status dt_optim_init(dt_optim *o, const dt_optim_config *c, const dt_model *m);
+DT_API dt_status dt_optim_init(dt_optim *o, const dt_optim_config *c, const dt_model *m);
 /* One step of every parameter, as PyTorch's clip_grad_norm_ then optimizer.step(): g is
  * clipped in place (cfg.clip > 0), then dt_optim_begin and dt_optim_apply over all n. w and g
  * hold all n parameters in the model's order (the model's buffers, or copies laid out so). */
-void dt_optim_step(dt_optim *o, float *w, float *g, float lr);
+DT_API void dt_optim_step(dt_optim *o, float *w, float *g, float lr);
 /* The parts of a step, for a caller that steps slices: begin counts the step (AdamW's bias
  * correction of every slice applied until the next begin is this step's); apply steps the
  * parameters [off, off + n) of the model's order, w and g pointing at the first of them, with
  * the moments and decay of those parameters. A step applied over slices that cover the model
  * is the step applied once over all of it, bit for bit. */
-void dt_optim_begin(dt_optim *o);
-void dt_optim_apply(dt_optim *o, size_t off, size_t n, float *w, const float *g, float lr);
-void dt_optim_free(dt_optim *o);
+DT_API void dt_optim_begin(dt_optim *o);
+DT_API void dt_optim_apply(dt_optim *o, size_t off, size_t n, float *w, const float *g, float lr);
+DT_API void dt_optim_free(dt_optim *o);
 /* torch.nn.utils.clip_grad_norm_ over one buffer: when its L2 norm exceeds max_norm, g is
  * scaled by max_norm / (norm + 1e-6). Returns the norm before clipping. */
-float dt_clip_grad_norm(float *g, size_t n, float max_norm);
+DT_API float dt_clip_grad_norm(float *g, size_t n, float max_norm);
 
 typedef enum { DT_SCHED_CONST, DT_SCHED_STEP, DT_SCHED_COSINE } dt_sched_kind;
 typedef struct dt_schedule {
@@ -373,17 +386,17 @@ typedef struct dt_schedule {
     long warmup, last;
 } dt_schedule;
 /* Parses "const", "step:EVERY:GAMMA", "cosine" or "cosine:MIN_LR". */
-dt_status dt_schedule_parse(const char *text, float base_lr, dt_schedule *out);
+DT_API dt_status dt_schedule_parse(const char *text, float base_lr, dt_schedule *out);
 /* Counts the schedule in steps, as nanoGPT's get_lr: steps s < warmup take lr * (s + 1) /
  * (warmup + 1); then cosine decays from lr at step warmup to MIN_LR at step last (the run's
  * last, 0-based) and stays there. DT_ERR_ARG (naming --lr-warmup) when a warm-up does not end
  * before the last step. */
-dt_status dt_schedule_steps(dt_schedule *s, long warmup, long last);
+DT_API dt_status dt_schedule_steps(dt_schedule *s, long warmup, long last);
 /* Learning rate at a fractional epoch position in [0, epochs] (by_step 0). */
-float dt_schedule_lr(const dt_schedule *s, double epoch_pos, int epochs);
+DT_API float dt_schedule_lr(const dt_schedule *s, double epoch_pos, int epochs);
 /* Learning rate of the run's step `step` (0-based), at epoch position epoch_pos: by step when
  * dt_schedule_steps was called, else dt_schedule_lr(s, epoch_pos, epochs). */
-float dt_schedule_lr_at(const dt_schedule *s, long step, double epoch_pos, int epochs);
+DT_API float dt_schedule_lr_at(const dt_schedule *s, long step, double epoch_pos, int epochs);
 
 /* ---------------------------------------------------------------- MPI calls libdtrain intercepts
  * libdtrain defines these MPI functions itself, through the MPI profiling interface: each one
@@ -441,9 +454,9 @@ typedef struct dt_scheme_config {
  * strings are kept by pointer. DT_ERR_ARG if no scheme declares the flag (naming the nearest
  * one). Values are parsed by the scheme's declared flags (kind, range, words) when training
  * starts, into the scheme's typed options: a bad one is refused in one line naming the flag. */
-dt_status dt_scheme_config_set(dt_scheme_config *a, const char *name, const char *value);
+DT_API dt_status dt_scheme_config_set(dt_scheme_config *a, const char *name, const char *value);
 /* "local, allreduce, ps, ..." */
-const char *dt_scheme_names(void);
+DT_API const char *dt_scheme_names(void);
 
 /* What a run reports at an evaluation, for dt_train_config's callbacks. */
 typedef struct dt_epoch_info {
@@ -523,7 +536,7 @@ typedef struct dt_train_config {
 
 /* The dtrain command's defaults: cnn1 on mnist, local, 10 epochs, batch 64, lr 0.05, seed 1,
  * random split, evaluation every epoch. */
-void dt_train_config_defaults(dt_train_config *c);
+DT_API void dt_train_config_defaults(dt_train_config *c);
 
 typedef struct dt_train_result {
     double test_acc, test_loss;  /* of the final (agreed) model */
@@ -535,7 +548,7 @@ typedef struct dt_train_result {
 
 /* Collective: trains as configured and fills *out on every rank. An error at set-up is
  * agreed between the ranks (each returns it; the message is on the ranks that met it). */
-dt_status dt_train(const dt_train_config *c, dt_train_result *out);
+DT_API dt_status dt_train(const dt_train_config *c, dt_train_result *out);
 
 /* ---------------------------------------------------------------- the dtrain command
  * The whole dtrain command (train, run, eval, info, bench, diff, sweep, version) as a function:
@@ -544,7 +557,7 @@ dt_status dt_train(const dt_train_config *c, dt_train_result *out);
  * then returns dt_main(argc, argv) is dtrain with them: every flag, the log, checkpoints, and
  * `run` with its supervisor, which starts the ranks from this same executable. Returns the
  * exit status (0, 2 for an error, ...). */
-int dt_main(int argc, char **argv);
+DT_API int dt_main(int argc, char **argv);
 
 #ifdef __cplusplus
 }

@@ -84,17 +84,17 @@ static inline uint64_t dt_allreduce_msgs(const dt_comm *c) { return c->size > 1 
 /* ---------------------------------------------------------------- timing and waiting */
 /* Everything from begin to end is communication time (comm s): a scheme's own MPI calls, its
  * encoding and decoding. Spans nest: the outermost one's time is added, once. */
-double dt_comm_time_begin(dt_comm *c);
-void dt_comm_time_end(dt_comm *c, double t0);
+DT_API double dt_comm_time_begin(dt_comm *c);
+DT_API void dt_comm_time_end(dt_comm *c, double t0);
 /* A wait that is not one blocking MPI call (a loop of MPI_Test, polling window memory):
  * communication time, and a wait the watchdog sees (--timeout ends it with a line naming
  * what; what is a static string). Nested waits count as the outermost. */
-void dt_wait_begin(dt_comm *c, const char *what);
-void dt_wait_end(dt_comm *c);
+DT_API void dt_wait_begin(dt_comm *c, const char *what);
+DT_API void dt_wait_end(dt_comm *c);
 /* MPI_Waitall, timed, an error naming what. */
-dt_status dt_wait_all(dt_comm *c, int n, MPI_Request *req, const char *what);
+DT_API dt_status dt_wait_all(dt_comm *c, int n, MPI_Request *req, const char *what);
 /* MPI_Testall, timed (lets non-blocking calls progress): *done set when all completed. */
-dt_status dt_test_all(dt_comm *c, int n, MPI_Request *req, int *done, const char *what);
+DT_API dt_status dt_test_all(dt_comm *c, int n, MPI_Request *req, int *done, const char *what);
 
 /* A message from any rank, matched (MPI_Improbe) and then received (MPI_Mrecv) by a rank
  * that serves others. In the simulation build, which has neither, MPI_Iprobe and a receive of
@@ -105,42 +105,42 @@ typedef struct dt_probed {
     int source, tag;
 } dt_probed;
 /* *flag set when a message is there; then *status has its source, tag and size. */
-dt_status dt_probe_any(dt_comm *c, int *flag, dt_probed *m, MPI_Status *status);
+DT_API dt_status dt_probe_any(dt_comm *c, int *flag, dt_probed *m, MPI_Status *status);
 /* The probed message into buf (count bytes, its size from the status). */
-dt_status dt_recv_probed(dt_comm *c, void *buf, int count, dt_probed *m);
+DT_API dt_status dt_recv_probed(dt_comm *c, void *buf, int count, dt_probed *m);
 /* The same, started (MPI_Imrecv): a large message moves in pieces that each need its sender,
  * so a sender stopped in the middle would hold a blocking receive for ever; the caller polls
  * *req and may give up on it. (The simulation build receives at once: *req is done.) */
-dt_status dt_irecv_probed(dt_comm *c, void *buf, int count, dt_probed *m, MPI_Request *req);
+DT_API dt_status dt_irecv_probed(dt_comm *c, void *buf, int count, dt_probed *m, MPI_Request *req);
 
 /* ---------------------------------------------------------------- counted calls */
 /* Collectives on floats (in place), counted and timed. */
-dt_status dt_allreduce_sum(dt_comm *c, float *buf, size_t n);
+DT_API dt_status dt_allreduce_sum(dt_comm *c, float *buf, size_t n);
 /* Mean of buf over all ranks, in place (allreduce / N). */
-dt_status dt_allreduce_mean(dt_comm *c, float *buf, size_t n);
-dt_status dt_bcast(dt_comm *c, float *buf, size_t n, int root);
+DT_API dt_status dt_allreduce_mean(dt_comm *c, float *buf, size_t n);
+DT_API dt_status dt_bcast(dt_comm *c, float *buf, size_t n, int root);
 /* Sum of buf over all ranks into sum on rank 0 (MPI_Reduce), counted as a gather: each other
  * rank sends its buffer once, rank 0 receives N-1. */
-dt_status dt_reduce_sum(dt_comm *c, const float *buf, float *sum, size_t n);
+DT_API dt_status dt_reduce_sum(dt_comm *c, const float *buf, float *sum, size_t n);
 /* The sum of dt_allreduce_sum, started (MPI_Iallreduce, in place): counted when started; buf
  * is not to be touched until *req completes (dt_wait_all). n < 2^31. In the simulation build
  * (docs/simulation.md) *req is MPI_REQUEST_NULL and the sum is MPICH's schedule in messages
  * that dt_test_all and dt_wait_all move along (SMPI 3.32's own MPI_Iallreduce loses an
  * in-place buffer); the buffer is final after dt_wait_all. */
-dt_status dt_iallreduce_sum(dt_comm *c, float *buf, size_t n, MPI_Request *req);
+DT_API dt_status dt_iallreduce_sum(dt_comm *c, float *buf, size_t n, MPI_Request *req);
 /* The broadcast of dt_bcast for set-up traffic (e.g. equal starting copies): not a payload
  * and not timed, counted beside the payloads (other_bytes, at the root as a broadcast is).
  * what names the call in an error. */
-dt_status dt_bcast_setup(dt_comm *c, float *buf, size_t n, int root, const char *what);
+DT_API dt_status dt_bcast_setup(dt_comm *c, float *buf, size_t n, int root, const char *what);
 /* Encoded payloads: B bytes from every rank.
  * allgather: every rank gets all N payloads in rank order (recv holds N*B bytes), counted as a
  *   ring allgather: N-1 messages and (N-1)*B bytes sent and received per rank;
  * gather to rank 0 (recv: N*B bytes on rank 0, unused elsewhere): one message of B bytes from
  *   every other rank, N-1 received at rank 0;
  * broadcast from root: N-1 messages of B bytes at the root, one received elsewhere. */
-dt_status dt_allgather_bytes(dt_comm *c, const void *send, void *recv, size_t bytes);
-dt_status dt_gather_bytes(dt_comm *c, const void *send, void *recv, size_t bytes);
-dt_status dt_bcast_bytes(dt_comm *c, void *buf, size_t bytes, int root);
+DT_API dt_status dt_allgather_bytes(dt_comm *c, const void *send, void *recv, size_t bytes);
+DT_API dt_status dt_gather_bytes(dt_comm *c, const void *send, void *recv, size_t bytes);
+DT_API dt_status dt_bcast_bytes(dt_comm *c, void *buf, size_t bytes, int root);
 /* Blocks of different sizes (bytes; the displacements are filled in by the call, from the counts).
  * alltoallv: rank r sends send_counts[j] bytes to each j and gets recv_counts[i] from each i,
  *   counted as N-1 messages each way and the bytes of the other ranks' blocks;
@@ -148,12 +148,12 @@ dt_status dt_bcast_bytes(dt_comm *c, void *buf, size_t bytes, int root);
  *   this rank's block is in recv already, at its place), counted as a
  *   ring allgather: N-1 messages, every block but the next rank's sent, every block but this
  *   rank's received. */
-dt_status dt_alltoallv_bytes(dt_comm *c, const void *send, const int *send_counts, int *send_displ, void *recv,
+DT_API dt_status dt_alltoallv_bytes(dt_comm *c, const void *send, const int *send_counts, int *send_displ, void *recv,
                              const int *recv_counts, int *recv_displ);
-dt_status dt_allgatherv_bytes(dt_comm *c, const void *send, void *recv, const int *counts, int *displ);
+DT_API dt_status dt_allgatherv_bytes(dt_comm *c, const void *send, void *recv, const int *counts, int *displ);
 
 /* An MPI error code as a dt_status with a message naming the call (DT_OK for MPI_SUCCESS). */
-dt_status dt_mpi_check(int err, const char *what);
+DT_API dt_status dt_mpi_check(int err, const char *what);
 
 #ifdef __cplusplus
 }

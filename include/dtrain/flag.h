@@ -27,6 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <dtrain.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif

@@ -1,12 +1,13 @@
 /*
  * dtrain/scheme.h - writing a training scheme: the contract.
  *
- * A scheme decides what the ranks exchange and when (allreduce, ps, fedavg, dpsgd, eventgrad,
- * downpour are dtrain's own). dtrain runs everything else: data, shards, model, optimiser and
- * schedule, evaluation, the console and the JSON-lines log, checkpoints and --resume, the
- * watchdog (--timeout) and `dtrain run`'s supervisor. A scheme of your own, in your own C
- * file, linked against the installed library, gets all of it and is logged and counted as a
- * built-in one (docs/schemes.md lists what an author must know, each item pointing here).
+ * A scheme decides what the ranks exchange and when (dtrain's own: local, allreduce, ps, fedavg,
+ * dpsgd, eventgrad, choco and downpour). dtrain runs everything else: data, shards, model,
+ * optimiser and schedule, evaluation, the console and the JSON-lines log, checkpoints and
+ * --resume, the watchdog (--timeout) and `dtrain run`'s supervisor. A scheme of your own, in
+ * your own C file, linked against the installed library, gets all of it and is logged and
+ * counted as a built-in one (docs/schemes.md lists what an author must know, each item
+ * pointing here).
  *
  * C1  Registering. A scheme is a `const dt_scheme_def` (name, one-line summary, flags,
  *     whether it takes --compress, create). Register it with dt_scheme_register on every rank
@@ -35,6 +36,11 @@
  *         finish                     once, collective, after the last step (drain, final averaging)
  *         model_for_eval             collective: the model to evaluate and keep (NULL: the mean
  *                                    of the training ranks' models)
+ *         abandon                    instead of the rest when the ranks agreed to end early (a
+ *                                    rank failed in start or restoring a checkpoint, or the run
+ *                                    diverged or was stopped): collective, frees what start made
+ *                                    with every rank (one-sided windows, which MPI_Finalize must
+ *                                    not find alive); then destroy
  *         destroy                    frees s->impl (also after a trial create)
  *     Every rank runs the same hooks in the same order, so a collective in a hook is called by
  *     all ranks; a hook that returns an error (dt_fail) stops the run on its rank, and dtrain
@@ -215,7 +221,7 @@ typedef struct dt_scheme_def {
 /* Adds a scheme to the registry, for this process (every rank registers it). Before dt_train
  * or dt_main; not thread-safe. DT_ERR_ARG: a bad or taken name, no create, a flag another
  * scheme declares with another type or default. Registering the same def again is a no-op. */
-dt_status dt_scheme_register(const dt_scheme_def *def);
+DT_API dt_status dt_scheme_register(const dt_scheme_def *def);
 
 /* ------------------------------------------------------------------ the context (C5) */
 
@@ -261,19 +267,19 @@ typedef struct dt_records dt_records;   /* what a checkpoint will hold */
 typedef struct dt_tfile dt_tfile;       /* a checkpoint read back */
 /* A record of numel floats, or of raw bytes (a multiple of 4: counters, doubles, bit for bit).
  * The data is not copied: it must stay valid until the checkpoint is written. */
-dt_status dt_records_add(dt_records *l, const char *name, const float *data, size_t numel);
-dt_status dt_records_add_raw(dt_records *l, const char *name, const void *data, size_t bytes);
+DT_API dt_status dt_records_add(dt_records *l, const char *name, const float *data, size_t numel);
+DT_API dt_status dt_records_add_raw(dt_records *l, const char *name, const void *data, size_t bytes);
 /* Copies record `name` of exactly `bytes` bytes into dst; otherwise a one-line error naming
  * path and the record. */
-dt_status dt_tfile_take(const dt_tfile *f, const char *path, const char *name, void *dst, size_t bytes);
+DT_API dt_status dt_tfile_take(const dt_tfile *f, const char *path, const char *name, void *dst, size_t bytes);
 
 /* ------------------------------------------------------------------ the summary line (C11) */
 
 typedef struct dt_json dt_json;
-void dt_json_str(dt_json *j, const char *key, const char *v);  /* v NULL -> null */
-void dt_json_num(dt_json *j, const char *key, double v);       /* NaN/inf -> null */
-void dt_json_int(dt_json *j, const char *key, long long v);
-void dt_json_bool(dt_json *j, const char *key, int v);
+DT_API void dt_json_str(dt_json *j, const char *key, const char *v);  /* v NULL -> null */
+DT_API void dt_json_num(dt_json *j, const char *key, double v);       /* NaN/inf -> null */
+DT_API void dt_json_int(dt_json *j, const char *key, long long v);
+DT_API void dt_json_bool(dt_json *j, const char *key, int v);
 
 /* ------------------------------------------------------------------ the hooks (C4) */
 
@@ -307,8 +313,9 @@ typedef struct dt_scheme_ops {
     dt_status (*load_state)(dt_scheme *s, dt_step_ctx *c, const dt_tfile *f, const char *path);
     /* rank 0, while the summary line is written: the scheme's own figures as members (C11) */
     void (*summary)(dt_scheme *s, dt_json *line);
-    /* collective, after a failure at start that every rank knows of: frees what start made
-     * with every rank (one-sided windows, which MPI_Finalize must not find alive) */
+    /* collective, when every rank knows the run ends early (a failure at start, a divergence, a
+     * stop on request; C4): frees what start made with every rank (one-sided windows, which
+     * MPI_Finalize must not find alive) */
     void (*abandon)(dt_scheme *s, dt_step_ctx *c);
     void (*destroy)(dt_scheme *s);
 } dt_scheme_ops;

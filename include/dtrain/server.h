@@ -4,7 +4,7 @@
  * Downpour's parameter servers are its one user: ranks [0, S) hold the model (a slice each)
  * and answer the workers' pushes and pulls while ranks [S, N) train, each at its own pace.
  * A scheme whose every rank trains (all the others) leaves its def's .server NULL and need
- * not read this header; the general contract is dtrain/scheme.h (C1-C13).
+ * not read this header; the general contract is dtrain/scheme.h (C1-C14).
  *
  * S1 Serving. The def's .server points to a dt_scheme_server. After create, count says how
  *    many ranks serve (from the scheme's options); they must leave at least one to train.

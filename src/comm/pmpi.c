@@ -86,41 +86,41 @@ static int recv_waiting(void *b, int n, MPI_Datatype t, int src, int tag, MPI_Co
     return rc == MPI_SUCCESS ? poll_one(&q, s) : rc;
 }
 
-int MPI_Allreduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c) {
+DT_API int MPI_Allreduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c) {
     TIMED("MPI_Allreduce", PMPI_Allreduce(s, r, n, t, op, c));
 }
-int MPI_Reduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, int root, MPI_Comm c) {
+DT_API int MPI_Reduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, int root, MPI_Comm c) {
     TIMED("MPI_Reduce", PMPI_Reduce(s, r, n, t, op, root, c));
 }
-int MPI_Bcast(void *b, int n, MPI_Datatype t, int root, MPI_Comm c) { TIMED("MPI_Bcast", PMPI_Bcast(b, n, t, root, c)); }
-int MPI_Barrier(MPI_Comm c) { TIMED("MPI_Barrier", PMPI_Barrier(c)); }
-int MPI_Gather(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, int root, MPI_Comm c) {
+DT_API int MPI_Bcast(void *b, int n, MPI_Datatype t, int root, MPI_Comm c) { TIMED("MPI_Bcast", PMPI_Bcast(b, n, t, root, c)); }
+DT_API int MPI_Barrier(MPI_Comm c) { TIMED("MPI_Barrier", PMPI_Barrier(c)); }
+DT_API int MPI_Gather(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, int root, MPI_Comm c) {
     TIMED("MPI_Gather", PMPI_Gather(s, sn, st, r, rn, rt, root, c));
 }
-int MPI_Allgather(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm c) {
+DT_API int MPI_Allgather(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm c) {
     TIMED("MPI_Allgather", PMPI_Allgather(s, sn, st, r, rn, rt, c));
 }
-int MPI_Alltoall(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm c) {
+DT_API int MPI_Alltoall(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm c) {
     TIMED("MPI_Alltoall", PMPI_Alltoall(s, sn, st, r, rn, rt, c));
 }
-int MPI_Wait(MPI_Request *q, MPI_Status *s) { TIMED("MPI_Wait", wait_one(q, s)); }
-int MPI_Waitall(int n, MPI_Request q[], MPI_Status s[]) { TIMED("MPI_Waitall", wait_all(n, q, s)); }
-int MPI_Win_flush(int rank, MPI_Win w) { TIMED("MPI_Win_flush", PMPI_Win_flush(rank, w)); }
-int MPI_Win_flush_all(MPI_Win w) { TIMED("MPI_Win_flush_all", PMPI_Win_flush_all(w)); }
-int MPI_Win_free(MPI_Win *w) { TIMED("MPI_Win_free", PMPI_Win_free(w)); }
-int MPI_Win_create(void *b, MPI_Aint size, int unit, MPI_Info info, MPI_Comm c, MPI_Win *w) {
+DT_API int MPI_Wait(MPI_Request *q, MPI_Status *s) { TIMED("MPI_Wait", wait_one(q, s)); }
+DT_API int MPI_Waitall(int n, MPI_Request q[], MPI_Status s[]) { TIMED("MPI_Waitall", wait_all(n, q, s)); }
+DT_API int MPI_Win_flush(int rank, MPI_Win w) { TIMED("MPI_Win_flush", PMPI_Win_flush(rank, w)); }
+DT_API int MPI_Win_flush_all(MPI_Win w) { TIMED("MPI_Win_flush_all", PMPI_Win_flush_all(w)); }
+DT_API int MPI_Win_free(MPI_Win *w) { TIMED("MPI_Win_free", PMPI_Win_free(w)); }
+DT_API int MPI_Win_create(void *b, MPI_Aint size, int unit, MPI_Info info, MPI_Comm c, MPI_Win *w) {
     TIMED("MPI_Win_create", PMPI_Win_create(b, size, unit, info, c, w));
 }
-int MPI_Win_lock_all(int a, MPI_Win w) { TIMED("MPI_Win_lock_all", PMPI_Win_lock_all(a, w)); }
-int MPI_Win_unlock_all(MPI_Win w) { TIMED("MPI_Win_unlock_all", PMPI_Win_unlock_all(w)); }
-int MPI_Comm_dup(MPI_Comm c, MPI_Comm *n) { TIMED("MPI_Comm_dup", PMPI_Comm_dup(c, n)); }
-int MPI_Comm_create_group(MPI_Comm c, MPI_Group g, int tag, MPI_Comm *n) {
+DT_API int MPI_Win_lock_all(int a, MPI_Win w) { TIMED("MPI_Win_lock_all", PMPI_Win_lock_all(a, w)); }
+DT_API int MPI_Win_unlock_all(MPI_Win w) { TIMED("MPI_Win_unlock_all", PMPI_Win_unlock_all(w)); }
+DT_API int MPI_Comm_dup(MPI_Comm c, MPI_Comm *n) { TIMED("MPI_Comm_dup", PMPI_Comm_dup(c, n)); }
+DT_API int MPI_Comm_create_group(MPI_Comm c, MPI_Group g, int tag, MPI_Comm *n) {
     TIMED("MPI_Comm_create_group", PMPI_Comm_create_group(c, g, tag, n));
 }
-int MPI_Send(const void *b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm c) {
+DT_API int MPI_Send(const void *b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm c) {
     TIMED("MPI_Send", send_waiting(b, n, t, dest, tag, c));
 }
-int MPI_Recv(void *b, int n, MPI_Datatype t, int src, int tag, MPI_Comm c, MPI_Status *s) {
+DT_API int MPI_Recv(void *b, int n, MPI_Datatype t, int src, int tag, MPI_Comm c, MPI_Status *s) {
     TIMED("MPI_Recv", recv_waiting(b, n, t, src, tag, c, s));
 }
-int MPI_Finalize(void) { TIMED("MPI_Finalize", PMPI_Finalize()); }
+DT_API int MPI_Finalize(void) { TIMED("MPI_Finalize", PMPI_Finalize()); }

@@ -15,7 +15,11 @@
 #ifndef DT_JSON_H
 #define DT_JSON_H
 
+/* (DT_API: str, num, int and bool are public, dtrain/scheme.h, for a scheme's summary) */
+
 #include <stddef.h>
+
+#include "dtrain.h" /* DT_API */
 
 typedef struct dt_json {
     char *buf;          /* NUL-terminated text so far */
@@ -32,11 +36,11 @@ void dt_json_begin(dt_json *j, const char *key);   /* '{'; key NULL at top level
 void dt_json_end(dt_json *j);                       /* '}' */
 void dt_json_begin_array(dt_json *j, const char *key); /* '[' */
 void dt_json_end_array(dt_json *j);
-void dt_json_str(dt_json *j, const char *key, const char *v);  /* escaped per RFC 8259; v NULL -> null */
-void dt_json_num(dt_json *j, const char *key, double v);       /* "%.12g"; NaN/inf -> null */
+DT_API void dt_json_str(dt_json *j, const char *key, const char *v);  /* escaped per RFC 8259; v NULL -> null */
+DT_API void dt_json_num(dt_json *j, const char *key, double v);       /* "%.12g"; NaN/inf -> null */
 void dt_json_fixed(dt_json *j, const char *key, double v, int decimals); /* "%.*f"; NaN/inf -> null */
-void dt_json_int(dt_json *j, const char *key, long long v);
-void dt_json_bool(dt_json *j, const char *key, int v);
+DT_API void dt_json_int(dt_json *j, const char *key, long long v);
+DT_API void dt_json_bool(dt_json *j, const char *key, int v);
 void dt_json_null(dt_json *j, const char *key);
 void dt_json_raw(dt_json *j, const char *key, const char *json_value); /* a value already in JSON */
 /* The finished text (""), or NULL with an out-of-memory failure recorded. */

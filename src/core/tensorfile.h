@@ -11,6 +11,8 @@
 
 #include "dtrain.h"
 
+/* (DT_API: dt_records_add, _add_raw and dt_tfile_take are public, dtrain/scheme.h) */
+
 typedef struct dt_record {
     char name[64];
     int ndim;
@@ -47,10 +49,10 @@ typedef struct dt_records {
     const char *prefix;
 } dt_records;
 
-dt_status dt_records_add(dt_records *l, const char *name, const float *data, size_t numel);
+DT_API dt_status dt_records_add(dt_records *l, const char *name, const float *data, size_t numel);
 /* a record as it is, shape included */
 dt_status dt_records_put(dt_records *l, const dt_record *r);
-dt_status dt_records_add_raw(dt_records *l, const char *name, const void *data, size_t bytes);
+DT_API dt_status dt_records_add_raw(dt_records *l, const char *name, const void *data, size_t bytes);
 /* A short text (metadata: the model, the dataset) as a raw record: its bytes, NUL-padded to a
  * whole number of floats (copied; freed by dt_records_free). Name it "owner:what": the model's
  * loader and dtrain diff leave such records alone, so files with them load in older builds. */
@@ -61,6 +63,6 @@ void dt_records_free(dt_records *l);
 char *dt_tfile_text(const dt_tfile *f, const char *name);
 /* Copies record `name` of exactly `bytes` bytes into dst; otherwise a one-line error naming
  * path and the record. */
-dt_status dt_tfile_take(const dt_tfile *f, const char *path, const char *name, void *dst, size_t bytes);
+DT_API dt_status dt_tfile_take(const dt_tfile *f, const char *path, const char *name, void *dst, size_t bytes);
 
 #endif
