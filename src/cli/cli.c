@@ -4,12 +4,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "core/flag_table.h"
 #include "dtrain.h"
 #include "trainer/trainer.h"
 
 int dt_cli_fail(void) {
     fprintf(stderr, "dtrain: error: %s\n", dt_last_error());
     return 2;
+}
+
+int dt_cli_flags(const char *cmd, int argc, char **argv, int first, const struct dt_flag_list *list, const char *usage) {
+    int help;
+    if (dt_flags_parse_argv(cmd, argc, argv, first, list, 1, &help) != DT_OK) return dt_cli_fail();
+    if (help) {
+        dt_flags_help(cmd, usage, list, 1);
+        return 0;
+    }
+    return -1;
 }
 
 /* The model a weights file is evaluated with: --model, else the one the file names (its spec

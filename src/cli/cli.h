@@ -8,6 +8,11 @@
 
 /* "dtrain: error: " and the last error on stderr; returns exit status 2. */
 int dt_cli_fail(void);
+/* A subcommand's flag prologue, for one flag table: argv's flags from `first` on read into
+ * list's base; -1 to go on, else the exit status (0: --help printed with usage, 2: an error
+ * said) */
+struct dt_flag_list;
+int dt_cli_flags(const char *cmd, int argc, char **argv, int first, const struct dt_flag_list *list, const char *usage);
 /* The exit status of a run stopped on request (SIGTERM, SIGINT) whose checkpoint holds it:
  * a job script requeues on it (examples/slurm/) */
 #define DT_EXIT_STOPPED 5

@@ -103,12 +103,9 @@ dt_status dt_bench_time_steps(const char *model, int batch, int warmup, int step
 int dt_cmd_bench(int argc, char **argv) {
     bench_opts o = {.model = "cnn1", .batch = 64, .warmup = 20, .steps = 200, .lr = 0.01f, .momentum = 0.9f};
     const dt_flag_list list = {.flags = bench_flags, .n = NOPTS(bench_flags), .base = &o};
-    int help;
-    if (dt_flags_parse_argv("bench", argc, argv, 2, &list, 1, &help) != DT_OK) return dt_cli_fail();
-    if (help) {
-        dt_flags_help("bench", "[flags]\n\nTimes training steps on random data; prints one line.", &list, 1);
-        return 0;
-    }
+    const int parsed = dt_cli_flags("bench", argc, argv, 2, &list,
+                                    "[flags]\n\nTimes training steps on random data; prints one line.");
+    if (parsed >= 0) return parsed;
     const char *model = o.model;
     const int batch = o.batch, warmup = o.warmup, steps = o.steps;
     dt_runtime_init();

@@ -41,12 +41,9 @@ int dt_cmd_diff(int argc, char **argv) {
     const char *files[2] = {NULL, NULL};
     int nf = 0, k = 2;
     while (k < argc && strncmp(argv[k], "--", 2) != 0 && nf < 2) files[nf++] = argv[k++];
-    int help;
-    if (dt_flags_parse_argv("diff", argc, argv, k, &list, 1, &help) != DT_OK) return dt_cli_fail();
-    if (help) {
-        dt_flags_help("diff", "A.weights B.weights [--tol X]\n\nLargest absolute difference between two weights files (or checkpoints: their\nmodel and optimiser moments; the schemes' own state is not compared).", &list, 1);
-        return 0;
-    }
+    const int parsed = dt_cli_flags("diff", argc, argv, k, &list,
+                                    "A.weights B.weights [--tol X]\n\nLargest absolute difference between two weights files (or checkpoints: their\nmodel and optimiser moments; the schemes' own state is not compared).");
+    if (parsed >= 0) return parsed;
     const float tol = o.tol;
     if (nf != 2) { dt_fail(DT_ERR_ARG, "dtrain diff: expected two weights files"); return dt_cli_fail(); }
     dt_tfile a, b;

@@ -31,13 +31,10 @@ static const dt_flag eval_flags[] = {
 int dt_cmd_eval(int argc, char **argv) {
     eval_opts o = {.batch = 256};
     const dt_flag_list list = {.flags = eval_flags, .n = NOPTS(eval_flags), .base = &o};
-    int help;
-    if (dt_flags_parse_argv("eval", argc, argv, 2, &list, 1, &help) != DT_OK) return dt_cli_fail();
-    if (help) {
-        dt_flags_help("eval", "--weights FILE [flags]\n\nTest accuracy of saved weights (a language model's: its test loss). The file names its model and dataset "
-                              "(files of older\nbuilds do not: give --model and --data).", &list, 1);
-        return 0;
-    }
+    const int parsed = dt_cli_flags("eval", argc, argv, 2, &list,
+                                    "--weights FILE [flags]\n\nTest accuracy of saved weights (a language model's: its test loss). The file names its model and dataset "
+                                    "(files of older\nbuilds do not: give --model and --data).");
+    if (parsed >= 0) return parsed;
     const char *model = o.model, *data = o.data, *data_dir = o.data_dir, *weights = o.weights;
     const int batch = o.batch, limit = o.limit;
     if (!weights) { dt_fail(DT_ERR_ARG, "dtrain eval: --weights FILE is required"); return dt_cli_fail(); }

@@ -28,12 +28,9 @@ static const dt_flag info_flags[] = {
 int dt_cmd_info(int argc, char **argv) {
     info_opts o = {.model = "cnn1"};
     const dt_flag_list flags = {.flags = info_flags, .n = NOPTS(info_flags), .base = &o};
-    int help;
-    if (dt_flags_parse_argv("info", argc, argv, 2, &flags, 1, &help) != DT_OK) return dt_cli_fail();
-    if (help) {
-        dt_flags_help("info", "[--model NAME]\n\nLayers, output shapes, parameters and FLOPs of a model.", &flags, 1);
-        return 0;
-    }
+    const int parsed = dt_cli_flags("info", argc, argv, 2, &flags,
+                                    "[--model NAME]\n\nLayers, output shapes, parameters and FLOPs of a model.");
+    if (parsed >= 0) return parsed;
     const char *model = o.model;
     const int spec = o.spec, list = o.list;
     if (list) {

@@ -139,6 +139,101 @@ static int finished_before(const dt_comm *comm, const dt_trainer *t, const dt_tr
     return written;
 }
 
+/* The command as typed, for the log: under dtrain run the supervisor's (this rank's argv is
+ * mpiexec's), else this process's own; env: DT_COMMAND_ENV's value, or NULL. Kept for the
+ * process's life (the config points into it). */
+static char **typed_command(int argc, char **argv, const char *env, int *ntyped) {
+    static char **typed;
+    static int n;
+    if (env) typed = dt_shell_split(env, &n);
+    if (!typed && (typed = malloc(((size_t)argc + 1) * sizeof *typed))) {
+        memcpy(typed, argv, ((size_t)argc + 1) * sizeof *typed);
+        n = argc;
+    }
+    *ntyped = n;
+    return typed;
+}
+
+/* train's flags read into f and scheme: -1 to go on, else the exit status (2: an error, 0:
+ * --help), said by rank 0 and MPI finalized */
+static int parse_flags(const dt_comm *comm, int argc, char **argv, dt_train_flags *f, dt_scheme_choice *scheme) {
+    dt_flag_list lists[DT_TRAIN_LISTS];
+    int nlists = dt_train_flag_lists(f, lists), help;
+    dt_status st = dt_flags_parse_argv("train", argc, argv, 2, lists, nlists, &help);
+    if (st == DT_OK && !help) st = dt_scheme_values(f, scheme);
+    if (st == DT_OK && !help) st = dt_run_length(f);
+    if (st == DT_OK && !help) return -1;
+    if (comm->rank == 0) {
+        char help_text[1400];
+        dt_usage_with_schemes(help_text, sizeof help_text, "[flags]\n\nTrains a model and writes its final weights. Under mpiexec (or dtrain run) the\n"
+                                                "ranks train together with --algo; alone it trains on one process.");
+        if (st != DT_OK) fprintf(stderr, "dtrain: error: %s\n", dt_last_error());
+        else dt_flags_help("train", help_text, lists, nlists);
+    }
+    dt_comm_finalize();
+    return st != DT_OK ? 2 : 0;
+}
+
+/* The run's outputs resolved, --resume auto decided (rank 0 for all: the parts may sit on
+ * other disks, its manifest not) and the run folder started; every rank alike, whatever its
+ * st (rank 0 alone checks the default --out). */
+static dt_status resolve_run(const dt_comm *comm, dt_train_flags *f, int resume_auto, const char *env, int argc, char **argv) {
+    dt_train_config *c = &f->c;
+    dt_status st = dt_resolve_outputs(f, comm->rank);
+    if (resume_auto) {
+        int exists = comm->rank == 0 && c->checkpoint && access(c->checkpoint, F_OK) == 0;
+        if (MPI_Bcast(&exists, 1, MPI_INT, 0, comm->comm) != MPI_SUCCESS) exists = 0;
+        if (st == DT_OK) st = dt_resume_auto(f, exists);
+    }
+    /* under dtrain run the supervisor keeps the run folder (and the console of every rank) */
+    if (st == DT_OK && f->run_dir && comm->rank == 0 && !env) st = dt_start_run_dir(f, argv, argc);
+    return st;
+}
+
+/* How the run ended (st: dt_trainer_run's), said, and its exit status; MPI finalized */
+static int run_ended(dt_status st, const dt_train_config *c, int rank, int size, int stop_signal, int text, double final_acc,
+                     double final_loss) {
+    if (st == DT_ERR_STOPPED) {
+        /* agreed by every rank and saved: one line, how to go on, and a status of its own */
+        if (rank == 0)
+            fprintf(stderr, "dtrain: stopped by %s after %s: checkpoint %s committed; resume with the same command and "
+                    "--resume %s (or --resume auto)\n", strsignal(stop_signal), dt_last_error(), c->checkpoint,
+                    c->checkpoint);
+        dt_comm_finalize();
+        return DT_EXIT_STOPPED;
+    }
+    if (st == DT_ERR_DIVERGED) {
+        /* agreed by every rank: said once, and the run ends with its own status */
+        if (rank == 0) fprintf(stderr, "dtrain: error: %s\n", dt_last_error());
+        dt_comm_finalize();
+        return 3;
+    }
+    if (st != DT_OK) {
+        /* mid-run errors are this rank's own: say which, and stop the others */
+        if (size > 1) {
+            char line[300];
+            snprintf(line, sizeof line, "rank %d: %s", rank, dt_last_error());
+            fprintf(stderr, "dtrain: error: %s\n", line);
+            fflush(stderr);
+            /* said: the supervisor must not add a line of its own when MPI_Abort's kills
+             * reach this rank's guard as signals, but says this one if it did not come through */
+            dt_watch_failed(line, 2);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        dt_comm_finalize();
+        return dt_cli_fail();
+    }
+    if (!c->quiet && c->weights_out && rank == 0 && text)
+        printf("final test loss %.4f, weights written to %s\n", final_loss, c->weights_out);
+    else if (!c->quiet && c->weights_out && rank == 0)
+        printf("final test accuracy %.2f%%, weights written to %s\n", 100 * final_acc, c->weights_out);
+    fflush(stdout);
+    dt_watch_end(DT_RANK_FINISHING, 0);
+    if (dt_watch_left_out()) leave_without_finalize();
+    dt_comm_finalize();
+    return 0;
+}
+
 int dt_cmd_train(int argc, char **argv) {
     /* With --checkpoint a signal is a stop from the process's first moment: one that comes
      * while MPI starts (MPI_Init waits for every rank) stops the run as soon as the ranks can
@@ -147,16 +242,9 @@ int dt_cmd_train(int argc, char **argv) {
      * it from its fork on. */
     if (checkpoint_given(argc, argv)) stop_on_signals(1);
     dt_guard_rank(argv); /* under dtrain run: a parent that sees how this rank ends */
-    /* the command as typed, for the log: under dtrain run the supervisor's (this rank's argv is
-     * mpiexec's), else this process's own */
-    static char **typed;
-    static int ntyped;
+    int ntyped;
     const char *env = getenv(DT_COMMAND_ENV);
-    if (env) typed = dt_shell_split(env, &ntyped);
-    if (!typed && (typed = malloc(((size_t)argc + 1) * sizeof *typed))) {
-        memcpy(typed, argv, ((size_t)argc + 1) * sizeof *typed);
-        ntyped = argc;
-    }
+    char **typed = typed_command(argc, argv, env, &ntyped);
     dt_comm comm;
     if (dt_comm_init(&argc, &argv, &comm) != DT_OK) return dt_cli_fail();
     if (comm.size == 1 && launched_alone()) {
@@ -167,23 +255,9 @@ int dt_cmd_train(int argc, char **argv) {
     gethostname(host, sizeof host - 1);
     dt_watch_identify(comm.rank, (int)getpid(), host);
     static dt_train_flags f;
-    dt_flag_list lists[DT_TRAIN_LISTS];
-    int nlists = dt_train_flag_lists(&f, lists), help;
-    dt_status st = dt_flags_parse_argv("train", argc, argv, 2, lists, nlists, &help);
     static dt_scheme_choice scheme;
-    if (st == DT_OK && !help) st = dt_scheme_values(&f, &scheme);
-    if (st == DT_OK && !help) st = dt_run_length(&f);
-    if (st != DT_OK || help) {
-        if (comm.rank == 0) {
-            char help_text[1400];
-            dt_usage_with_schemes(help_text, sizeof help_text, "[flags]\n\nTrains a model and writes its final weights. Under mpiexec (or dtrain run) the\n"
-                                                    "ranks train together with --algo; alone it trains on one process.");
-            if (st != DT_OK) fprintf(stderr, "dtrain: error: %s\n", dt_last_error());
-            else dt_flags_help("train", help_text, lists, nlists);
-        }
-        dt_comm_finalize();
-        return st != DT_OK ? 2 : 0;
-    }
+    const int parsed = parse_flags(&comm, argc, argv, &f, &scheme);
+    if (parsed >= 0) return parsed;
     dt_train_config *c = &f.c;
     /* simulated ranks have no wall clock to miss: their waits are timed on the simulated clock
      * (comm/sim_poll.h), not by the watchdog thread */
@@ -192,17 +266,8 @@ int dt_cmd_train(int argc, char **argv) {
         fprintf(stderr, "dtrain: warning: rank %d: cannot start the watchdog thread: --timeout is off\n", comm.rank);
     c->command = typed;
     c->ncommand = typed ? ntyped : 0;
-    st = dt_resolve_outputs(&f, comm.rank);
-    /* --resume auto: rank 0 decides for all (the parts may sit on other disks, its manifest not) */
-    /* (every rank alike, whatever its st: rank 0 alone checks the default --out) */
     const int resume_auto = dt_resume_auto_asked(&f);
-    if (resume_auto) {
-        int exists = comm.rank == 0 && c->checkpoint && access(c->checkpoint, F_OK) == 0;
-        if (MPI_Bcast(&exists, 1, MPI_INT, 0, comm.comm) != MPI_SUCCESS) exists = 0;
-        if (st == DT_OK) st = dt_resume_auto(&f, exists);
-    }
-    /* under dtrain run the supervisor keeps the run folder (and the console of every rank) */
-    if (st == DT_OK && f.run_dir && comm.rank == 0 && !env) st = dt_start_run_dir(&f, argv, argc);
+    dt_status st = resolve_run(&comm, &f, resume_auto, env, argc, argv);
     if (report_agreed(&comm, st)) {
         dt_comm_finalize();
         return 2;
@@ -249,43 +314,5 @@ int dt_cmd_train(int argc, char **argv) {
     const int text = t.train.text;
     int rank = t.comm.rank, size = t.comm.size, stop_signal = t.stop_signal;
     dt_trainer_free(&t);
-    if (st == DT_ERR_STOPPED) {
-        /* agreed by every rank and saved: one line, how to go on, and a status of its own */
-        if (rank == 0)
-            fprintf(stderr, "dtrain: stopped by %s after %s: checkpoint %s committed; resume with the same command and "
-                    "--resume %s (or --resume auto)\n", strsignal(stop_signal), dt_last_error(), c->checkpoint,
-                    c->checkpoint);
-        dt_comm_finalize();
-        return DT_EXIT_STOPPED;
-    }
-    if (st == DT_ERR_DIVERGED) {
-        /* agreed by every rank: said once, and the run ends with its own status */
-        if (rank == 0) fprintf(stderr, "dtrain: error: %s\n", dt_last_error());
-        dt_comm_finalize();
-        return 3;
-    }
-    if (st != DT_OK) {
-        /* mid-run errors are this rank's own: say which, and stop the others */
-        if (size > 1) {
-            char line[300];
-            snprintf(line, sizeof line, "rank %d: %s", rank, dt_last_error());
-            fprintf(stderr, "dtrain: error: %s\n", line);
-            fflush(stderr);
-            /* said: the supervisor must not add a line of its own when MPI_Abort's kills
-             * reach this rank's guard as signals, but says this one if it did not come through */
-            dt_watch_failed(line, 2);
-            MPI_Abort(MPI_COMM_WORLD, 2);
-        }
-        dt_comm_finalize();
-        return dt_cli_fail();
-    }
-    if (!c->quiet && c->weights_out && rank == 0 && text)
-        printf("final test loss %.4f, weights written to %s\n", final_loss, c->weights_out);
-    else if (!c->quiet && c->weights_out && rank == 0)
-        printf("final test accuracy %.2f%%, weights written to %s\n", 100 * final_acc, c->weights_out);
-    fflush(stdout);
-    dt_watch_end(DT_RANK_FINISHING, 0);
-    if (dt_watch_left_out()) leave_without_finalize();
-    dt_comm_finalize();
-    return 0;
+    return run_ended(st, c, rank, size, stop_signal, text, final_acc, final_loss);
 }

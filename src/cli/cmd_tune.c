@@ -25,14 +25,11 @@ static const dt_flag tune_flags[] = {
 int dt_cmd_tune(int argc, char **argv) {
     tune_opts o = {.model = "cnn1", .batch = 64, .repeats = 3, .steps = 2};
     const dt_flag_list list = {.flags = tune_flags, .n = NOPTS(tune_flags), .base = &o};
-    int help;
-    if (dt_flags_parse_argv("tune", argc, argv, 2, &list, 1, &help) != DT_OK) return dt_cli_fail();
-    if (help) {
-        dt_flags_help("tune", "[--model M] [--batch B] [--precision P] [--out FILE]\n\n"
-                      "Times each layer's candidate kernels on this CPU and writes the fastest as a plan\n"
-                      "(train, run, sim and bench take it: --plan FILE, or --plan auto for the cached one).", &list, 1);
-        return 0;
-    }
+    const int parsed = dt_cli_flags("tune", argc, argv, 2, &list,
+                                    "[--model M] [--batch B] [--precision P] [--out FILE]\n\n"
+                                    "Times each layer's candidate kernels on this CPU and writes the fastest as a plan\n"
+                                    "(train, run, sim and bench take it: --plan FILE, or --plan auto for the cached one).");
+    if (parsed >= 0) return parsed;
     dt_runtime_init();
     char path[4096];
     if (o.out) snprintf(path, sizeof path, "%s", o.out);

@@ -54,6 +54,98 @@ static void end_job(pid_t child, outcome *o, int why, double *ending_at) {
     if (!*ending_at) { kill(-child, SIGTERM); *ending_at = dt_now(); }
 }
 
+/* What run_attempt watches while the launcher runs, between polls */
+typedef struct watch {
+    double started_at, lost_at, left_at, ending_at, checked_at;
+    int killed;
+} watch;
+
+/* One look at the job while the launcher runs: a signal of ours passed on, ranks that did not
+ * start, a job held after its ranks left, every rank frozen, a lost rank; what ends the job
+ * SIGTERM first, SIGKILL after a grace. */
+static void look(pid_t child, dt_boards *bs, FILE *noise, const dt_job *job, const dt_relay *relay, outcome *o, watch *w) {
+    const double now = dt_now();
+    /* the user's (or a dying sweep's) signal, passed on; a launcher still starting may miss
+     * it (seen: mpiexec and its ranks went on after SIGTERM), so it is killed as below */
+    if (stop_signal) {
+        o->interrupted = (int)stop_signal;
+        o->interrupted_at = time(NULL);
+        /* with --checkpoint the ranks stop after a step and save it (trainer/stop.c): the
+         * signal goes to them, not to the launcher (Open MPI's mpirun kills its ranks soon
+         * after a SIGTERM of its own: odls_base_sigkill_timeout); ranks this host cannot
+         * see get it from the launcher */
+        dt_boards_map(bs);
+        const int all_here = job->checkpoint && dt_boards_started(bs) == bs->n &&
+                             dt_boards_signal_ranks(bs, (int)stop_signal) == bs->n;
+        if (!all_here) kill(-child, (int)stop_signal);
+        stop_signal = 0;
+        if (!w->ending_at) w->ending_at = now;
+    }
+    dt_boards_map(bs);
+    dt_boards_end_dropped(bs, noise);
+    const int started = dt_boards_started(bs);
+    /* a host the launcher could not reach: MPICH's hydra would wait for it forever */
+    if (started < bs->n && relay->cannot_launch[0] && !o->ended_by) {
+        snprintf(o->why, sizeof o->why, "%s", relay->cannot_launch);
+        end_job(child, o, ENDED_CANNOT_LAUNCH, &w->ending_at);
+    }
+    if (started < bs->n && !o->ended_by && now - w->started_at > job->start_timeout) {
+        o->who = started;
+        snprintf(o->why, sizeof o->why, "%s", relay->launcher_said);
+        end_job(child, o, ENDED_NOT_STARTED, &w->ending_at);
+    }
+    /* every rank left (or one gave up waiting), but the launcher still waits: for a guard,
+     * or its own process above one, that is stopped; they are ended (a stopped process
+     * ignores SIGTERM), and the work is done or not as the boards say */
+    if (!w->left_at && started == bs->n && dt_boards_all_left(bs)) w->left_at = now;
+    if ((w->left_at || w->lost_at) && !o->ended_by && now - w->checked_at >= 1) {
+        w->checked_at = now;
+        int pid = 0;
+        const int who = dt_boards_held(bs, o->why, sizeof o->why, &pid);
+        const char state = who >= 0 ? dt_proc_state(pid) : 0;
+        const int stopped = state == 'T' || state == 't';
+        if (who >= 0 && (stopped || (w->left_at && now - w->left_at > HELD_GRACE_S))) {
+            o->who = who;
+            if (noise) fprintf(noise, "dtrain run: ending what holds the job: %s\n", o->why);
+            kill((pid_t)pid, SIGKILL);
+            end_job(child, o, ENDED_HELD, &w->ending_at);
+        }
+    }
+    /* every rank frozen (stopped): no watchdog can act, so we do */
+    if (job->timeout > 0 && !o->ended_by) {
+        const int who = dt_boards_frozen(bs, job->timeout + 5);
+        if (who >= 0) { o->who = who; end_job(child, o, ENDED_FROZEN, &w->ending_at); }
+    }
+    /* a lost rank: the launcher should end the job; if it does not, we do */
+    if (!w->lost_at && (dt_boards_first(bs, DT_RANK_LOST) >= 0 || dt_boards_first(bs, DT_RANK_TIMED_OUT) >= 0))
+        w->lost_at = now;
+    if (w->lost_at && !w->ending_at && now - w->lost_at > LOST_TERM_S) { kill(-child, SIGTERM); w->ending_at = now; }
+    /* whatever ends the job, SIGTERM first; what does not end, or is stopped, is killed */
+    /* asked to stop with --checkpoint: the ranks finish a step and save it first */
+    const double grace = o->interrupted && job->checkpoint ? STOP_SAVE_S : KILL_AFTER_TERM_S;
+    if (w->ending_at && !w->killed && now - w->ending_at > grace) { kill(-child, SIGKILL); w->killed = 1; }
+}
+
+/* In the forked child: the launcher started in the job's own group, its output into the
+ * pipes, the boards' folder and whether rank 0 may draw a live line in its environment */
+_Noreturn static void exec_launcher(char **av, const dt_boards *bs, int live, pid_t parent, const int out[2], const int err[2]) {
+    setpgid(0, 0); /* the job's own group: ended as one */
+    /* dtrain run killed (kill -9, or with the sweep that started it) ends the job too:
+     * mpiexec takes SIGTERM as the end of its ranks */
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(127);
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    close(out[0]); close(out[1]); close(err[0]); close(err[1]);
+    setenv("DTRAIN_BOARD", bs->dir, 1);
+    if (live) setenv("DTRAIN_LIVE", "1", 1);
+    else unsetenv("DTRAIN_LIVE");
+    execvp(av[0], av);
+    fprintf(stderr, "dtrain: error: dtrain run: cannot start %s: %s (install mpich, or set DTRAIN_MPIEXEC)\n", av[0],
+            strerror(errno));
+    _exit(127);
+}
+
 static int run_attempt(char **av, dt_boards *bs, FILE *noise, const dt_job *job, outcome *o) {
     memset(o, 0, sizeof *o);
     int out[2], err[2];
@@ -70,32 +162,15 @@ static int run_attempt(char **av, dt_boards *bs, FILE *noise, const dt_job *job,
         fprintf(stderr, "dtrain: error: dtrain run: cannot fork: %s\n", strerror(errno));
         return -1;
     }
-    if (child == 0) {
-        setpgid(0, 0); /* the job's own group: ended as one */
-        /* dtrain run killed (kill -9, or with the sweep that started it) ends the job too:
-         * mpiexec takes SIGTERM as the end of its ranks */
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-        if (getppid() != parent) _exit(127);
-        dup2(out[1], 1);
-        dup2(err[1], 2);
-        close(out[0]); close(out[1]); close(err[0]); close(err[1]);
-        setenv("DTRAIN_BOARD", bs->dir, 1);
-        if (live) setenv("DTRAIN_LIVE", "1", 1);
-        else unsetenv("DTRAIN_LIVE");
-        execvp(av[0], av);
-        fprintf(stderr, "dtrain: error: dtrain run: cannot start %s: %s (install mpich, or set DTRAIN_MPIEXEC)\n", av[0],
-                strerror(errno));
-        _exit(127);
-    }
+    if (child == 0) exec_launcher(av, bs, live, parent, out, err);
     setpgid(child, child);
     close(out[1]);
     close(err[1]);
     dt_relay_stream s[2] = {{.fd = out[0]}, {.fd = err[0], .is_err = 1}};
     dt_relay relay = {.out = stdout, .err = stderr, .noise = noise, .live = live ? stdout : NULL};
     int open_fds = 2, exited = 0, status = 0;
-    const double started_at = dt_now();
-    double lost_at = 0, exited_at = 0, left_at = 0, ending_at = 0, checked_at = 0;
-    int killed = 0;
+    double exited_at = 0;
+    watch w = {.started_at = dt_now()};
     for (;;) {
         struct pollfd p[2];
         int np = 0, idx[2];
@@ -107,66 +182,7 @@ static int run_attempt(char **av, dt_boards *bs, FILE *noise, const dt_job *job,
         if (!exited && waitpid(child, &status, WNOHANG) == child) { exited = 1; exited_at = dt_now(); }
         if (exited && (open_fds == 0 || dt_now() - exited_at > 3)) break;
         if (exited) continue;
-        const double now = dt_now();
-        /* the user's (or a dying sweep's) signal, passed on; a launcher still starting may miss
-         * it (seen: mpiexec and its ranks went on after SIGTERM), so it is killed as below */
-        if (stop_signal) {
-            o->interrupted = (int)stop_signal;
-            o->interrupted_at = time(NULL);
-            /* with --checkpoint the ranks stop after a step and save it (trainer/stop.c): the
-             * signal goes to them, not to the launcher (Open MPI's mpirun kills its ranks soon
-             * after a SIGTERM of its own: odls_base_sigkill_timeout); ranks this host cannot
-             * see get it from the launcher */
-            dt_boards_map(bs);
-            const int all_here = job->checkpoint && dt_boards_started(bs) == bs->n &&
-                                 dt_boards_signal_ranks(bs, (int)stop_signal) == bs->n;
-            if (!all_here) kill(-child, (int)stop_signal);
-            stop_signal = 0;
-            if (!ending_at) ending_at = now;
-        }
-        dt_boards_map(bs);
-        dt_boards_end_dropped(bs, noise);
-        const int started = dt_boards_started(bs);
-        /* a host the launcher could not reach: MPICH's hydra would wait for it forever */
-        if (started < bs->n && relay.cannot_launch[0] && !o->ended_by) {
-            snprintf(o->why, sizeof o->why, "%s", relay.cannot_launch);
-            end_job(child, o, ENDED_CANNOT_LAUNCH, &ending_at);
-        }
-        if (started < bs->n && !o->ended_by && now - started_at > job->start_timeout) {
-            o->who = started;
-            snprintf(o->why, sizeof o->why, "%s", relay.launcher_said);
-            end_job(child, o, ENDED_NOT_STARTED, &ending_at);
-        }
-        /* every rank left (or one gave up waiting), but the launcher still waits: for a guard,
-         * or its own process above one, that is stopped; they are ended (a stopped process
-         * ignores SIGTERM), and the work is done or not as the boards say */
-        if (!left_at && started == bs->n && dt_boards_all_left(bs)) left_at = now;
-        if ((left_at || lost_at) && !o->ended_by && now - checked_at >= 1) {
-            checked_at = now;
-            int pid = 0;
-            const int who = dt_boards_held(bs, o->why, sizeof o->why, &pid);
-            const char state = who >= 0 ? dt_proc_state(pid) : 0;
-            const int stopped = state == 'T' || state == 't';
-            if (who >= 0 && (stopped || (left_at && now - left_at > HELD_GRACE_S))) {
-                o->who = who;
-                if (noise) fprintf(noise, "dtrain run: ending what holds the job: %s\n", o->why);
-                kill((pid_t)pid, SIGKILL);
-                end_job(child, o, ENDED_HELD, &ending_at);
-            }
-        }
-        /* every rank frozen (stopped): no watchdog can act, so we do */
-        if (job->timeout > 0 && !o->ended_by) {
-            const int who = dt_boards_frozen(bs, job->timeout + 5);
-            if (who >= 0) { o->who = who; end_job(child, o, ENDED_FROZEN, &ending_at); }
-        }
-        /* a lost rank: the launcher should end the job; if it does not, we do */
-        if (!lost_at && (dt_boards_first(bs, DT_RANK_LOST) >= 0 || dt_boards_first(bs, DT_RANK_TIMED_OUT) >= 0))
-            lost_at = now;
-        if (lost_at && !ending_at && now - lost_at > LOST_TERM_S) { kill(-child, SIGTERM); ending_at = now; }
-        /* whatever ends the job, SIGTERM first; what does not end, or is stopped, is killed */
-        /* asked to stop with --checkpoint: the ranks finish a step and save it first */
-        const double grace = o->interrupted && job->checkpoint ? STOP_SAVE_S : KILL_AFTER_TERM_S;
-        if (ending_at && !killed && now - ending_at > grace) { kill(-child, SIGKILL); killed = 1; }
+        look(child, bs, noise, job, &relay, o, &w);
     }
     for (int i = 0; i < 2; i++)
         if (s[i].fd >= 0) close(s[i].fd);
@@ -178,7 +194,7 @@ static int run_attempt(char **av, dt_boards *bs, FILE *noise, const dt_job *job,
     kill(-child, SIGKILL); /* nothing of the job outlives it (a launcher killed from outside leaves its ranks) */
     dt_boards_map(bs);
     o->status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (WIFSIGNALED(status) && !ending_at && !o->interrupted) o->launcher_signal = WTERMSIG(status);
+    if (WIFSIGNALED(status) && !w.ending_at && !o->interrupted) o->launcher_signal = WTERMSIG(status);
     o->step = dt_boards_furthest_step(bs);
     return 0;
 }
@@ -228,16 +244,9 @@ static int saved_since(const char *path, time_t t) {
     return stat(path, &s) == 0 && s.st_mtime >= t;
 }
 
-/* What the attempt came to, said in one line: the exit status for `dtrain run`, and in *lost
- * whether a restart may help. */
-static int judge(const dt_job *job, const dt_boards *bs, const outcome *o, const char *launcher, const char *noise_path,
-                 FILE *noise, int *lost) {
-    char at[96];
-    *lost = 0;
-    dt_boards_where(bs, at, sizeof at);
-    const int started = dt_boards_started(bs);
-    /* every rank trained, saved and evaluated: the weights and the log's summary are written */
-    const int done = dt_boards_work_done(bs);
+/* judge's first look: the ranks stopped with a checkpoint (status 5), or this process was
+ * asked to stop (o->interrupted): the exit status, said; -1 when neither */
+static int judge_stop(const dt_job *job, const dt_boards *bs, const outcome *o, const char *at, int done) {
     /* The ranks stopped after a step and committed its checkpoint (only then does a rank exit
      * with status 5): whoever got the signal, this process, mpiexec, one rank or all of them
      * (Slurm signals every process of a job step). The launcher's own status says nothing
@@ -271,36 +280,14 @@ static int judge(const dt_job *job, const dt_boards *bs, const outcome *o, const
                 job->checkpoint ? " before its ranks saved a checkpoint of their step" : "");
         return 128 + o->interrupted;
     }
-    if (o->ended_by == ENDED_CANNOT_LAUNCH || o->ended_by == ENDED_NOT_STARTED) {
-        if (o->ended_by == ENDED_CANNOT_LAUNCH)
-            fprintf(stderr, "dtrain: error: the launcher could not start the ranks: %s (its messages: %s)\n", o->why,
-                    noise_path);
-        else
-            fprintf(stderr, "dtrain: error: %d of %d ranks had not started after %.0f s%s%s (the launcher's messages: %s)\n",
-                    bs->n - started, bs->n, job->start_timeout, o->why[0] ? "; the launcher's last word: " : "", o->why,
-                    noise_path);
-        return 2;
-    }
-    /* a launcher's status 0 is a success only with the ranks' work done: MPICH's mpiexec
-     * ends with 0 after a SIGTERM of its own whatever became of its ranks */
-    if (o->status == 0 && started == bs->n && o->ended_by != ENDED_HELD && done) return 0;
-    if (dt_boards_completed_with_drops(bs) && o->ended_by != ENDED_HELD) return 0;
-    if (started < bs->n && o->status == 0) {
-        fprintf(stderr, "dtrain: error: the launcher (%s) ended with status 0 but started %d of %d ranks: nothing was "
-                "trained (its messages: %s)\n", launcher, started, bs->n, noise_path);
-        return 2;
-    }
-    dt_boards_record(bs, noise);
-    /* the work is done, and only the end was held or cut: said as a warning, status 0 */
-    if (done && o->ended_by != ENDED_FROZEN && !o->launcher_signal) {
-        char why[600];
-        int pid = 0;
-        if (o->ended_by == ENDED_HELD && o->who >= 0) snprintf(why, sizeof why, "%s", o->why);
-        else if (dt_boards_held(bs, why, sizeof why, &pid) < 0) snprintf(why, sizeof why, "the launcher ended with status %d", o->status);
-        fprintf(stderr, "dtrain: warning: %s after the ranks finished their work; the job was ended (the run is "
-                "complete: weights and log written; the launcher's messages: %s)\n", why, noise_path);
-        return 0;
-    }
+    return -1;
+}
+
+/* judge's last look, the ranks' work not done: the launcher killed, every rank frozen, a
+ * signal passed on to the ranks, or ranks that failed (what they said, or the launcher's
+ * messages); the exit status, said, *lost set when a rank was lost (4) */
+static int judge_failed(const dt_job *job, const dt_boards *bs, const outcome *o, const char *launcher, const char *noise_path,
+                        const char *at, int started, int *lost) {
     if (o->launcher_signal) {
         fprintf(stderr, "dtrain: error: the launcher (%s) was killed by signal %d (%s) %s; "
                 "the job was ended (its messages: %s)\n", launcher, o->launcher_signal, strsignal(o->launcher_signal), at,
@@ -338,6 +325,51 @@ static int judge(const dt_job *job, const dt_boards *bs, const outcome *o, const
         fprintf(stderr, "dtrain: error: the launcher (%s) ended with status %d, %d of %d ranks started, none said why (its "
                 "messages: %s)\n", launcher, o->status, started, bs->n, noise_path);
     return *lost ? 4 : (o->status == 3 ? 3 : 2);
+}
+
+/* What the attempt came to, said in one line: the exit status for `dtrain run`, and in *lost
+ * whether a restart may help. */
+static int judge(const dt_job *job, const dt_boards *bs, const outcome *o, const char *launcher, const char *noise_path,
+                 FILE *noise, int *lost) {
+    char at[96];
+    *lost = 0;
+    dt_boards_where(bs, at, sizeof at);
+    const int started = dt_boards_started(bs);
+    /* every rank trained, saved and evaluated: the weights and the log's summary are written */
+    const int done = dt_boards_work_done(bs);
+    const int stopped = judge_stop(job, bs, o, at, done);
+    if (stopped >= 0) return stopped;
+    if (o->ended_by == ENDED_CANNOT_LAUNCH || o->ended_by == ENDED_NOT_STARTED) {
+        if (o->ended_by == ENDED_CANNOT_LAUNCH)
+            fprintf(stderr, "dtrain: error: the launcher could not start the ranks: %s (its messages: %s)\n", o->why,
+                    noise_path);
+        else
+            fprintf(stderr, "dtrain: error: %d of %d ranks had not started after %.0f s%s%s (the launcher's messages: %s)\n",
+                    bs->n - started, bs->n, job->start_timeout, o->why[0] ? "; the launcher's last word: " : "", o->why,
+                    noise_path);
+        return 2;
+    }
+    /* a launcher's status 0 is a success only with the ranks' work done: MPICH's mpiexec
+     * ends with 0 after a SIGTERM of its own whatever became of its ranks */
+    if (o->status == 0 && started == bs->n && o->ended_by != ENDED_HELD && done) return 0;
+    if (dt_boards_completed_with_drops(bs) && o->ended_by != ENDED_HELD) return 0;
+    if (started < bs->n && o->status == 0) {
+        fprintf(stderr, "dtrain: error: the launcher (%s) ended with status 0 but started %d of %d ranks: nothing was "
+                "trained (its messages: %s)\n", launcher, started, bs->n, noise_path);
+        return 2;
+    }
+    dt_boards_record(bs, noise);
+    /* the work is done, and only the end was held or cut: said as a warning, status 0 */
+    if (done && o->ended_by != ENDED_FROZEN && !o->launcher_signal) {
+        char why[600];
+        int pid = 0;
+        if (o->ended_by == ENDED_HELD && o->who >= 0) snprintf(why, sizeof why, "%s", o->why);
+        else if (dt_boards_held(bs, why, sizeof why, &pid) < 0) snprintf(why, sizeof why, "the launcher ended with status %d", o->status);
+        fprintf(stderr, "dtrain: warning: %s after the ranks finished their work; the job was ended (the run is "
+                "complete: weights and log written; the launcher's messages: %s)\n", why, noise_path);
+        return 0;
+    }
+    return judge_failed(job, bs, o, launcher, noise_path, at, started, lost);
 }
 
 int dt_supervise(const dt_job *job) {

@@ -4,256 +4,20 @@
  * (DTRAIN_CHECK_ONLY, sweep_check.c) before any starts, so a typo in the 20th run stops the
  * sweep before the first. A restart skips what is done (and what failed, unless
  * --retry-failed), resumes in its folder a run stopped with its checkpoint (status 5) or cut
- * short beside one, and redoes what else has no status.json (a run killed with the sweep). */
+ * short beside one, and redoes what else has no status.json (a run killed with the sweep).
+ * Here: the command, and which runs start where; sweep_run.c starts them and waits. */
 #include "cli/sweep.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/types.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "core/flag_table.h"
 #include "core/paths.h"
-#include "core/alloc.h"
-
-#define STOP_GRACE_S 20 /* after SIGTERM, what has not ended is killed */
-
-static volatile sig_atomic_t stop_signal = 0;
-static void on_stop(int sig) { stop_signal = sig; }
-
-/* ------------------------------------------------------------------ running */
-
-/* On a terminal the summary line is rewritten in place ('\r'), and cleared before any other
- * line; into a file or a pipe it is a line of its own each time. */
-static int status_shown;
-
-static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void say(const char *fmt, ...) {
-    if (status_shown) { fputs("\r\033[K", stderr); status_shown = 0; }
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-}
-
-/* --slurm: every run a Slurm job (sweep_slurm.c), with --sbatch's options */
-static int slurm;
-static const char *sbatch_extra;
-
-static long long size_of(const char *dir, const char *name) {
-    char path[1400];
-    struct stat sb;
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    return lstat(path, &sb) == 0 ? (long long)sb.st_size : 0;
-}
-
-static pid_t start(const dt_sweep *s, const dt_sweep_run *r, dt_sweep_slot *sl) {
-    int state = dt_sweep_folder_state(sl->dir);
-    /* --rerun-changed: the old run's folder, whoever made it, kept whole beside the sweep's */
-    if (sl->changed && state != DT_SWEEP_FOLDER_NONE) {
-        char moved[1400];
-        if (dt_sweep_move_aside(s->out, sl->dir, r->name, moved, sizeof moved) != 0) {
-            say("sweep: %s: its command changed, but its old folder cannot be moved aside: %s; the run not started\n", r->name,
-                dt_last_error());
-            return -1;
-        }
-        say("sweep: %s: its command changed: its old folder moved to %s\n", r->name, moved);
-        state = DT_SWEEP_FOLDER_NONE;
-    }
-    if (state == DT_SWEEP_FOLDER_FOREIGN) { /* made since the check: still not ours to remove */
-        say("sweep: %s: %s is not a folder a sweep made: left as it is, the run not started\n", r->name, sl->dir);
-        return -1;
-    }
-    if (state != DT_SWEEP_FOLDER_OURS) sl->in_place = 0; /* removed since the survey: made anew */
-    char path[1400];
-    snprintf(path, sizeof path, "%s/status.json", sl->dir);
-    errno = 0;
-    /* resumed in place, the folder stays (its log, console.txt, checkpoint go on); a running
-     * run has no status.json, so that one cut short is told apart */
-    if (sl->in_place ? unlink(path) != 0 && errno != ENOENT
-                     : (state == DT_SWEEP_FOLDER_OURS && dt_sweep_rm_rf(sl->dir) != 0) || dt_sweep_make_folder(sl->dir, s->name, r->name) != 0) {
-        say("sweep: %s: cannot %s %s: %s\n", r->name, sl->in_place ? "remove the status of" : "make the folder", sl->dir,
-            errno ? strerror(errno) : dt_last_error());
-        return -1;
-    }
-    sl->console_at = size_of(sl->dir, "console.txt");
-    sl->slurm_at = size_of(sl->dir, "slurm.txt");
-    char **av = dt_sweep_command(r, sl->dir, 0);
-    if (dt_sweep_write_command(sl->dir, av) != 0) say("sweep: warning: %s: cannot write its command.txt: %s\n", r->name, dt_last_error());
-    /* under Slurm the job writes console.txt, and sbatch its job id into slurm.txt */
-    snprintf(path, sizeof path, "%s/%s", sl->dir, slurm ? "slurm.txt" : "console.txt");
-    if (slurm) {
-        char **job = dt_sweep_slurm_command(s, r, sl->dir, av, sbatch_extra, sl->in_place);
-        dt_sweep_free_command(av);
-        if (!(av = job)) { say("sweep: %s: out of memory for its sbatch command\n", r->name); return -1; }
-    }
-    fflush(NULL);
-    const pid_t sweep = getpid(), pid = fork();
-    if (pid == 0) {
-        setpgid(0, 0); /* its own group: stopped as one, and not by the terminal's Ctrl-C */
-        /* a sweep that dies (kill -9) takes its runs with it: a restart finds no orphan still
-         * writing into the folder it redoes */
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-        if (getppid() != sweep) _exit(127);
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        unsetenv("DTRAIN_CHECK_ONLY"); /* from the user's environment: the run would only check */
-        setenv("DTRAIN_RUN_DIR", sl->dir, 1); /* dtrain run's launcher.log stays with the run */
-        int fd = -1, nul = open("/dev/null", O_RDONLY);
-        if (dt_open_own(path, sl->in_place ? O_APPEND : O_EXCL, &fd) != DT_OK) { fprintf(stderr, "sweep: %s\n", dt_last_error()); _exit(127); }
-        if (nul >= 0) dup2(nul, 0);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        if (slurm) execvp(av[0], av);
-        else execv(dt_sweep_self, av);
-        fprintf(stderr, "dtrain: error: sweep: cannot start %s: %s\n", slurm ? av[0] : dt_sweep_self, strerror(errno));
-        _exit(127);
-    }
-    if (pid > 0) setpgid(pid, pid);
-    dt_sweep_free_command(av);
-    return pid;
-}
-
-void dt_sweep_fmt_secs(double s, char *out, size_t len) {
-    const long t = (long)(s + 0.5);
-    if (t >= 3600) snprintf(out, len, "%ldh%02ldm", t / 3600, t / 60 % 60);
-    else if (t >= 60) snprintf(out, len, "%ldm%02lds", t / 60, t % 60);
-    else snprintf(out, len, "%lds", t);
-}
-
-typedef struct tally {
-    int done, failed, running, pending, finished_here;
-    int cancelled;          /* --slurm: jobs cancelled, preempted or lost: their runs run again */
-    int stopped;            /* status 5: they resume in their folders on the next start */
-    int in_place;           /* of the pending: resumed in their folders */
-    int changed;            /* of the pending: kept, but their command changed (--rerun-changed) */
-    double secs_here;
-} tally;
-
-static void progress(const dt_sweep *s, const tally *t) {
-    char eta[32] = "?";
-    if (t->finished_here > 0) {
-        const double mean = t->secs_here / t->finished_here;
-        dt_sweep_fmt_secs(mean * (t->pending + t->running) / (t->running > 0 ? t->running : 1), eta, sizeof eta);
-    }
-    const int tty = isatty(2);
-    char stopped[32] = "";
-    if (t->stopped) snprintf(stopped, sizeof stopped, ", %d stopped", t->stopped);
-    say("sweep: %d/%d done, %d running, %d failed%s, ETA %s%s", t->done, s->nruns, t->running, t->failed, stopped, eta,
-        tty ? "" : "\n");
-    status_shown = tty;
-}
-
-static void ended(const dt_sweep *s, dt_sweep_slot *sl, const dt_sweep_run *r, int status, tally *t) {
-    const double leg = dt_now() - sl->t0;
-    char secs[32], why[600];
-    sl->seconds = sl->before + leg;
-    sl->exit = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    t->running--;
-    /* status 5: stopped after a step with its checkpoint committed, whoever asked (this sweep's
-     * interruption, preemption, a user's SIGTERM): kept, not failed, and on the next start
-     * resumed in its folder (issue 44: recorded failed, its folder and log were deleted) */
-    const int stopped = sl->exit == DT_EXIT_STOPPED;
-    if (sl->killed && !stopped) { sl->state = DT_SWEEP_PENDING; return; } /* no status: the next start redoes it */
-    char job[64];
-    if (slurm && sl->exit != 0 && !stopped && dt_sweep_slurm_cancelled(sl->dir, sl->slurm_at, job, sizeof job)) {
-        sl->state = DT_SWEEP_PENDING;
-        sl->killed = 1; /* not started again by this sweep: a job cancelled by hand stays so */
-        t->cancelled++;
-        say("sweep: %s: its job %s was cancelled (or preempted, or lost with its node): it runs again on the next start\n",
-            r->name, job);
-        return;
-    }
-    sl->state = stopped ? DT_SWEEP_STOPPED : sl->exit == 0 ? DT_SWEEP_DONE : DT_SWEEP_FAILED;
-    dt_sweep_last_error(sl);
-    dt_sweep_write_status(sl);
-    dt_sweep_fmt_secs(sl->seconds, secs, sizeof secs);
-    if (stopped) {
-        t->stopped++;
-        say("sweep: stopped %s (exit %d, %s): its checkpoint committed, it resumes in its folder on the next start\n", r->name,
-            sl->exit, secs);
-        if (!sl->killed) progress(s, t);
-        return;
-    }
-    t->finished_here++;
-    t->secs_here += leg;
-    if (sl->state == DT_SWEEP_DONE) { t->done++; say("sweep: done %s (%s)\n", r->name, secs); }
-    else {
-        t->failed++;
-        say("sweep: FAILED %s (exit %d, %s): %s\n", r->name, sl->exit, secs, dt_sweep_why(sl, why, sizeof why));
-    }
-    progress(s, t);
-}
-
-/* The cores the runs may use at once: parallel, else this machine's; under Slurm the cluster
- * places the jobs, so every run is queued at once unless parallel says. */
-static long sweep_cores(const dt_sweep *s) {
-    const long cores = s->parallel ? s->parallel : slurm ? s->nruns : sysconf(_SC_NPROCESSORS_ONLN);
-    return cores < 1 ? 1 : cores;
-}
-
-long dt_sweep_cores_of(const dt_sweep_run *r, long cores, int under_slurm) {
-    return under_slurm || r->sim ? 1 : r->exclusive || r->ranks > cores ? cores : r->ranks;
-}
-
-static int run_all(const dt_sweep *s, dt_sweep_slot *sl, tally *t) {
-    const long cores = sweep_cores(s);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop; /* no SA_RESTART: the sleep below ends at once */
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    double stop_at = 0;
-    long used = 0;
-    while (t->running > 0 || (t->pending > 0 && !stop_signal)) {
-        /* start what fits: first fit in file order; a run bigger than the machine runs alone */
-        for (int i = 0; i < s->nruns && !stop_signal; i++) {
-            if (sl[i].state != DT_SWEEP_PENDING || sl[i].killed) continue;
-            const dt_sweep_run *r = &s->runs[i];
-            const long cost = dt_sweep_cores_of(r, cores, slurm);
-            if (t->running > 0 && used + cost > cores) continue;
-            sl[i].t0 = dt_now();
-            sl[i].pid = start(s, r, &sl[i]);
-            t->pending--;
-            if (sl[i].pid < 0) { sl[i].state = DT_SWEEP_FAILED; sl[i].exit = 127; t->failed++; continue; }
-            sl[i].state = DT_SWEEP_RUNNING;
-            t->running++;
-            used += cost;
-            say("sweep: start %s\n", r->name);
-        }
-        int status;
-        pid_t pid;
-        while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
-            for (int i = 0; i < s->nruns; i++)
-                if (sl[i].state == DT_SWEEP_RUNNING && sl[i].pid == pid) {
-                    const dt_sweep_run *r = &s->runs[i];
-                    used -= dt_sweep_cores_of(r, cores, slurm);
-                    ended(s, &sl[i], r, status, t);
-                }
-        if (stop_signal && !stop_at) {
-            stop_at = dt_now();
-            for (int i = 0; i < s->nruns; i++)
-                if (sl[i].state == DT_SWEEP_RUNNING) { sl[i].killed = 1; kill(-sl[i].pid, SIGTERM); }
-        }
-        if (stop_at && dt_now() - stop_at > STOP_GRACE_S)
-            for (int i = 0; i < s->nruns; i++)
-                if (sl[i].state == DT_SWEEP_RUNNING) kill(-sl[i].pid, SIGKILL);
-        /* a named timespec: SMPI's nanosleep macro would split a compound literal's comma */
-        const struct timespec tick = {0, 50 * 1000 * 1000};
-        if (t->running > 0 || t->pending > 0) nanosleep(&tick, NULL);
-    }
-    return (int)stop_signal;
-}
 
 /* Where a run to start goes: back into its folder when it stopped (status 5) or its
  * checkpoint is there to resume from (a run cut short, or failed and retried), its log and
@@ -289,7 +53,7 @@ static int place(const dt_sweep *s, const dt_sweep_run *r, dt_sweep_slot *sl, in
 /* A run kept (done or failed) whose command changed since (the file was edited): run again
  * with --rerun-changed (sl->changed: its folder moved aside when it starts), else kept and
  * said, naming the flags that changed. 1 with one line printed when it cannot run again. */
-static int changed(const dt_sweep *s, dt_sweep_slot *sl, const dt_sweep_run *r, int rerun, int dry, int first, tally *t) {
+static int changed(const dt_sweep *s, dt_sweep_slot *sl, const dt_sweep_run *r, int rerun, int dry, int first, dt_sweep_tally *t) {
     char diff[600];
     sl->changed = 0;
     if (!dt_sweep_command_changed(r, sl, diff, sizeof diff)) return 0;
@@ -314,7 +78,7 @@ static int changed(const dt_sweep *s, dt_sweep_slot *sl, const dt_sweep_run *r, 
  * printed when a run to start has at its path what no sweep made (a sweep never removes it),
  * or a checkpoint no folder of its holds, or OUT/sweep.json is another program's, or a run whose
  * command changed cannot run again. The first survey says which kept runs' commands changed. */
-static int survey(const dt_sweep *s, dt_sweep_slot *sl, int retry, int rerun, int dry, int first, tally *t) {
+static int survey(const dt_sweep *s, dt_sweep_slot *sl, int retry, int rerun, int dry, int first, dt_sweep_tally *t) {
     memset(t, 0, sizeof *t);
     if (!dt_sweep_json_ours(s)) {
         fprintf(stderr, "dtrain: error: %s: out '%s' holds a sweep.json that no dtrain sweep wrote: it is not replaced; "
@@ -371,11 +135,34 @@ static const dt_flag sweep_flags[] = {
      .help = "--slurm: more sbatch options for every job, e.g. \"--partition=gpu --time=1:00:00\""},
 };
 
-int dt_cmd_sweep(int argc, char **argv) {
-    sweep_opts o = {0};
+/* dtrain sweep --help's text after the flags' name */
+static const char sweep_usage[] =
+    "FILE [--dry-run] [--retry-failed] [--rerun-changed] [--budget CORE_MINUTES]\n"
+    "       [--slurm [--sbatch OPTIONS]]\n\nRuns every run of an experiment file (docs/sweep.md), "
+    "each in its own folder, as many at once as the cores allow.\n"
+    "The file: [sweep] name, seeds = 1 2 3 (each run once per seed), out, parallel,\n"
+    "simulate = true (every run dtrain sim -n N: sim's flags become keys);\n"
+    "[base] flags of every run; [axes] KEY = v1, v2 (every combination); [variant NAME]\n"
+    "its own flags, and 'axis KEY = ...' of its own; {seed} in a value is the run's seed.\n"
+    "Runs go to OUT/NAME-KEY=V-seedS/.\n"
+    "Resuming: run it again and only what is missing runs: finished runs are kept, runs\n"
+    "cut short start again, failed runs are kept as failed unless --retry-failed; runs\n"
+    "stopped with a checkpoint (status 5; checkpoint = true: each run its own) resume in\n"
+    "their folders, their logs going on. A kept run whose command changed since (the file\n"
+    "was edited) is kept with a warning naming the flags that changed; --rerun-changed runs\n"
+    "it again, its old folder moved whole to OUT/.old/NAME.K (never removed).\n"
+    "Cost: before starting (and with --dry-run) the sweep prints an estimate of the runs to\n"
+    "do in core-minutes (steps x ranks x a step's seconds, timed here on a few steps of each\n"
+    "model, and rank 0's evaluations; a simulated run computes all its ranks on one core)\n"
+    "and in wall clock on the cores it may use; data loading and communication are left out.\n"
+    "--budget CORE_MINUTES refuses (exit 2, nothing started) a sweep estimated over it.\n"
+    "Exit status: 0 every run done, 1 some failed or stopped, 2 bad input, 130/143 interrupted.";
+
+/* The flags and the file of dtrain sweep's command line: -1 to go on, else the exit status
+ * (0: --help printed; 2: an error, said) */
+static int parse(int argc, char **argv, sweep_opts *o, const char **file) {
     int help = 0;
-    const dt_flag_list list = {.flags = sweep_flags, .n = (int)(sizeof sweep_flags / sizeof *sweep_flags), .base = &o};
-    const char *file = NULL;
+    const dt_flag_list list = {.flags = sweep_flags, .n = (int)(sizeof sweep_flags / sizeof *sweep_flags), .base = o};
     char **flags = calloc((size_t)argc + 1, sizeof *flags);
     if (!flags) return 2;
     int nf = 0, extra = 0;
@@ -384,7 +171,7 @@ int dt_cmd_sweep(int argc, char **argv) {
         const dt_flag *f = dt_flags_lookup(&list, 1, argv[i], NULL);
         if (f && f->kind != DT_FLAG_SWITCH && !strchr(argv[i], '=') && i + 1 < argc) { flags[nf++] = argv[i++]; flags[nf++] = argv[i]; }
         else if (!strncmp(argv[i], "-", 1)) flags[nf++] = argv[i];
-        else if (!file) file = argv[i];
+        else if (!*file) *file = argv[i];
         else extra = 1;
     }
     char **pv = calloc((size_t)nf + 3, sizeof *pv);
@@ -396,48 +183,68 @@ int dt_cmd_sweep(int argc, char **argv) {
     free(pv);
     free(flags);
     if (st == DT_OK && help) {
-        dt_flags_help("sweep", "FILE [--dry-run] [--retry-failed] [--rerun-changed] [--budget CORE_MINUTES]\n"
-                      "       [--slurm [--sbatch OPTIONS]]\n\nRuns every run of an experiment file (docs/sweep.md), "
-                      "each in its own folder, as many at once as the cores allow.\n"
-                      "The file: [sweep] name, seeds = 1 2 3 (each run once per seed), out, parallel,\n"
-                      "simulate = true (every run dtrain sim -n N: sim's flags become keys);\n"
-                      "[base] flags of every run; [axes] KEY = v1, v2 (every combination); [variant NAME]\n"
-                      "its own flags, and 'axis KEY = ...' of its own; {seed} in a value is the run's seed.\n"
-                      "Runs go to OUT/NAME-KEY=V-seedS/.\n"
-                      "Resuming: run it again and only what is missing runs: finished runs are kept, runs\n"
-                      "cut short start again, failed runs are kept as failed unless --retry-failed; runs\n"
-                      "stopped with a checkpoint (status 5; checkpoint = true: each run its own) resume in\n"
-                      "their folders, their logs going on. A kept run whose command changed since (the file\n"
-                      "was edited) is kept with a warning naming the flags that changed; --rerun-changed runs\n"
-                      "it again, its old folder moved whole to OUT/.old/NAME.K (never removed).\n"
-                      "Cost: before starting (and with --dry-run) the sweep prints an estimate of the runs to\n"
-                      "do in core-minutes (steps x ranks x a step's seconds, timed here on a few steps of each\n"
-                      "model, and rank 0's evaluations; a simulated run computes all its ranks on one core)\n"
-                      "and in wall clock on the cores it may use; data loading and communication are left out.\n"
-                      "--budget CORE_MINUTES refuses (exit 2, nothing started) a sweep estimated over it.\n"
-                      "Exit status: 0 every run done, 1 some failed or stopped, 2 bad input, 130/143 interrupted.", &list, 1);
+        dt_flags_help("sweep", sweep_usage, &list, 1);
         return 0;
     }
-    const int dry = o.dry, retry = o.retry, rerun = o.rerun;
-    slurm = o.slurm;
-    sbatch_extra = o.sbatch;
-    if (st == DT_OK && o.sbatch && !o.slurm) st = dt_fail(DT_ERR_ARG, "dtrain sweep: --sbatch needs --slurm");
-    if (st == DT_OK && (!file || extra)) st = dt_fail(DT_ERR_ARG, "dtrain sweep: expected one experiment file (dtrain sweep FILE)");
+    if (st == DT_OK && o->sbatch && !o->slurm) st = dt_fail(DT_ERR_ARG, "dtrain sweep: --sbatch needs --slurm");
+    if (st == DT_OK && (!*file || extra)) st = dt_fail(DT_ERR_ARG, "dtrain sweep: expected one experiment file (dtrain sweep FILE)");
     if (st != DT_OK) { fprintf(stderr, "dtrain: error: %s\n", dt_last_error()); return 2; }
     const ssize_t len = readlink("/proc/self/exe", dt_sweep_self, sizeof dt_sweep_self - 1);
     if (len <= 0) { fprintf(stderr, "dtrain: error: sweep: cannot find my own executable\n"); return 2; }
     dt_sweep_self[len] = 0;
+    return -1;
+}
+
+/* --dry-run: every run's command on stdout, the cost and the tally on stderr; nothing made */
+static void dry_run(const dt_sweep *s, const dt_sweep_slot *sl, const dt_sweep_tally *t, const dt_sweep_cost *cost, int slurm,
+                    const char *changed_n) {
+    for (int i = 0; i < s->nruns; i++) {
+        char **av = dt_sweep_command(&s->runs[i], sl[i].dir, 0);
+        printf("%s: ", s->runs[i].name);
+        dt_sweep_quoted(stdout, av);
+        dt_sweep_free_command(av);
+    }
+    if (t->pending) dt_sweep_estimate_say(cost, dt_sweep_cores(s, slurm), slurm);
+    fprintf(stderr, "sweep: %d runs (%d done, %d failed before, %d to run%s); --dry-run: nothing started\n", s->nruns, t->done,
+            t->failed, t->pending, changed_n);
+}
+
+/* The sweep's last lines once its runs ended (not interrupted): the failed ones, the tally,
+ * and what the next start does; the exit status (1: some failed, stopped or cancelled) */
+static int ended_all(const dt_sweep *s, dt_sweep_slot *sl, const dt_sweep_tally *t, const char *file, int retry, const char *secs) {
+    char why[600];
+    for (int i = 0; i < s->nruns; i++)
+        if (sl[i].state == DT_SWEEP_FAILED)
+            fprintf(stderr, "sweep: failed: %s (exit %d): %s\n", s->runs[i].name, sl[i].exit, dt_sweep_why(&sl[i], why, sizeof why));
+    fprintf(stderr, "sweep: %s: %d/%d done, %d failed, in %s%s\n", s->name, t->done, s->nruns, t->failed, secs,
+            t->failed && !retry ? " (dtrain sweep --retry-failed runs the failed ones again)" : "");
+    if (t->stopped)
+        fprintf(stderr, "sweep: %d run%s stopped with a checkpoint resume%s in %s folder%s on the next start (dtrain sweep %s)\n",
+                t->stopped, t->stopped > 1 ? "s" : "", t->stopped > 1 ? "" : "s", t->stopped > 1 ? "their" : "its",
+                t->stopped > 1 ? "s" : "", file);
+    if (t->cancelled)
+        fprintf(stderr, "sweep: %d run%s whose job was cancelled run%s again on the next start (dtrain sweep %s --slurm)\n",
+                t->cancelled, t->cancelled > 1 ? "s" : "", t->cancelled > 1 ? "" : "s", file);
+    return t->failed || t->cancelled || t->stopped ? 1 : 0;
+}
+
+int dt_cmd_sweep(int argc, char **argv) {
+    sweep_opts o = {0};
+    const char *file = NULL;
+    const int parsed = parse(argc, argv, &o, &file);
+    if (parsed >= 0) return parsed;
+    const int dry = o.dry, retry = o.retry, rerun = o.rerun, slurm = o.slurm;
     dt_sweep s;
     if (dt_sweep_read(file, &s) != DT_OK) { fprintf(stderr, "dtrain: error: %s\n", dt_last_error()); return 2; }
     int rc = 2, lock = -1;
     dt_sweep_slot *sl = calloc((size_t)s.nruns, sizeof *sl);
-    tally t;
+    dt_sweep_tally t;
     /* --slurm without sbatch or a controller would fail every run the same way, one by one */
     if (sl && slurm && dt_sweep_slurm_ready() != 0) { fprintf(stderr, "dtrain: error: %s\n", dt_last_error()); goto out; }
     if (!sl || dt_sweep_check_all(&s) || survey(&s, sl, retry, rerun, dry, 1, &t)) goto out;
     /* the cost, before anything is made: over --budget, nothing is */
     dt_sweep_cost cost = {0};
-    if (t.pending) dt_sweep_estimate(&s, sl, sweep_cores(&s), slurm, &cost);
+    if (t.pending) dt_sweep_estimate(&s, sl, dt_sweep_cores(&s, slurm), slurm, &cost);
     if (o.budget > 0 && cost.core_s / 60 > o.budget) {
         fprintf(stderr, "dtrain: error: %s: the runs to do are estimated at %.3g core-minutes, over --budget %g: nothing started "
                 "(%d of %d runs to do; the estimate counts their training steps and evaluations: dtrain sweep %s --dry-run shows it)\n",
@@ -447,15 +254,7 @@ int dt_cmd_sweep(int argc, char **argv) {
     char changed_n[64] = "";
     if (t.changed) snprintf(changed_n, sizeof changed_n, ", %d of them changed since (--rerun-changed)", t.changed);
     if (dry) {
-        for (int i = 0; i < s.nruns; i++) {
-            char **av = dt_sweep_command(&s.runs[i], sl[i].dir, 0);
-            printf("%s: ", s.runs[i].name);
-            dt_sweep_quoted(stdout, av);
-            dt_sweep_free_command(av);
-        }
-        if (t.pending) dt_sweep_estimate_say(&cost, sweep_cores(&s), slurm);
-        fprintf(stderr, "sweep: %d runs (%d done, %d failed before, %d to run%s); --dry-run: nothing started\n", s.nruns, t.done,
-                t.failed, t.pending, changed_n);
+        dry_run(&s, sl, &t, &cost, slurm, changed_n);
         rc = 0;
         goto out;
     }
@@ -477,11 +276,9 @@ int dt_cmd_sweep(int argc, char **argv) {
                              t.in_place > 1 ? "s" : "");
     fprintf(stderr, "sweep: %s: %d runs, %d done and %d failed before, %d to run%s%s, into %s\n", s.name, s.nruns, t.done,
             t.failed, t.pending, resumed, changed_n, s.out);
-    if (t.pending) dt_sweep_estimate_say(&cost, sweep_cores(&s), slurm);
+    if (t.pending) dt_sweep_estimate_say(&cost, dt_sweep_cores(&s, slurm), slurm);
     const double t0 = dt_now();
-    const int sig = run_all(&s, sl, &t);
-    if (status_shown) fputc('\n', stderr);
-    status_shown = 0;
+    const int sig = dt_sweep_run_all(&s, sl, &t, slurm, o.sbatch);
     char secs[32];
     dt_sweep_fmt_secs(dt_now() - t0, secs, sizeof secs);
     if (sig) {
@@ -490,20 +287,7 @@ int dt_cmd_sweep(int argc, char **argv) {
         rc = 128 + sig;
         goto out;
     }
-    char why[600];
-    for (int i = 0; i < s.nruns; i++)
-        if (sl[i].state == DT_SWEEP_FAILED)
-            fprintf(stderr, "sweep: failed: %s (exit %d): %s\n", s.runs[i].name, sl[i].exit, dt_sweep_why(&sl[i], why, sizeof why));
-    fprintf(stderr, "sweep: %s: %d/%d done, %d failed, in %s%s\n", s.name, t.done, s.nruns, t.failed, secs,
-            t.failed && !retry ? " (dtrain sweep --retry-failed runs the failed ones again)" : "");
-    if (t.stopped)
-        fprintf(stderr, "sweep: %d run%s stopped with a checkpoint resume%s in %s folder%s on the next start (dtrain sweep %s)\n",
-                t.stopped, t.stopped > 1 ? "s" : "", t.stopped > 1 ? "" : "s", t.stopped > 1 ? "their" : "its",
-                t.stopped > 1 ? "s" : "", file);
-    if (t.cancelled)
-        fprintf(stderr, "sweep: %d run%s whose job was cancelled run%s again on the next start (dtrain sweep %s --slurm)\n",
-                t.cancelled, t.cancelled > 1 ? "s" : "", t.cancelled > 1 ? "" : "s", file);
-    rc = t.failed || t.cancelled || t.stopped ? 1 : 0;
+    rc = ended_all(&s, sl, &t, file, retry, secs);
 out:
     if (lock >= 0) close(lock);
     free(sl);

@@ -1,6 +1,6 @@
 /* dtrain sweep: many runs from one experiment file (docs/sweep.md). sweep_file.c reads the
- * INI file and expands it into runs; sweep_check.c checks their flags; sweep.c starts and
- * records them. */
+ * INI file and expands it into runs (sweep_ini.c, sweep_expand.c); sweep_check.c checks their
+ * flags; sweep.c decides which start where, sweep_run.c starts them and records them. */
 #ifndef DT_SWEEP_H
 #define DT_SWEEP_H
 
@@ -136,8 +136,25 @@ int dt_sweep_can_rerun(const dt_sweep *s, const dt_sweep_run *r, const dt_sweep_
  * with that path in moved, or -1 with the error in dt_last_error() */
 int dt_sweep_move_aside(const char *out, const char *dir, const char *name, char *moved, size_t len);
 
-/* sweep.c: the cores a run takes of the `cores` the sweep may use (its ranks; one simulated
- * or under Slurm; all of them across hosts, or when it has more ranks than they are) */
+/* sweep_run.c: the runs started and waited for. The sweep's runs by state, counted by the
+ * survey (sweep.c) and kept up to date as they start and end. */
+typedef struct dt_sweep_tally {
+    int done, failed, running, pending, finished_here;
+    int cancelled;          /* --slurm: jobs cancelled, preempted or lost: their runs run again */
+    int stopped;            /* status 5: they resume in their folders on the next start */
+    int in_place;           /* of the pending: resumed in their folders */
+    int changed;            /* of the pending: kept, but their command changed (--rerun-changed) */
+    double secs_here;
+} dt_sweep_tally;
+/* The runs PENDING started as the cores allow, until none runs and none is pending, or a
+ * signal stopped them (sl's states updated, a line as each starts and ends): the signal, or 0.
+ * under_slurm: every run a job (sbatch: more sbatch options) */
+int dt_sweep_run_all(const dt_sweep *s, dt_sweep_slot *sl, dt_sweep_tally *t, int under_slurm, const char *sbatch);
+/* The cores the runs may use at once: parallel, else this machine's; under Slurm every run
+ * at once unless parallel says */
+long dt_sweep_cores(const dt_sweep *s, int under_slurm);
+/* The cores a run takes of the `cores` the sweep may use (its ranks; one simulated or under
+ * Slurm; all of them across hosts, or when it has more ranks than they are) */
 long dt_sweep_cores_of(const dt_sweep_run *r, long cores, int slurm);
 void dt_sweep_fmt_secs(double s, char *out, size_t len); /* 1h02m, 3m10s, 42s */
 

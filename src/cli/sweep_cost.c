@@ -22,6 +22,7 @@
 #include "cli/train_flags.h"
 #include "core/alloc.h"
 #include "data/text.h"
+#include "trainer/plan_tune.h"
 #include "trainer/trainer.h"
 
 /* ------------------------------------------------------------------ a run's flags */
@@ -106,16 +107,6 @@ static void count_examples(const dt_train_config *c, int train, found *f) {
     dt_model_free(m);
 }
 
-static int by_value(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, by_value);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 /* A training step's seconds on one core (openblas on one thread, as every rank runs): the
  * median of a few steps after one untimed; a fast model's median of more, about 0.1 s of them,
  * so that the clock's grain and a busy moment of the machine count little. */
@@ -124,10 +115,10 @@ static void time_step(const char *model, int batch, found *f) {
     double secs[MAX_TIMED], fwd;
     int n = 3;
     dt_status st = dt_bench_time_steps(model, batch, 1, n, secs, &fwd);
-    double t = st == DT_OK ? median(secs, n) : 0;
+    double t = st == DT_OK ? dt_median(secs, n) : 0;
     if (st == DT_OK && t < 0.01) {
         n = t > 0.1 / MAX_TIMED ? (int)(0.1 / t) : MAX_TIMED;
-        if ((st = dt_bench_time_steps(model, batch, 2, n, secs, &fwd)) == DT_OK) t = median(secs, n);
+        if ((st = dt_bench_time_steps(model, batch, 2, n, secs, &fwd)) == DT_OK) t = dt_median(secs, n);
     }
     if (st == DT_OK) f->value = t > 0 ? t : 1e-9;
     else snprintf(f->why, sizeof f->why, "%s", dt_last_error());

@@ -105,7 +105,7 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static double median(double *v, int n) {
+double dt_median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
@@ -168,7 +168,7 @@ static void plan_layers(rig *r, const dt_plan_opts *o, const char *what) {
         double *c = r->chosen + (size_t)i * DT_KERNEL_COUNT;
         for (int k = 0; k < DT_KERNEL_COUNT; k++) {
             const size_t cell = (size_t)i * DT_KERNEL_COUNT + k;
-            c[k] = k && rounds[cell] ? median(r->ms + cell * o->repeats, rounds[cell]) : NAN;
+            c[k] = k && rounds[cell] ? dt_median(r->ms + cell * o->repeats, rounds[cell]) : NAN;
         }
         r->choice[i] = r->can[i] ? dt_plan_choose(c, o->tie) : DT_KERNEL_RULE;
     }
@@ -197,7 +197,7 @@ static void alternate(rig *const *rigs, int *const *kernels, int sets, const dt_
         }
         rounds++;
     }
-    for (int s = 0; s < sets; s++) out[s] = median(t + s * most, rounds);
+    for (int s = 0; s < sets; s++) out[s] = dt_median(t + s * most, rounds);
     free(t);
 }
 

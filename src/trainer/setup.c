@@ -4,17 +4,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/paths.h"
 #include "comm/trace.h"
+#include "core/alloc.h"
+#include "core/paths.h"
 #include "core/tensorfile.h"
 #include "data/text.h"
 #include "trainer/ckset.h"
 #include "trainer/plan_cache.h"
 #include "trainer/trainer.h"
-#include "core/alloc.h"
 
 void dt_train_config_defaults(dt_train_config *c) {
     *c = (dt_train_config){.model = "cnn1", .data = "mnist", .split = "random", .epochs = 10, .batch = 64,
@@ -26,14 +25,6 @@ void dt_data_dir(const char *name, const char *override_dir, char *out, size_t l
     if (override_dir) { snprintf(out, len, "%s", override_dir); return; }
     const char *env = getenv("DTRAIN_DATA");
     snprintf(out, len, "%s/%s", env && *env ? env : "data", name);
-}
-
-dt_status dt_model_open(const char *name_or_path, dt_model **out) {
-    struct stat sb;
-    if (strchr(name_or_path, '/') || strstr(name_or_path, ".spec") ||
-        (stat(name_or_path, &sb) == 0 && S_ISREG(sb.st_mode)))
-        return dt_model_from_file(name_or_path, out);
-    return dt_model_from_name(name_or_path, out);
 }
 
 /* --val N: the last N examples of the training set, after --train-limit, become the held-out

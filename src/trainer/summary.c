@@ -6,8 +6,8 @@
 #include <stdlib.h>
 
 #include "comm/pmpi.h"
-#include "trainer/trainer.h"
 #include "core/alloc.h"
+#include "trainer/trainer.h"
 
 enum { R_MSGS_SENT, R_BYTES_SENT, R_MSGS_RECV, R_BYTES_RECV, R_BASELINE, R_FRESH, R_OVERWRITTEN, R_TORN, R_COMM,
        R_COMPUTE, R_STEPS, R_OTHER, R_TRAIN, R_N };
@@ -17,6 +17,24 @@ enum { R_MSGS_SENT, R_BYTES_SENT, R_MSGS_RECV, R_BYTES_RECV, R_BASELINE, R_FRESH
  * not in it (docs/accounting.md). */
 static double exposed_pct(double comm_s, double compute_s) {
     return comm_s + compute_s > 0 ? 100 * comm_s / (comm_s + compute_s) : 0;
+}
+
+/* The summary's figures of where the target was reached (target.c keeps them), null where it
+ * was not. Here, beside the rest of the summary, so that target.c needs nothing of report.c. */
+static void target_json(const dt_trainer *t, dt_json *j) {
+    if (!dt_target_set(t->cfg)) return;
+    if (t->reached) {
+        dt_json_fixed(j, "time_to_target_s", t->target_train_s, 3);
+        dt_json_int(j, "steps_to_target", t->target_steps);
+        dt_json_fixed(j, "msgs_to_target", t->target_msgs, 0);
+        dt_json_fixed(j, "mb_to_target", t->target_mb, 4);
+        /* the compute-only bound of the time to the target: communication free */
+        dt_report_seconds(j, "compute_to_target_s", t->target_compute_s);
+    } else {
+        const char *unknown[] = {"time_to_target_s", "steps_to_target", "msgs_to_target", "mb_to_target",
+                                 "compute_to_target_s"};
+        for (int i = 0; i < 5; i++) dt_json_null(j, unknown[i]);
+    }
 }
 
 /* The compute-only bound: the most computing any training rank did (a rank that took no step,
@@ -117,7 +135,7 @@ static void summary_line(dt_trainer *t, dt_json *j, const double *rows, const do
         if (c->target_acc > 0) dt_report_num6(j, "target_acc", c->target_acc);
         else dt_report_num6(j, "target_loss", c->target_loss);
         dt_json_str(j, "target_on", c->target_on_val ? "val" : "test");
-        dt_target_summary_json(t, j);
+        target_json(t, j);
     }
     if (t->scheme->ops->summary) t->scheme->ops->summary(t->scheme, j);
     dt_json_begin_array(j, "per_rank");

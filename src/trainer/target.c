@@ -65,20 +65,3 @@ dt_status dt_target_share_server(dt_trainer *t) {
     t->target_compute_s = v[5];
     return DT_OK;
 }
-
-/* The summary's figures of where the target was reached, null where it was not. */
-void dt_target_summary_json(const dt_trainer *t, dt_json *j) {
-    if (!dt_target_set(t->cfg)) return;
-    if (t->reached) {
-        dt_json_fixed(j, "time_to_target_s", t->target_train_s, 3);
-        dt_json_int(j, "steps_to_target", t->target_steps);
-        dt_json_fixed(j, "msgs_to_target", t->target_msgs, 0);
-        dt_json_fixed(j, "mb_to_target", t->target_mb, 4);
-        /* the compute-only bound of the time to the target: communication free */
-        dt_report_seconds(j, "compute_to_target_s", t->target_compute_s);
-    } else {
-        const char *unknown[] = {"time_to_target_s", "steps_to_target", "msgs_to_target", "mb_to_target",
-                                 "compute_to_target_s"};
-        for (int i = 0; i < 5; i++) dt_json_null(j, unknown[i]);
-    }
-}

@@ -230,8 +230,6 @@ int dt_target_reached(dt_trainer *t, double acc, double train_s, long steps, dou
 dt_status dt_target_check(dt_trainer *t, double acc, double train_s, long steps, double msgs, double mb, double compute_s);
 /* collective: what a server found on its own (rank 0) shared with every rank */
 dt_status dt_target_share_server(dt_trainer *t);
-/* the summary's *_to_target figures (null where not reached) */
-void dt_target_summary_json(const dt_trainer *t, dt_json *j);
 /* checkpoint.c */
 /* Collective with several ranks. at NULL: at the end of epoch ctx.epoch; else within it,
  * before its step at->epoch_step, with the epoch's sums and random streams */
