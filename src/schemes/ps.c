@@ -154,12 +154,9 @@ static dt_status ps_load(dt_scheme *s, dt_step_ctx *c, const dt_tfile *f, const 
 
 static void ps_destroy(dt_scheme *s) {
     ps_impl *p = s->impl;
-    if (!p) return;
-    free(p->sum);
     dt_grad_payload_free(&p->up);
-    free(p->master); free(p->ups); free(p->down);
     dt_param_avg_free(p->avg);
-    free(p);
+    dt_free_all(p->sum, p->master, p->ups, p->down, p);
 }
 
 static const dt_scheme_ops ps_ops = {
@@ -172,11 +169,9 @@ static const dt_scheme_ops ps_ops = {
 };
 
 static dt_status ps_create(dt_scheme *s) {
-    ps_impl *p = calloc(1, sizeof *p);
-    if (!p) return dt_nomem("the ps scheme");
+    ps_impl *p;
+    DT_TRY(dt_scheme_new(s, p, &ps_ops, 0));
     p->weight_mode = ((const ps_opts *)s->opts)->weight_mode;
-    s->impl = p;
-    s->ops = &ps_ops;
     return DT_OK;
 }
 
