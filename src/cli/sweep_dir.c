@@ -275,7 +275,7 @@ int dt_sweep_write_json(const dt_sweep *s) {
     char path[1100];
     snprintf(path, sizeof path, "%s/sweep.json", s->out);
     const char *text = dt_json_text(&j);
-    const int rc = text ? write_text(path, text) : (dt_nomem("the text of %s", path), -1);
+    const int rc = text ? write_text(path, text) : -1; /* out of memory: dt_json_text recorded it */
     dt_json_free(&j);
     return rc;
 }

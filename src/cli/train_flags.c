@@ -8,9 +8,9 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/train_flags.h"
 #include "cli/rundir.h"
 #include "cli/tee.h"
+#include "cli/train_flags.h"
 #include "core/tensorfile.h"
 #include "trainer/trainer.h"
 
@@ -140,10 +140,7 @@ static void scheme_flags(dt_train_flags *f) {
             if (dt_flag_find(f->scheme, f->nscheme, fl->name) || f->nscheme == DT_SCHEME_MAX_SET) continue;
             char *h = f->scheme_help[f->nscheme];
             const size_t len = sizeof f->scheme_help[0];
-            size_t o = 0;
-            for (int j = 0; j < n; j++)
-                if (dt_flag_find(all[j]->flags, all[j]->nflags, fl->name))
-                    o += (size_t)snprintf(h + o, o < len ? len - o : 0, "%s%s", o ? ", " : "", all[j]->name);
+            const size_t o = dt_schemes_where(h, len, ", ", dt_scheme_takes_flag, fl->name);
             if (o < len) snprintf(h + o, len - o, ": %s", fl->help);
             f->scheme[f->nscheme] = *fl;
             f->scheme[f->nscheme].help = h;
@@ -152,17 +149,10 @@ static void scheme_flags(dt_train_flags *f) {
 }
 
 static void scheme_helps(void) {
-    int n;
-    const dt_scheme_def *const *all = dt_schemes(&n);
-    size_t o = 0;
-    for (int i = 0; i < n && o < sizeof algo_help; i++)
-        o += (size_t)snprintf(algo_help + o, sizeof algo_help - o, "%s%s", i ? " | " : "", all[i]->name);
-    o = (size_t)snprintf(compress_help, sizeof compress_help, "payload codec none | fp16 | bf16 | int8 | topk:F (0 < F <= 1) | powersgd:R (allreduce), for ");
-    for (int i = 0; i < n; i++)
-        if (all[i]->compress != DT_COMPRESS_NO && o < sizeof compress_help)
-            o += (size_t)snprintf(compress_help + o, sizeof compress_help - o, "%s%s, ", all[i]->name,
-                                  all[i]->compress == DT_COMPRESS_WITH_SYNC ? " with --sync" : "");
-    if (o >= 2 && o < sizeof compress_help) compress_help[o - 2] = 0;
+    dt_schemes_where(algo_help, sizeof algo_help, " | ", dt_scheme_any, NULL);
+    const size_t o = (size_t)snprintf(compress_help, sizeof compress_help, "payload codec none | fp16 | bf16 | int8 | topk:F (0 < F <= 1) | powersgd:R (allreduce), for ");
+    if (o < sizeof compress_help)
+        dt_schemes_where(compress_help + o, sizeof compress_help - o, ", ", dt_scheme_compresses, NULL);
 }
 
 int dt_train_flag_lists(dt_train_flags *f, dt_flag_list lists[DT_TRAIN_LISTS]) {

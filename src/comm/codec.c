@@ -85,30 +85,24 @@ dt_status dt_codec_create(const dt_codec_spec *spec, size_t max_n, dt_codec **ou
     *out = NULL;
     if (spec->kind == DT_CODEC_POWERSGD)
         return dt_fail(DT_ERR_ARG, "--compress powersgd:%d: low-rank factors are allreduce's own, not a payload codec", spec->rank);
-    dt_codec *c = calloc(1, sizeof *c);
-    if (!c) return dt_nomem("the codec");
+    dt_codec *c;
+    DT_TRY(dt_calloc(c, 1, "the codec"));
     c->spec = *spec;
     c->max_n = max_n;
-    const size_t m = max_n ? max_n : 1;
-    c->work = malloc(m * sizeof(float));
-    if (spec->kind == DT_CODEC_TOPK) {
-        c->mag = malloc(m * sizeof(float));
-        c->idx = malloc(m * sizeof(uint32_t));
-    }
-    if (!c->work || (spec->kind == DT_CODEC_TOPK && (!c->mag || !c->idx))) {
+    dt_status st = dt_malloc(c->work, max_n, "compression buffers for %zu values", max_n);
+    if (st == DT_OK && spec->kind == DT_CODEC_TOPK &&
+        (st = dt_malloc(c->mag, max_n, "compression buffers for %zu values", max_n)) == DT_OK)
+        st = dt_malloc(c->idx, max_n, "compression buffers for %zu values", max_n);
+    if (st != DT_OK) {
         dt_codec_free(c);
-        return dt_nomem("compression buffers for %zu values", max_n);
+        return st;
     }
     *out = c;
     return DT_OK;
 }
 
 void dt_codec_free(dt_codec *c) {
-    if (!c) return;
-    free(c->work);
-    free(c->mag);
-    free(c->idx);
-    free(c);
+    if (c) dt_free_all(c->work, c->mag, c->idx, c);
 }
 
 const dt_codec_spec *dt_codec_get_spec(const dt_codec *c) { return &c->spec; }

@@ -16,7 +16,7 @@ struct dt_encoded_sum {
     size_t n;
     int nranks, rank;
     size_t *from;       /* part j: [from[j], from[j+1]) */
-    int *part_bytes;    /* encoded size of part j */
+    int *part_bytes;    /* encoded size of part j; the block of all four int lists (one allocation) */
     int *own_bytes;     /* nranks x the encoded size of this rank's part (what comes in) */
     int *displ_send;    /* where part j's encoding starts in send and in sums */
     int *displ_recv;
@@ -33,18 +33,7 @@ int dt_encoded_sum_faster(int nranks) { return nranks >= 3; }
 void dt_encoded_sum_free(dt_encoded_sum *s) {
     if (!s) return;
     dt_codec_free(s->codec);
-    free(s->from);
-    free(s->part_bytes);
-    free(s->own_bytes);
-    free(s->displ_send);
-    free(s->displ_recv);
-    free(s->send);
-    free(s->recv);
-    free(s->sums);
-    free(s->residual);
-    free(s->part_sum);
-    free(s->part_residual);
-    free(s);
+    dt_free_all(s->from, s->part_bytes, s->send, s->recv, s->sums, s->residual, s->part_sum, s->part_residual, s);
 }
 
 dt_status dt_encoded_sum_create(const dt_codec_spec *spec, const dt_comm *c, size_t n, dt_encoded_sum **out) {
@@ -70,13 +59,13 @@ dt_status dt_encoded_sum_create(const dt_codec_spec *spec, const dt_comm *c, siz
     }
     dt_status st;
     if ((st = dt_malloc(s->from, (size_t)N + 1, "the parts of an encoded sum over %d ranks", N)) != DT_OK ||
-        (st = dt_malloc(s->part_bytes, (size_t)N, "the parts of an encoded sum over %d ranks", N)) != DT_OK ||
-        (st = dt_malloc(s->own_bytes, (size_t)N, "the parts of an encoded sum over %d ranks", N)) != DT_OK ||
-        (st = dt_malloc(s->displ_send, (size_t)N, "the parts of an encoded sum over %d ranks", N)) != DT_OK ||
-        (st = dt_malloc(s->displ_recv, (size_t)N, "the parts of an encoded sum over %d ranks", N)) != DT_OK) {
+        (st = dt_malloc(s->part_bytes, 4 * (size_t)N, "the parts of an encoded sum over %d ranks", N)) != DT_OK) {
         dt_encoded_sum_free(s);
         return st;
     }
+    s->own_bytes = s->part_bytes + N;
+    s->displ_send = s->own_bytes + N;
+    s->displ_recv = s->displ_send + N;
     size_t longest = 1, total = 0;
     for (int j = 0; st == DT_OK && j <= N; j++) s->from[j] = n * (size_t)j / (size_t)N;
     for (int j = 0; st == DT_OK && j < N; j++) {

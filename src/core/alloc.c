@@ -45,6 +45,10 @@ void *dt_alloc_at(size_t n, size_t size, int zero, const char *file, int line, c
     return p;
 }
 
+void dt_free_n(void *const *p, size_t n) {
+    for (size_t i = 0; i < n; i++) free(p[i]);
+}
+
 void dt_nomem_exit_at(const char *file, int line, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

@@ -31,6 +31,11 @@
         if (dt_try_st_ != DT_OK) return dt_try_st_; \
     } while (0)
 
+/* Frees each pointer given (NULL ones too, as free does): a destroy's run of free() calls as
+ * one call, so that what a struct owns is named once. */
+#define dt_free_all(...) \
+    dt_free_n((void *[]){__VA_ARGS__}, sizeof((void *[]){__VA_ARGS__}) / sizeof(void *))
+
 /* As dt_nomem, then "dtrain: error: <that>" on stderr and exit status 2: for the command's
  * code that has no status to return. */
 #define dt_nomem_exit(...) dt_nomem_exit_at(__FILE__, __LINE__, __VA_ARGS__)
@@ -39,6 +44,7 @@ dt_status dt_nomem_at(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void *dt_alloc_at(size_t n, size_t size, int zero, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
+void dt_free_n(void *const *p, size_t n);
 _Noreturn void dt_nomem_exit_at(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -9,8 +9,9 @@
  *   ...; dt_json_free(&j);
  *
  * Keys are given inside objects and NULL at the top level and inside arrays. After an
- * allocation failure every call is a no-op until dt_json_reset, and dt_json_text says so;
- * callers check once, at the end. Misuse (end without begin, more than 31 levels, two
+ * allocation failure every call is a no-op until dt_json_reset, and dt_json_text says so
+ * (and records the out of memory, the one place that does); callers check once, at the end,
+ * and return DT_ERR_NOMEM. Misuse (end without begin, more than 31 levels, two
  * top-level values) asserts. */
 #ifndef DT_JSON_H
 #define DT_JSON_H

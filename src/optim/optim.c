@@ -87,9 +87,7 @@ dt_status dt_optim_init(dt_optim *o, const dt_optim_config *c, const dt_model *m
 }
 
 void dt_optim_free(dt_optim *o) {
-    free(o->m);
-    free(o->v);
-    free(o->decay);
+    dt_free_all(o->m, o->v, o->decay);
     memset(o, 0, sizeof *o);
 }
 

@@ -135,23 +135,15 @@ static dt_status choco_end_step(dt_scheme *s, dt_step_ctx *c) {
 }
 
 static void choco_destroy(dt_scheme *s) {
-    choco_impl *k = s->impl;
-    if (!k) return;
-    dt_gossip_free(k->g);
-    dt_drift_free(k->drift);
-    free(k->send_list);
-    free(k);
+    dt_drift_head_free(s);
+    dt_free_all(((choco_impl *)s->impl)->send_list, s->impl);
 }
 
 static const dt_scheme_ops choco_ops = {
     .start = choco_start,
     .after_backward = choco_after_backward,
     .end_step = choco_end_step,
-    .end_epoch = dt_gossip_hook_end_epoch,
-    .finish = dt_gossip_hook_finish,
-    .save_state = dt_drift_hook_save,
-    .load_state = dt_drift_hook_load,
-    .abandon = dt_gossip_hook_abandon,
+    DT_DRIFT_HOOKS, /* choco refuses --tracking: its finish and abandon are gossip's */
     .destroy = choco_destroy,
 };
 
@@ -160,15 +152,12 @@ static dt_status choco_create(dt_scheme *s) {
     if (o->drift.tracking)
         return dt_fail(DT_ERR_ARG, "--tracking: gradient tracking is dpsgd's and eventgrad's (choco's copies move by "
                        "compressed differences, a tracker would need its own consensus step)");
-    choco_impl *k = calloc(1, sizeof *k);
-    if (!k) return dt_nomem("the choco scheme");
+    choco_impl *k;
+    /* own baseline: it sends less than every tensor every step */
+    DT_TRY(dt_scheme_new(s, k, &choco_ops, DT_SCHEME_DECENTRALIZED | DT_SCHEME_OWN_BASELINE));
     k->gamma = o->gamma;
     k->trigger = o->trigger;
     k->local_steps = (int)o->local_steps;
-    s->impl = k;
-    s->ops = &choco_ops;
-    s->decentralized = 1;
-    s->own_baseline = 1; /* it sends less than every tensor every step */
     return DT_OK;
 }
 

@@ -200,7 +200,7 @@ static dt_status dp_start(dt_scheme *s, dt_step_ctx *c) {
     p->np = dt_model_num_params(c->model);
     p->ns = dt_model_num_state(c->model);
     p->server = c->run.worker < 0 ? c->comm->rank : -1;
-    DT_TRY(dt_calloc(p->gone, (size_t)(W > 0 ? W : 1), "the flags of %d workers", W));
+    DT_TRY(dt_calloc(p->gone, (size_t)W, "the flags of %d workers", W));
     p->deadline = 4 * p->timeout > 120 ? 4 * p->timeout : 120;
     p->last_reported = 0;
     DT_TRY(dt_malloc(p->lo, (size_t)(S + 1), "the bounds of %d servers' parts", S));
@@ -299,23 +299,15 @@ static dt_status dp_start(dt_scheme *s, dt_step_ctx *c) {
 
 static void dp_destroy(dt_scheme *s) {
     dp_impl *p = s->impl;
-    if (!p) return;
-    free(p->lo);
-    if (p->rbuf) free_bufs(p->rbuf, p->S);
-    if (p->sbuf) free_bufs(p->sbuf, p->S);
-    free(p->req); free(p->sts); free(p->accum); free(p->version); free(p->ebuf);
-    free(p->inbuf);
+    free_bufs(p->rbuf, p->S);
+    free_bufs(p->sbuf, p->S);
     free_bufs(p->obuf, p->W);
-    if (p->stuck_buf) free_bufs(p->stuck_buf, p->W);
-    free(p->stuck);
-    free(p->oreq); free(p->last_heard); free(p->silent); free(p->done); free(p->wdropped); free(p->wep);
-    free(p->gone);
+    free_bufs(p->stuck_buf, p->W);
     if (p->has_live) MPI_Comm_free(&p->live);
-    free(p->live_world);
-    free(p->pushes); free(p->e_loss); free(p->e_state); free(p->eval_state); free(p->f_per_worker);
     dt_codec_free(p->codec);
-    free(p->pbytes); free(p->residual); free(p->wcopy); free(p->scopy); free(p->grad);
-    free(p);
+    dt_free_all(p->lo, p->req, p->sts, p->accum, p->version, p->ebuf, p->inbuf, p->stuck, p->oreq, p->last_heard,
+                p->silent, p->done, p->wdropped, p->wep, p->gone, p->live_world, p->pushes, p->e_loss, p->e_state,
+                p->eval_state, p->f_per_worker, p->pbytes, p->residual, p->wcopy, p->scopy, p->grad, p);
 }
 
 typedef struct {
@@ -355,12 +347,10 @@ static const dt_scheme_ops dp_ops = {
 };
 
 static dt_status dp_create(dt_scheme *s) {
-    dp_impl *p = calloc(1, sizeof *p);
-    if (!p) return dt_nomem("the downpour scheme");
-    s->impl = p;
-    s->ops = &dp_ops;
+    dp_impl *p;
+    /* own baseline: a pull every step and a push every step, counted as they would be */
+    DT_TRY(dt_scheme_new(s, p, &dp_ops, DT_SCHEME_OWN_BASELINE));
     const dp_opts *o = s->opts;
-    s->own_baseline = 1; /* a pull every step and a push every step, counted as they would be */
     p->spec = s->codec; /* the codec is made at start */
     p->fetch_every = o->fetch_every;
     p->push_every = o->push_every;

@@ -57,34 +57,22 @@ static dt_status dpsgd_end_step(dt_scheme *s, dt_step_ctx *c) {
 }
 
 static void dpsgd_destroy(dt_scheme *s) {
-    dpsgd_impl *d = s->impl;
-    if (!d) return;
-    dt_gossip_free(d->g);
-    dt_drift_free(d->drift);
-    free(d->all);
-    free(d);
+    dt_drift_head_free(s);
+    dt_free_all(((dpsgd_impl *)s->impl)->all, s->impl);
 }
 
 static const dt_scheme_ops dpsgd_ops = {
     .start = dpsgd_start,
     .after_backward = dpsgd_after_backward,
     .end_step = dpsgd_end_step,
-    .end_epoch = dt_gossip_hook_end_epoch,
-    .finish = dt_drift_hook_finish,
-    .save_state = dt_drift_hook_save,
-    .load_state = dt_drift_hook_load,
-    .abandon = dt_drift_hook_abandon,
+    DT_DRIFT_HOOKS,
     .destroy = dpsgd_destroy,
 };
 
 static dt_status dpsgd_create(dt_scheme *s) {
-    dpsgd_impl *d = calloc(1, sizeof *d);
-    if (!d) return dt_nomem("the dpsgd scheme");
-    s->impl = d;
-    s->ops = &dpsgd_ops;
-    s->decentralized = 1;
-    s->own_baseline = 1; /* it sends less than every tensor every step */
-    return DT_OK;
+    dpsgd_impl *d;
+    /* own baseline: it sends less than every tensor every step */
+    return dt_scheme_new(s, d, &dpsgd_ops, DT_SCHEME_DECENTRALIZED | DT_SCHEME_OWN_BASELINE);
 }
 
 const dt_scheme_def dt_scheme_dpsgd = {

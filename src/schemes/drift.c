@@ -28,10 +28,10 @@ dt_status dt_drift_create(const dt_drift_opts *o, dt_step_ctx *c, const dt_drift
         if (st != DT_OK) return st;
     }
     if (!q && o->outer_every == 0 && !o->tracking) return DT_OK;
-    dt_drift *d = calloc(1, sizeof *d);
-    if (!d) {
+    dt_drift *d;
+    if (dt_calloc(d, 1, "the drift remedies") != DT_OK) {
         dt_qgm_free(q);
-        return dt_nomem("the drift remedies");
+        return DT_ERR_NOMEM;
     }
     d->opts = *o;
     d->g = gossip->g;
@@ -50,8 +50,7 @@ void dt_drift_free(dt_drift *d) {
     dt_tracking_free(d->track);
     dt_qgm_free(d->qgm);
     dt_outer_free(d->outer);
-    free(d->buf);
-    free(d);
+    dt_free_all(d->buf, d);
 }
 
 void dt_drift_begin_step(dt_drift *d, dt_step_ctx *c) {
@@ -149,4 +148,10 @@ dt_status dt_drift_hook_finish(dt_scheme *s, dt_step_ctx *c) {
 void dt_drift_hook_abandon(dt_scheme *s, dt_step_ctx *c) {
     dt_gossip_hook_abandon(s, c);
     dt_drift_abandon(((dt_gossip_head *)s->impl)->drift);
+}
+
+void dt_drift_head_free(dt_scheme *s) {
+    dt_gossip_head *h = s->impl;
+    dt_gossip_free(h->g);
+    dt_drift_free(h->drift);
 }

@@ -78,5 +78,13 @@ dt_status dt_drift_hook_save(dt_scheme *s, dt_step_ctx *c, dt_records *out);
 dt_status dt_drift_hook_load(dt_scheme *s, dt_step_ctx *c, const dt_tfile *f, const char *path);
 dt_status dt_drift_hook_finish(dt_scheme *s, dt_step_ctx *c);
 void dt_drift_hook_abandon(dt_scheme *s, dt_step_ctx *c);
+/* Those hooks past a scheme's own steps, with gossip's end_epoch: one spelling for the schemes
+ * whose state starts with dt_gossip_head and that keep no more (dpsgd, choco). Without a
+ * tracker the drift hooks are gossip's alone. */
+#define DT_DRIFT_HOOKS                                                                                      \
+    .end_epoch = dt_gossip_hook_end_epoch, .finish = dt_drift_hook_finish, .save_state = dt_drift_hook_save, \
+    .load_state = dt_drift_hook_load, .abandon = dt_drift_hook_abandon
+/* Frees the head's gossip and remedies, for the scheme's destroy (which frees the rest). */
+void dt_drift_head_free(dt_scheme *s);
 
 #endif

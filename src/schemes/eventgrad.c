@@ -83,11 +83,11 @@ static dt_status start_sums(eg_impl *e, dt_step_ctx *c) {
     if (dt_gossip_num_neighbours(e->g) != c->comm->size - 1)
         return dt_fail(DT_ERR_ARG, "--mix sum: every rank must hear every other (%d neighbours of %d ranks); use "
                        "--topology complete", dt_gossip_num_neighbours(e->g), c->comm->size);
-    const size_t np = dt_model_num_params(c->model), bytes = (np ? np : 1) * sizeof(float);
-    e->u = malloc(bytes);
-    e->base = malloc(bytes);
-    e->applied = calloc(1, bytes);
-    if (!e->u || !e->base || !e->applied) return dt_nomem("3 copies of %zu parameters", np);
+    /* one block, u's: destroy frees it as one */
+    const size_t np = dt_model_num_params(c->model), n1 = np ? np : 1;
+    DT_TRY(dt_calloc(e->u, 3 * n1, "3 copies of %zu parameters", np));
+    e->base = e->u + n1;
+    e->applied = e->base + n1;
     memcpy(e->base, dt_model_params(c->model), np * sizeof(float));
     dt_gossip_zero_copies(e->g);
     return DT_OK;
@@ -213,15 +213,9 @@ static dt_status eg_load(dt_scheme *s, dt_step_ctx *c, const dt_tfile *f, const 
 
 static void eg_destroy(dt_scheme *s) {
     eg_impl *e = s->impl;
-    if (!e) return;
-    dt_gossip_free(e->g);
-    dt_drift_free(e->drift);
+    dt_drift_head_free(s);
     dt_trigger_free(&e->trig);
-    free(e->send_list);
-    free(e->u);
-    free(e->base);
-    free(e->applied);
-    free(e);
+    dt_free_all(e->send_list, e->u, e); /* u: base and applied too */
 }
 
 static const dt_scheme_ops eg_ops = {
@@ -250,15 +244,12 @@ static dt_status eg_create(dt_scheme *s) {
     if (o->drift.outer_every > 0 && o->mix == MIX_SUM)
         return dt_fail(DT_ERR_ARG, "--outer-every %ld with --mix sum: the sums of the own updates would not survive an "
                        "average; use --mix every, fresh or consensus", o->drift.outer_every);
-    eg_impl *e = calloc(1, sizeof *e);
-    if (!e) return dt_nomem("the eventgrad scheme");
+    eg_impl *e;
+    /* own baseline: it sends less than every tensor every step */
+    DT_TRY(dt_scheme_new(s, e, &eg_ops, DT_SCHEME_DECENTRALIZED | DT_SCHEME_OWN_BASELINE));
     e->sync = o->sync;
     e->mix = o->mix != MIX_AUTO ? o->mix : o->sync ? MIX_EVERY : MIX_CONSENSUS;
     e->gamma = o->gamma;
-    s->impl = e;
-    s->ops = &eg_ops;
-    s->decentralized = 1;
-    s->own_baseline = 1; /* it sends less than every tensor every step */
     return DT_OK;
 }
 

@@ -209,13 +209,11 @@ static dt_status fedavg_load(dt_scheme *s, dt_step_ctx *c, const dt_tfile *tf, c
 
 static void fedavg_destroy(dt_scheme *s) {
     fedavg_impl *f = s->impl;
-    if (!f) return;
-    free(f->buf);
     dt_outer_free(f->outer);
     dt_scaffold_free(f->scaffold);
     dt_param_avg_free(f->avg);
     dt_encoded_sum_free(f->pseudo);
-    free(f);
+    dt_free_all(f->buf, f);
 }
 
 static const dt_scheme_ops fedavg_ops = {
@@ -235,13 +233,10 @@ static dt_status fedavg_create(dt_scheme *s) {
     if (o->scaffold && s->codec.kind != DT_CODEC_NONE)
         return dt_fail(DT_ERR_ARG, "--scaffold with --compress: the control variates travel beside the models in fp32, "
                        "uncompressed; leave out one of them");
-    fedavg_impl *f = calloc(1, sizeof *f);
-    if (!f) return dt_nomem("the fedavg scheme");
+    fedavg_impl *f;
+    /* own baseline: it sends less than every tensor every step */
+    DT_TRY(dt_scheme_new(s, f, &fedavg_ops, DT_SCHEME_DECENTRALIZED | DT_SCHEME_OWN_BASELINE));
     f->agg = o->aggregate;
-    s->impl = f;
-    s->ops = &fedavg_ops;
-    s->decentralized = 1;
-    s->own_baseline = 1; /* it sends less than every tensor every step */
     return DT_OK;
 }
 

@@ -17,15 +17,10 @@ int dt_gossip_num_neighbours(const dt_gossip *g) { return g->nn; }
 
 void dt_gossip_free(dt_gossip *g) {
     if (!g) return;
-    free(g->nbrs); free(g->off); free(g->len); free(g->xhat); free(g->req); free(g->statuses);
-    free(g->seq_out); free(g->seq_in); free(g->fresh_epoch);
     dt_codec_free(g->codec);
-    free(g->cself); free(g->enc); free(g->eoff); free(g->ebytes); free(g->send_src); free(g->send_bytes);
-    free(g->rbuf);
-    free(g->graph);
-    free(g->fresh_t);
-    free(g->pk_send); free(g->pk_recv);
-    free(g);
+    dt_free_all(g->nbrs, g->off, g->len, g->xhat, g->req, g->statuses, g->seq_out, g->seq_in, g->fresh_epoch, g->cself,
+                g->enc, g->eoff, g->ebytes, g->send_src, g->send_bytes, g->rbuf, g->graph, g->fresh_t, g->pk_send,
+                g->pk_recv, g);
 }
 
 /* --compress: codec, copies and buffers, a byte window with each tensor's encoded size as its
@@ -35,24 +30,23 @@ void dt_gossip_free(dt_gossip *g) {
 static dt_status start_compressed(dt_gossip *g, const dt_codec_spec *spec, dt_comm *c, const float *x) {
     size_t maxlen = 0, total = 0, maxb = 0;
     for (int i = 0; i < g->T; i++) if (g->len[i] > maxlen) maxlen = g->len[i];
-    g->eoff = malloc((size_t)g->T * sizeof *g->eoff);
-    g->ebytes = malloc((size_t)g->T * sizeof *g->ebytes);
-    g->send_src = malloc((size_t)g->T * sizeof *g->send_src);
-    g->send_bytes = malloc((size_t)g->T * sizeof *g->send_bytes);
-    g->cself = malloc((g->np ? g->np : 1) * sizeof *g->cself);
-    if (!g->eoff || !g->ebytes || !g->send_src || !g->send_bytes || !g->cself)
-        return dt_nomem("the encoding tables of %d tensors", g->T);
+    const size_t T = (size_t)g->T;
+    dt_status st;
+    if ((st = dt_malloc(g->eoff, T, "the encoding tables of %d tensors", g->T)) != DT_OK ||
+        (st = dt_malloc(g->ebytes, T, "the encoding tables of %d tensors", g->T)) != DT_OK ||
+        (st = dt_malloc(g->send_src, T, "the encoding tables of %d tensors", g->T)) != DT_OK ||
+        (st = dt_malloc(g->send_bytes, T, "the encoding tables of %d tensors", g->T)) != DT_OK ||
+        (st = dt_malloc(g->cself, g->np, "the encoding tables of %d tensors", g->T)) != DT_OK)
+        return st;
     for (int i = 0; i < g->T; i++) {
         g->eoff[i] = total;
         g->ebytes[i] = dt_codec_bytes(spec, g->len[i]);
         total += g->ebytes[i];
         if (g->ebytes[i] > maxb) maxb = g->ebytes[i];
     }
-    g->enc = malloc(total ? total : 1);
-    g->rbuf = malloc(maxb ? maxb : 1);
-    if (!g->enc || !g->rbuf) return dt_nomem("%zu bytes of encoded payloads", total + maxb);
-    dt_status st = dt_codec_create(spec, maxlen, &g->codec);
-    if (st != DT_OK) return st;
+    DT_TRY(dt_malloc(g->enc, total, "%zu bytes of encoded payloads", total + maxb));
+    DT_TRY(dt_malloc(g->rbuf, maxb, "%zu bytes of encoded payloads", total + maxb));
+    if ((st = dt_codec_create(spec, maxlen, &g->codec)) != DT_OK) return st;
     memcpy(g->cself, x, g->np * sizeof(float));
     if (!g->packed && (st = dt_win_create_bytes(c, g->nbrs, g->nn, g->ebytes, g->T, &g->win)) != DT_OK) return st;
     double t0 = dt_now();
@@ -78,10 +72,8 @@ static dt_status start_packed(dt_gossip *g) {
     g->pk_max = g->pk_bitmap;
     for (int i = 0; i < g->T; i++) g->pk_max += packed_bytes(g, i);
     const size_t nn1 = (size_t)(g->nn ? g->nn : 1);
-    g->pk_send = malloc(g->pk_max);
-    g->pk_recv = malloc(nn1 * g->pk_max);
-    if (!g->pk_send || !g->pk_recv) return dt_nomem("%zu-byte messages", g->pk_max);
-    return DT_OK;
+    DT_TRY(dt_malloc(g->pk_send, g->pk_max, "%zu-byte messages", g->pk_max));
+    return dt_malloc(g->pk_recv, nn1 * g->pk_max, "%zu-byte messages", g->pk_max);
 }
 
 static dt_status gossip_create(dt_step_ctx *ctx, const char *topology, const dt_codec_spec *spec, dt_gossip *g) {
@@ -96,18 +88,18 @@ static dt_status gossip_create(dt_step_ctx *ctx, const char *topology, const dt_
     g->T = dt_model_num_tensors(m);
     g->np = dt_model_num_params(m);
     const size_t nn1 = (size_t)(g->nn ? g->nn : 1);
-    g->off = malloc((size_t)g->T * sizeof *g->off);
-    g->len = malloc((size_t)g->T * sizeof *g->len);
-    g->xhat = malloc(nn1 * g->np * sizeof(float));
-    g->req = malloc(2 * nn1 * sizeof *g->req);
-    g->statuses = malloc(2 * nn1 * sizeof *g->statuses);
-    g->seq_out = calloc(nn1 * (size_t)g->T, sizeof *g->seq_out);
-    g->seq_in = calloc(nn1 * (size_t)g->T, sizeof *g->seq_in);
-    g->fresh_epoch = calloc(nn1, sizeof *g->fresh_epoch);
-    g->fresh_t = calloc((size_t)g->T, 1);
-    if (!g->off || !g->len || !g->xhat || !g->req || !g->statuses || !g->seq_out || !g->seq_in || !g->fresh_epoch ||
-        !g->fresh_t)
-        return dt_nomem("%d neighbour copies of %zu parameters", g->nn, g->np);
+    const size_t T = (size_t)g->T;
+/* the one message of every buffer below */
+#define COPIES "%d neighbour copies of %zu parameters", g->nn, g->np
+    if ((st = dt_malloc(g->off, T, COPIES)) != DT_OK || (st = dt_malloc(g->len, T, COPIES)) != DT_OK ||
+        (st = dt_malloc(g->xhat, nn1 * g->np, COPIES)) != DT_OK ||
+        (st = dt_malloc(g->req, 2 * nn1, COPIES)) != DT_OK ||
+        (st = dt_malloc(g->statuses, 2 * nn1, COPIES)) != DT_OK ||
+        (st = dt_calloc(g->seq_out, nn1 * T, COPIES)) != DT_OK ||
+        (st = dt_calloc(g->seq_in, nn1 * T, COPIES)) != DT_OK ||
+        (st = dt_calloc(g->fresh_epoch, nn1, COPIES)) != DT_OK || (st = dt_calloc(g->fresh_t, T, COPIES)) != DT_OK)
+        return st;
+#undef COPIES
     for (int i = 0; i < g->T; i++) {
         const dt_tensor_view *v = dt_model_tensor(m, i);
         g->off[i] = v->offset;
@@ -125,8 +117,8 @@ static dt_status gossip_create(dt_step_ctx *ctx, const char *topology, const dt_
 
 static dt_status create(dt_step_ctx *c, const char *topology, const dt_codec_spec *spec, int packed, dt_gossip **out) {
     *out = NULL;
-    dt_gossip *g = calloc(1, sizeof *g);
-    if (!g) return dt_nomem("the gossip state");
+    dt_gossip *g;
+    DT_TRY(dt_calloc(g, 1, "the gossip state"));
     g->packed = packed;
     /* returned even on failure: what start made with every rank is freed with every rank */
     *out = g;

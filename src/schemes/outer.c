@@ -17,8 +17,8 @@ struct dt_outer {
 dt_status dt_outer_create(const dt_outer_opts *o, const float *x, size_t np, dt_outer **out) {
     *out = NULL;
     if (o->lr == 1 && o->momentum == 0) return DT_OK;
-    dt_outer *u = calloc(1, sizeof *u);
-    if (!u) return dt_nomem("the outer optimizer");
+    dt_outer *u;
+    DT_TRY(dt_calloc(u, 1, "the outer optimizer"));
     u->np = np;
     u->lr = (float)o->lr;
     u->mu = (float)o->momentum;
@@ -35,10 +35,7 @@ dt_status dt_outer_create(const dt_outer_opts *o, const float *x, size_t np, dt_
 }
 
 void dt_outer_free(dt_outer *o) {
-    if (!o) return;
-    free(o->master);
-    free(o->velocity);
-    free(o);
+    if (o) dt_free_all(o->master, o->velocity, o);
 }
 
 void dt_outer_pseudo_gradient(const dt_outer *o, float *x) {

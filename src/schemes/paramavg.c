@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/tensorfile.h"
 #include "core/alloc.h"
+#include "core/tensorfile.h"
 
 struct dt_param_avg {
     dt_codec *codec;
@@ -35,16 +35,14 @@ uint64_t dt_param_avg_round_msgs(const dt_comm *c) {
 void dt_param_avg_free(dt_param_avg *a) {
     if (!a) return;
     dt_codec_free(a->codec);
-    free(a->mine); free(a->copies); free(a->global); free(a->avg); free(a->savg);
-    free(a->up); free(a->ups); free(a->down);
-    free(a);
+    dt_free_all(a->mine, a->copies, a->global, a->avg, a->savg, a->up, a->ups, a->down, a);
 }
 
 dt_status dt_param_avg_create(const dt_codec_spec *spec, dt_comm *c, const float *x, size_t np, size_t ns,
                               dt_param_avg **out) {
     *out = NULL;
-    dt_param_avg *a = calloc(1, sizeof *a);
-    if (!a) return dt_nomem("the parameter average");
+    dt_param_avg *a;
+    DT_TRY(dt_calloc(a, 1, "the parameter average"));
     dt_status st = dt_codec_create(spec, np, &a->codec);
     if (st != DT_OK) { free(a); return st; }
     a->np = np;
@@ -53,21 +51,16 @@ dt_status dt_param_avg_create(const dt_codec_spec *spec, dt_comm *c, const float
     a->up_bytes = sizeof(float) * (1 + ns) + a->bytes;
     a->down_bytes = sizeof(float) * ns + a->bytes;
     const size_t n1 = np ? np : 1, N = (size_t)c->size;
-    a->global = malloc(n1 * sizeof(float));
-    a->up = malloc(a->up_bytes);
-    a->down = malloc(a->down_bytes ? a->down_bytes : 1);
-    int ok = a->global && a->up && a->down;
-    if (c->rank == 0) {
-        a->copies = malloc(N * n1 * sizeof(float));
-        a->avg = malloc(n1 * sizeof(float));
-        a->savg = malloc((ns ? ns : 1) * sizeof(float));
-        a->ups = malloc(N * a->up_bytes);
-        ok = ok && a->copies && a->avg && a->savg && a->ups;
-    } else {
-        a->mine = malloc(n1 * sizeof(float));
-        ok = ok && a->mine;
-    }
-    if (!ok) { dt_param_avg_free(a); return dt_nomem("compression buffers of %zu values", np); }
+    const char *what = "compression buffers of %zu values";
+    st = dt_malloc(a->global, np, what, np);
+    if (st == DT_OK) st = dt_malloc(a->up, a->up_bytes, what, np);
+    if (st == DT_OK) st = dt_malloc(a->down, a->down_bytes, what, np);
+    if (st == DT_OK && c->rank == 0) st = dt_malloc(a->copies, N * n1, what, np);
+    if (st == DT_OK && c->rank == 0) st = dt_malloc(a->avg, np, what, np);
+    if (st == DT_OK && c->rank == 0) st = dt_malloc(a->savg, ns, what, np);
+    if (st == DT_OK && c->rank == 0) st = dt_malloc(a->ups, N * a->up_bytes, what, np);
+    if (st == DT_OK && c->rank != 0) st = dt_malloc(a->mine, np, what, np);
+    if (st != DT_OK) { dt_param_avg_free(a); return st; }
     /* every copy starts from rank 0's parameters (set-up, not counted) */
     if (c->rank == 0) memcpy(a->global, x, np * sizeof(float));
     st = dt_bcast_setup(c, a->global, np, 0, "MPI_Bcast (starting copies)");

@@ -11,16 +11,13 @@ dt_status dt_grad_payload_init(dt_grad_payload *p, const dt_codec_spec *spec, si
     if (st != DT_OK) return st;
     p->n = n;
     p->bytes = dt_codec_bytes(spec, n);
-    p->residual = calloc(n ? n : 1, sizeof(float));
-    p->send = malloc(p->bytes ? p->bytes : 1);
-    if (!p->residual || !p->send) return dt_nomem("compression buffers of %zu values", n);
-    return DT_OK;
+    DT_TRY(dt_calloc(p->residual, n, "compression buffers of %zu values", n));
+    return dt_malloc(p->send, p->bytes, "compression buffers of %zu values", n);
 }
 
 void dt_grad_payload_free(dt_grad_payload *p) {
     dt_codec_free(p->codec);
-    free(p->residual);
-    free(p->send);
+    dt_free_all(p->residual, p->send);
     memset(p, 0, sizeof *p);
 }
 

@@ -42,8 +42,8 @@ static size_t slot_len(const psgd_tensor *t, size_t R) { return t->low ? t->n * 
 
 dt_status dt_powersgd_create(const dt_model *m, int rank, dt_powersgd **out) {
     *out = NULL;
-    dt_powersgd *p = calloc(1, sizeof *p);
-    if (!p) return dt_nomem("PowerSGD's state");
+    dt_powersgd *p;
+    DT_TRY(dt_calloc(p, 1, "PowerSGD's state"));
     p->R = rank;
     p->nt = dt_model_num_tensors(m);
     p->np = dt_model_num_params(m);
@@ -80,12 +80,7 @@ dt_status dt_powersgd_create(const dt_model *m, int rank, dt_powersgd **out) {
 }
 
 void dt_powersgd_free(dt_powersgd *p) {
-    if (!p) return;
-    free(p->t);
-    free(p->pbuf);
-    free(p->qbuf);
-    free(p->error);
-    free(p);
+    if (p) dt_free_all(p->t, p->pbuf, p->qbuf, p->error, p);
 }
 
 int dt_powersgd_compressed(const dt_powersgd *p) { return p->nlow; }

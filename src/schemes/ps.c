@@ -118,13 +118,11 @@ static dt_status ps_start(dt_scheme *s, dt_step_ctx *c) {
     if (p->weight_mode) return dt_param_avg_create(&s->codec, c->comm, x, np, ns, &p->avg);
     dt_status st = dt_grad_payload_init(&p->up, &s->codec, np);
     if (st != DT_OK) return st;
-    p->down = malloc(p->up.bytes + 1);
+    DT_TRY(dt_malloc(p->down, p->up.bytes + 1, "compression buffers of %zu parameters", np));
     if (c->comm->rank == 0) {
-        p->master = malloc((np ? np : 1) * sizeof(float));
-        p->ups = malloc((size_t)c->comm->size * p->up.bytes + 1);
+        DT_TRY(dt_malloc(p->master, np, "compression buffers of %zu parameters", np));
+        DT_TRY(dt_malloc(p->ups, (size_t)c->comm->size * p->up.bytes + 1, "compression buffers of %zu parameters", np));
     }
-    if (!p->down || (c->comm->rank == 0 && (!p->master || !p->ups)))
-        return dt_nomem("compression buffers of %zu parameters", np);
     /* every rank's model is the copy of rank 0's master: start them equal (set-up, not counted) */
     st = dt_bcast_setup(c->comm, x, np, 0, "MPI_Bcast (starting weights)");
     if (st != DT_OK) return st;
@@ -154,12 +152,9 @@ static dt_status ps_load(dt_scheme *s, dt_step_ctx *c, const dt_tfile *f, const 
 
 static void ps_destroy(dt_scheme *s) {
     ps_impl *p = s->impl;
-    if (!p) return;
-    free(p->sum);
     dt_grad_payload_free(&p->up);
-    free(p->master); free(p->ups); free(p->down);
     dt_param_avg_free(p->avg);
-    free(p);
+    dt_free_all(p->sum, p->master, p->ups, p->down, p);
 }
 
 static const dt_scheme_ops ps_ops = {
@@ -172,11 +167,9 @@ static const dt_scheme_ops ps_ops = {
 };
 
 static dt_status ps_create(dt_scheme *s) {
-    ps_impl *p = calloc(1, sizeof *p);
-    if (!p) return dt_nomem("the ps scheme");
+    ps_impl *p;
+    DT_TRY(dt_scheme_new(s, p, &ps_ops, 0));
     p->weight_mode = ((const ps_opts *)s->opts)->weight_mode;
-    s->impl = p;
-    s->ops = &ps_ops;
     return DT_OK;
 }
 

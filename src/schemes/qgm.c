@@ -21,8 +21,8 @@ dt_status dt_qgm_create(const dt_optim *opt, size_t np, dt_qgm **out) {
         return dt_fail(DT_ERR_ARG, "--momentum-kind qgm: quasi-global momentum replaces SGD's momentum buffer; "
                        "use it with --optim sgd");
     if (opt->cfg.momentum == 0) return DT_OK; /* the buffer is never read */
-    dt_qgm *q = calloc(1, sizeof *q);
-    if (!q) return dt_nomem("quasi-global momentum");
+    dt_qgm *q;
+    DT_TRY(dt_calloc(q, 1, "quasi-global momentum"));
     q->np = np;
     q->mu = opt->cfg.momentum;
     dt_status st;
@@ -36,10 +36,7 @@ dt_status dt_qgm_create(const dt_optim *opt, size_t np, dt_qgm **out) {
 }
 
 void dt_qgm_free(dt_qgm *q) {
-    if (!q) return;
-    free(q->mhat);
-    free(q->x_prev);
-    free(q);
+    if (q) dt_free_all(q->mhat, q->x_prev, q);
 }
 
 void dt_qgm_begin_step(dt_qgm *q, dt_step_ctx *c) {

@@ -5,8 +5,9 @@
 #include <string.h>
 
 #include "schemes/registry.h"
-#include "core/suggest.h"
+
 #include "core/alloc.h"
+#include "core/suggest.h"
 
 #define DT_SCHEME(x) extern const dt_scheme_def dt_scheme_##x;
 #include "schemes/schemes.def"
@@ -41,18 +42,44 @@ const dt_scheme_def *dt_scheme_find(const char *name) {
     return NULL;
 }
 
-const char *dt_scheme_names(void) {
-    static char buf[512];
-    fill_builtin();
-    size_t o = 0;
-    buf[0] = 0;
-    for (int i = 0; i < nschemes && o < sizeof buf; i++)
-        o += (size_t)snprintf(buf + o, sizeof buf - o, "%s%s", i ? ", " : "", schemes[i]->name);
-    return buf;
-}
-
 static const dt_flag *scheme_flag(const dt_scheme_def *sc, const char *name) {
     return dt_flag_find(sc->flags, sc->nflags, name);
+}
+
+const char *dt_scheme_any(const dt_scheme_def *sc, const void *arg) {
+    (void)sc, (void)arg;
+    return "";
+}
+
+const char *dt_scheme_takes_flag(const dt_scheme_def *sc, const void *name) { return scheme_flag(sc, name) ? "" : NULL; }
+
+const char *dt_scheme_compresses(const dt_scheme_def *sc, const void *arg) {
+    (void)arg;
+    return sc->compress == DT_COMPRESS_NO ? NULL : sc->compress == DT_COMPRESS_WITH_SYNC ? " with --sync" : "";
+}
+
+/* --compress powersgd:R */
+static const char *sums_factors(const dt_scheme_def *sc, const void *arg) {
+    (void)arg;
+    return sc->compress == DT_COMPRESS_AND_POWERSGD ? "" : NULL;
+}
+
+size_t dt_schemes_where(char *out, size_t len, const char *sep, dt_scheme_where_fn where, const void *arg) {
+    fill_builtin();
+    size_t o = 0;
+    if (len) out[0] = 0;
+    for (int i = 0; i < nschemes; i++) {
+        const char *then = where(schemes[i], arg);
+        if (then)
+            o += (size_t)snprintf(out + o, o < len ? len - o : 0, "%s%s%s", o ? sep : "", schemes[i]->name, then);
+    }
+    return o;
+}
+
+const char *dt_scheme_names(void) {
+    static char buf[512];
+    dt_schemes_where(buf, sizeof buf, ", ", dt_scheme_any, NULL);
+    return buf;
 }
 
 /* A registered scheme's name is a word of the command line (--algo NAME, a log's "algo"):
@@ -162,32 +189,21 @@ dt_status dt_scheme_check(const dt_scheme_config *a, dt_scheme_choice *out) {
     /* a flag of another scheme would be silently ignored: refused, naming who takes it */
     for (int i = 0; i < a->nset; i++) {
         if (scheme_flag(sc, a->set[i].name)) continue;
-        char takes[200] = "";
-        size_t o = 0;
-        for (int k = 0; k < nschemes && o < sizeof takes; k++)
-            if (scheme_flag(schemes[k], a->set[i].name))
-                o += (size_t)snprintf(takes + o, sizeof takes - o, "%s%s", o ? ", " : "", schemes[k]->name);
-        if (!o) return dt_fail(DT_ERR_ARG, "--%s: no scheme takes this flag", a->set[i].name);
+        char takes[200];
+        if (!dt_schemes_where(takes, sizeof takes, ", ", dt_scheme_takes_flag, a->set[i].name)) return dt_fail(DT_ERR_ARG, "--%s: no scheme takes this flag", a->set[i].name);
         return dt_fail(DT_ERR_ARG, "--%s: a flag of %s, not of --algo %s", a->set[i].name, takes, name);
     }
     dt_codec_spec spec;
     dt_status st = dt_codec_parse(a->compress, &spec);
     if (st != DT_OK) return st;
     if (spec.kind != DT_CODEC_NONE && sc->compress == DT_COMPRESS_NO) {
-        char takes[160] = "";
-        size_t o = 0;
-        for (int i = 0; i < nschemes && o < sizeof takes; i++)
-            if (schemes[i]->compress != DT_COMPRESS_NO)
-                o += (size_t)snprintf(takes + o, sizeof takes - o, "%s%s%s", o ? ", " : "", schemes[i]->name,
-                                      schemes[i]->compress == DT_COMPRESS_WITH_SYNC ? " with --sync" : "");
+        char takes[160];
+        dt_schemes_where(takes, sizeof takes, ", ", dt_scheme_compresses, NULL);
         return dt_fail(DT_ERR_ARG, "--compress %s: not supported by --algo %s (supported: %s)", a->compress, name, takes);
     }
     if (spec.kind == DT_CODEC_POWERSGD && sc->compress != DT_COMPRESS_AND_POWERSGD) {
-        char takes[160] = "";
-        size_t o = 0;
-        for (int i = 0; i < nschemes && o < sizeof takes; i++)
-            if (schemes[i]->compress == DT_COMPRESS_AND_POWERSGD)
-                o += (size_t)snprintf(takes + o, sizeof takes - o, "%s%s", o ? ", " : "", schemes[i]->name);
+        char takes[160];
+        dt_schemes_where(takes, sizeof takes, ", ", sums_factors, NULL);
         return dt_fail(DT_ERR_ARG, "--compress %s: low-rank factors are summed by --algo %s only, not --algo %s", a->compress,
                        takes, name);
     }
@@ -236,6 +252,16 @@ void dt_scheme_free(dt_scheme *s) {
     if (s->ops && s->ops->destroy) s->ops->destroy(s);
     free((void *)s->opts);
     free(s);
+}
+
+void *dt_scheme_new_at(dt_scheme *s, size_t size, const dt_scheme_ops *ops, int traits, const char *file, int line) {
+    void *p = dt_alloc_at(1, size, 1, file, line, "the %s scheme", s->def->name);
+    if (!p) return NULL;
+    s->impl = p;
+    s->ops = ops;
+    s->decentralized = (traits & DT_SCHEME_DECENTRALIZED) != 0;
+    s->own_baseline = (traits & DT_SCHEME_OWN_BASELINE) != 0;
+    return p;
 }
 
 void dt_scheme_flags_json(const dt_scheme *s, dt_json *line) {

@@ -14,9 +14,8 @@ struct dt_scaffold {
 };
 
 dt_status dt_scaffold_create(size_t np, dt_scaffold **out) {
-    dt_scaffold *s = calloc(1, sizeof *s);
-    *out = s;
-    if (!s) return dt_nomem("SCAFFOLD's control variates");
+    DT_TRY(dt_calloc(*out, 1, "SCAFFOLD's control variates"));
+    dt_scaffold *s = *out;
     s->np = np;
     DT_TRY(dt_calloc(s->c, np, "the global control variate of %zu parameters", np));
     DT_TRY(dt_calloc(s->ci, np, "the rank's control variate of %zu parameters", np));
@@ -24,11 +23,7 @@ dt_status dt_scaffold_create(size_t np, dt_scaffold **out) {
 }
 
 void dt_scaffold_free(dt_scaffold *s) {
-    if (!s) return;
-    free(s->c);
-    free(s->ci);
-    free(s->gsum);
-    free(s);
+    if (s) dt_free_all(s->c, s->ci, s->gsum, s);
 }
 
 void dt_scaffold_correct(dt_scaffold *s, float *g) {

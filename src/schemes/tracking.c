@@ -19,9 +19,8 @@ struct dt_tracking {
 
 dt_status dt_tracking_create(dt_step_ctx *c, const char *topology, const dt_codec_spec *spec,
                              const dt_trigger_opts *trig, dt_tracking **out) {
-    dt_tracking *t = calloc(1, sizeof *t);
-    *out = t;
-    if (!t) return dt_nomem("gradient tracking");
+    DT_TRY(dt_calloc(*out, 1, "gradient tracking"));
+    dt_tracking *t = *out;
     t->np = dt_model_num_params(c->model);
     t->T = dt_model_num_tensors(c->model);
     DT_TRY(dt_calloc(t->y, t->np, "the gradient tracker of %zu parameters", t->np));

@@ -39,14 +39,13 @@ dt_status dt_trigger_init(dt_trigger *t, int T, const dt_trigger_opts *o) {
     t->decay = o->decay > 0 ? o->decay : 1.0f;
     t->warmup = o->warmup;
     const size_t n = (size_t)(T ? T : 1);
-    t->n_last = calloc(n, sizeof *t->n_last);
-    t->delta = calloc(n, sizeof *t->delta);
-    t->slopes = calloc(n * (size_t)t->history, sizeof *t->slopes);
-    t->k_last = calloc(n, sizeof *t->k_last);
-    t->nslopes = calloc(n, sizeof *t->nslopes);
-    if (!t->n_last || !t->delta || !t->slopes || !t->k_last || !t->nslopes) {
+    const char *what = "the trigger's history of %zu tensors";
+    dt_status st;
+    if ((st = dt_calloc(t->n_last, n, what, n)) != DT_OK || (st = dt_calloc(t->delta, n, what, n)) != DT_OK ||
+        (st = dt_calloc(t->slopes, n * (size_t)t->history, what, n)) != DT_OK ||
+        (st = dt_calloc(t->k_last, n, what, n)) != DT_OK || (st = dt_calloc(t->nslopes, n, what, n)) != DT_OK) {
         dt_trigger_free(t);
-        return dt_nomem("the trigger's history of %zu tensors", n);
+        return st;
     }
     for (int i = 0; i < T; i++) {
         t->k_last[i] = -1;
@@ -56,7 +55,7 @@ dt_status dt_trigger_init(dt_trigger *t, int T, const dt_trigger_opts *o) {
 }
 
 void dt_trigger_free(dt_trigger *t) {
-    free(t->n_last); free(t->delta); free(t->slopes); free(t->k_last); free(t->nslopes);
+    dt_free_all(t->n_last, t->delta, t->slopes, t->k_last, t->nslopes);
     memset(t, 0, sizeof *t);
 }
 

@@ -19,7 +19,6 @@
 #include <unistd.h>
 
 #include "trainer/trainer.h"
-#include "core/alloc.h"
 
 #define LIVE_EVERY_S 0.25
 
@@ -102,7 +101,7 @@ static dt_status step_line(dt_trainer *t, double loss) {
     dt_json_fixed(&j, "seconds", train_seconds(t), 3);
     dt_json_end(&j);
     const char *text = dt_json_text(&j);
-    dt_status st = text ? dt_trainer_log(t, text) : dt_nomem("the progress line");
+    dt_status st = text ? dt_trainer_log(t, text) : DT_ERR_NOMEM; /* out of memory: dt_json_text recorded it */
     dt_json_free(&j);
     return st;
 }

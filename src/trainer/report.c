@@ -18,7 +18,7 @@ extern const char dt_build_version[];
 /* A finished line into the log (NULL: the writer ran out of memory, already said). */
 dt_status dt_report_log_json(dt_trainer *t, dt_json *j) {
     const char *text = dt_json_text(j);
-    dt_status st = text ? dt_trainer_log(t, text) : dt_nomem("a log line");
+    dt_status st = text ? dt_trainer_log(t, text) : DT_ERR_NOMEM; /* out of memory: dt_json_text recorded it */
     dt_json_free(j);
     return st;
 }
@@ -172,7 +172,8 @@ dt_status dt_trainer_log_config(dt_trainer *t) {
      * replayed run did not send, and move its times */
     if (dt_sim_replay()) {
         const char *text = dt_json_text(&j);
-        st = text ? dt_replay_open(dt_sim_replay(), text, &t->replay) : dt_nomem("the configuration line");
+        /* out of memory: dt_json_text recorded it */
+        st = text ? dt_replay_open(dt_sim_replay(), text, &t->replay) : DT_ERR_NOMEM;
     }
     if (st != DT_OK) {
         dt_json_free(&j);
