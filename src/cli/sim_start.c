@@ -69,7 +69,7 @@ static dt_status setup_env(const sim_opts *o, const dt_sim_cluster *cl, int name
     else dt_json_null(&j, "speed_flops");
     dt_json_end(&j);
     const char *text = dt_json_text(&j);
-    dt_status st = text ? DT_OK : DT_ERR_NOMEM; /* out of memory: dt_json_text recorded it */
+    dt_status st = dt_allocated(text);
     if (text) setenv("DTRAIN_SIM_SETUP", text, 1);
     dt_json_free(&j);
     return st;

@@ -18,10 +18,13 @@
  * DT_ERR_NOMEM with p NULL and the failure recorded as by dt_nomem (also when n * sizeof *p
  * overflows). Never NULL on success: no elements still allocate one (so the callers'
  * n ? n : 1 is not needed). */
-#define dt_malloc(p, n, ...) \
-    (((p) = dt_alloc_at((n), sizeof *(p), 0, __FILE__, __LINE__, __VA_ARGS__)) ? DT_OK : DT_ERR_NOMEM)
-#define dt_calloc(p, n, ...) \
-    (((p) = dt_alloc_at((n), sizeof *(p), 1, __FILE__, __LINE__, __VA_ARGS__)) ? DT_OK : DT_ERR_NOMEM)
+#define dt_malloc(p, n, ...) dt_allocated((p) = dt_alloc_at((n), sizeof *(p), 0, __FILE__, __LINE__, __VA_ARGS__))
+#define dt_calloc(p, n, ...) dt_allocated((p) = dt_alloc_at((n), sizeof *(p), 1, __FILE__, __LINE__, __VA_ARGS__))
+
+/* DT_OK when p is not NULL, else DT_ERR_NOMEM: the status of a call that returns NULL once it
+ * recorded its own out-of-memory (dt_alloc_at, dt_json_text, dt_scheme_new_at); recording it
+ * again would overwrite the message that names what and where. */
+#define dt_allocated(p) ((p) ? DT_OK : DT_ERR_NOMEM)
 
 /* Returns call's status unless DT_OK: one spelling of "return the failure" (the allocation's
  * status is passed on, not named again at every caller). Only where nothing needs freeing. */

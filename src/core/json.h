@@ -11,7 +11,7 @@
  * Keys are given inside objects and NULL at the top level and inside arrays. After an
  * allocation failure every call is a no-op until dt_json_reset, and dt_json_text says so
  * (and records the out of memory, the one place that does); callers check once, at the end,
- * and return DT_ERR_NOMEM. Misuse (end without begin, more than 31 levels, two
+ * and return dt_allocated(text) (core/alloc.h). Misuse (end without begin, more than 31 levels, two
  * top-level values) asserts. */
 #ifndef DT_JSON_H
 #define DT_JSON_H

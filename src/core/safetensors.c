@@ -88,7 +88,7 @@ static dt_status fill(void *vctx, void *file) {
     dt_json_end(&j);
     dt_json_end(&j);
     const char *h = dt_json_text(&j);
-    if (!h) { dt_json_free(&j); return DT_ERR_NOMEM; } /* out of memory: dt_json_text recorded it */
+    if (!h) { dt_json_free(&j); return dt_allocated(h); }
     const size_t len = strlen(h), padded = (len + 7) / 8 * 8; /* spaces to a multiple of 8, as the reference */
     const uint64_t n64 = padded; /* little-endian host, as tensorfile.c */
     int ok = fwrite(&n64, 8, 1, f) == 1 && fwrite(h, 1, len, f) == len;

@@ -192,6 +192,80 @@ static void free_bufs(char **b, int n) {
     free(b);
 }
 
+/* A server's receive buffer, a send buffer and request per worker, its bookkeeping of who is
+ * heard and gone, the copies compression decodes into, and (one server at rank 0) the
+ * evaluations it reports. */
+static dt_status dp_server_buffers(dp_impl *p, const dt_step_ctx *c) {
+    const int S = p->S, W = p->W;
+    const size_t mine = dp_slice_n(p, p->server), pay = dp_pay_bytes(p, p->server);
+    p->incap = HDR + (pay > p->ns * sizeof(float) ? pay : p->ns * sizeof(float));
+    p->inbuf = malloc(p->incap);
+    p->obuf = alloc_bufs(W, HDR + pay);
+    p->oreq = malloc((size_t)W * sizeof *p->oreq);
+    p->stuck = malloc((size_t)W * sizeof *p->stuck);
+    p->stuck_buf = calloc((size_t)W, sizeof *p->stuck_buf);
+    p->last_heard = calloc((size_t)W, sizeof(double));
+    p->silent = calloc((size_t)W, sizeof(double));
+    p->done = calloc((size_t)W, sizeof(int));
+    p->wdropped = calloc((size_t)W, sizeof(int));
+    p->wep = calloc((size_t)W, sizeof(int));
+    p->pushes = calloc((size_t)W, sizeof(int64_t));
+    if (!p->inbuf || !bufs_ok(p->obuf, W) || !p->oreq || !p->stuck || !p->stuck_buf || !p->last_heard || !p->silent || !p->done ||
+        !p->wdropped || !p->wep || !p->pushes)
+        return dt_nomem("the server's buffers for %d workers", W);
+    for (int w = 0; w < W; w++) p->oreq[w] = p->stuck[w] = MPI_REQUEST_NULL;
+    if (p->codec) {
+        p->scopy = malloc(((size_t)W * mine > 0 ? (size_t)W * mine : 1) * sizeof(float));
+        p->grad = malloc((mine ? mine : 1) * sizeof(float));
+        if (!p->scopy || !p->grad) return dt_nomem("the server's compression buffers for %d workers", W);
+    }
+    p->reports = S == 1 && c->comm->rank == 0;
+    if (p->reports) {
+        const size_t E = (size_t)c->run.epochs + 1;
+        p->e_loss = calloc(E * 4, sizeof(double));
+        p->e_state = calloc(E * (p->ns ? p->ns : 1), sizeof(float));
+        p->eval_state = calloc(p->ns ? p->ns : 1, sizeof(float));
+        if (!p->e_loss || !p->e_state || !p->eval_state) return dt_nomem("the evaluations of %zu epochs", E);
+        /* evaluations before the first epoch's report: the model's initial state */
+        if (p->ns) memcpy(p->eval_state, dt_model_state(c->model), p->ns * sizeof(float));
+        p->next_eval = c->run.eval_every_steps;
+        p->e_seen = p->e_loss + E;
+        p->e_correct = p->e_loss + 2 * E;
+        p->e_n = p->e_loss + 3 * E;
+    }
+    return DT_OK;
+}
+
+/* A worker's send and receive buffer per server, its requests, and the residual and copy
+ * of compression. */
+static dt_status dp_worker_buffers(dp_impl *p) {
+    const int S = p->S;
+    p->rbuf = calloc((size_t)S, sizeof *p->rbuf);
+    p->sbuf = calloc((size_t)S, sizeof *p->sbuf);
+    if (!p->rbuf || !p->sbuf) return dt_nomem("the worker's buffer lists for %d servers", S);
+    for (int k = 0; k < S; k++) {
+        p->rbuf[k] = malloc(HDR + dp_pay_bytes(p, k));
+        p->sbuf[k] = malloc(HDR + dp_pay_bytes(p, k));
+        if (!p->rbuf[k] || !p->sbuf[k]) return dt_nomem("the worker's buffers for server %d", k);
+    }
+    p->req = malloc((size_t)(2 * S) * sizeof *p->req);
+    p->sts = malloc((size_t)(2 * S) * sizeof *p->sts);
+    p->version = calloc((size_t)S, sizeof *p->version);
+    p->ebuf = malloc(HDR + p->ns * sizeof(float));
+    if (p->push_every > 1) p->accum = calloc(p->np, sizeof(float));
+    if (!p->req || !p->sts || !p->version || !p->ebuf || (p->push_every > 1 && !p->accum))
+        return dt_nomem("the worker's requests and copies");
+    for (int i = 0; i < 2 * S; i++) p->req[i] = MPI_REQUEST_NULL;
+    if (p->codec) {
+        const size_t n1 = p->np ? p->np : 1;
+        p->residual = calloc(n1, sizeof(float));
+        if (p->fetch_every > 1) p->wcopy = malloc(n1 * sizeof(float));
+        if (!p->residual || (p->fetch_every > 1 && !p->wcopy))
+            return dt_nomem("the worker's compression buffers of %zu values", n1);
+    }
+    return DT_OK;
+}
+
 static dt_status dp_start(dt_scheme *s, dt_step_ctx *c) {
     dp_impl *p = s->impl;
     const int S = dt_scheme_servers(s), W = c->run.nworkers;
@@ -219,68 +293,7 @@ static dt_status dp_start(dt_scheme *s, dt_step_ctx *c) {
         dt_status st = dt_codec_create(&p->spec, biggest, &p->codec);
         if (st != DT_OK) return st;
     }
-    if (p->server >= 0) {
-        const size_t mine = dp_slice_n(p, p->server), pay = dp_pay_bytes(p, p->server);
-        p->incap = HDR + (pay > p->ns * sizeof(float) ? pay : p->ns * sizeof(float));
-        p->inbuf = malloc(p->incap);
-        p->obuf = alloc_bufs(W, HDR + pay);
-        p->oreq = malloc((size_t)W * sizeof *p->oreq);
-        p->stuck = malloc((size_t)W * sizeof *p->stuck);
-        p->stuck_buf = calloc((size_t)W, sizeof *p->stuck_buf);
-        p->last_heard = calloc((size_t)W, sizeof(double));
-        p->silent = calloc((size_t)W, sizeof(double));
-        p->done = calloc((size_t)W, sizeof(int));
-        p->wdropped = calloc((size_t)W, sizeof(int));
-        p->wep = calloc((size_t)W, sizeof(int));
-        p->pushes = calloc((size_t)W, sizeof(int64_t));
-        if (!p->inbuf || !bufs_ok(p->obuf, W) || !p->oreq || !p->stuck || !p->stuck_buf || !p->last_heard || !p->silent || !p->done ||
-            !p->wdropped || !p->wep || !p->pushes)
-            return dt_nomem("the server's buffers for %d workers", W);
-        for (int w = 0; w < W; w++) p->oreq[w] = p->stuck[w] = MPI_REQUEST_NULL;
-        if (p->codec) {
-            p->scopy = malloc(((size_t)W * mine > 0 ? (size_t)W * mine : 1) * sizeof(float));
-            p->grad = malloc((mine ? mine : 1) * sizeof(float));
-            if (!p->scopy || !p->grad) return dt_nomem("the server's compression buffers for %d workers", W);
-        }
-        p->reports = S == 1 && c->comm->rank == 0;
-        if (p->reports) {
-            const size_t E = (size_t)c->run.epochs + 1;
-            p->e_loss = calloc(E * 4, sizeof(double));
-            p->e_state = calloc(E * (p->ns ? p->ns : 1), sizeof(float));
-            p->eval_state = calloc(p->ns ? p->ns : 1, sizeof(float));
-            if (!p->e_loss || !p->e_state || !p->eval_state) return dt_nomem("the evaluations of %zu epochs", E);
-            /* evaluations before the first epoch's report: the model's initial state */
-            if (p->ns) memcpy(p->eval_state, dt_model_state(c->model), p->ns * sizeof(float));
-            p->next_eval = c->run.eval_every_steps;
-            p->e_seen = p->e_loss + E;
-            p->e_correct = p->e_loss + 2 * E;
-            p->e_n = p->e_loss + 3 * E;
-        }
-    } else {
-        p->rbuf = calloc((size_t)S, sizeof *p->rbuf);
-        p->sbuf = calloc((size_t)S, sizeof *p->sbuf);
-        if (!p->rbuf || !p->sbuf) return dt_nomem("the worker's buffer lists for %d servers", S);
-        for (int k = 0; k < S; k++) {
-            p->rbuf[k] = malloc(HDR + dp_pay_bytes(p, k));
-            p->sbuf[k] = malloc(HDR + dp_pay_bytes(p, k));
-            if (!p->rbuf[k] || !p->sbuf[k]) return dt_nomem("the worker's buffers for server %d", k);
-        }
-        p->req = malloc((size_t)(2 * S) * sizeof *p->req);
-        p->sts = malloc((size_t)(2 * S) * sizeof *p->sts);
-        p->version = calloc((size_t)S, sizeof *p->version);
-        p->ebuf = malloc(HDR + p->ns * sizeof(float));
-        if (p->push_every > 1) p->accum = calloc(p->np, sizeof(float));
-        if (!p->req || !p->sts || !p->version || !p->ebuf || (p->push_every > 1 && !p->accum))
-            return dt_nomem("the worker's requests and copies");
-        for (int i = 0; i < 2 * S; i++) p->req[i] = MPI_REQUEST_NULL;
-        if (p->codec) {
-            const size_t n1 = p->np ? p->np : 1;
-            p->residual = calloc(n1, sizeof(float));
-            if (p->fetch_every > 1) p->wcopy = malloc(n1 * sizeof(float));
-            if (!p->residual || (p->fetch_every > 1 && !p->wcopy))
-                return dt_nomem("the worker's compression buffers of %zu values", n1);
-        }
-    }
+    DT_TRY(p->server >= 0 ? dp_server_buffers(p, c) : dp_worker_buffers(p));
     if (!p->codec) return DT_OK;
     /* set-up, not counted: every copy of server k's slice starts equal to server k's */
     float *x = dt_model_params(c->model);

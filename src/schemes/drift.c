@@ -31,7 +31,7 @@ dt_status dt_drift_create(const dt_drift_opts *o, dt_step_ctx *c, const dt_drift
     dt_drift *d;
     if (dt_calloc(d, 1, "the drift remedies") != DT_OK) {
         dt_qgm_free(q);
-        return DT_ERR_NOMEM;
+        return dt_allocated(d);
     }
     d->opts = *o;
     d->g = gossip->g;

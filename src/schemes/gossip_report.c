@@ -61,7 +61,8 @@ dt_status dt_gossip_end_epoch(dt_gossip *g, dt_step_ctx *ctx) {
         dt_json_init(&j);
         const int starved = transport_line(&j, ctx->epoch + 1, all, N, W);
         const char *text = dt_json_text(&j);
-        st = text ? ctx->log(ctx->host, text) : DT_ERR_NOMEM; /* out of memory: dt_json_text recorded it */
+        st = dt_allocated(text);
+        if (st == DT_OK) st = ctx->log(ctx->host, text);
         if (starved && !ctx->run.quiet)
             printf("warning: epoch %d: %d (rank, neighbour) pairs received nothing although the neighbour sent\n",
                    ctx->epoch + 1, starved);

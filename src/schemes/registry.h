@@ -8,6 +8,7 @@
 
 #include "comm/codec.h"
 #include "comm/world.h"
+#include "core/alloc.h"
 #include "core/flag_table.h"
 #include "core/json.h"
 #include "core/tensorfile.h"
@@ -24,7 +25,7 @@ enum { DT_SCHEME_DECENTRALIZED = 1, DT_SCHEME_OWN_BASELINE = 2 };
  * never NULL once ops is set, so a destroy need not check it. Out of memory: "out of memory
  * for the <name> scheme (<the caller's place>)", nothing set. */
 #define dt_scheme_new(s, p, ops, traits) \
-    (((p) = dt_scheme_new_at((s), sizeof *(p), (ops), (traits), __FILE__, __LINE__)) ? DT_OK : DT_ERR_NOMEM)
+    dt_allocated((p) = dt_scheme_new_at((s), sizeof *(p), (ops), (traits), __FILE__, __LINE__))
 void *dt_scheme_new_at(dt_scheme *s, size_t size, const dt_scheme_ops *ops, int traits, const char *file, int line);
 
 /* ------------------------------------------------------------------ the registry */

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/alloc.h"
 #include "trainer/trainer.h"
 
 #define LIVE_EVERY_S 0.25
@@ -101,7 +102,8 @@ static dt_status step_line(dt_trainer *t, double loss) {
     dt_json_fixed(&j, "seconds", train_seconds(t), 3);
     dt_json_end(&j);
     const char *text = dt_json_text(&j);
-    dt_status st = text ? dt_trainer_log(t, text) : DT_ERR_NOMEM; /* out of memory: dt_json_text recorded it */
+    dt_status st = dt_allocated(text);
+    if (st == DT_OK) st = dt_trainer_log(t, text);
     dt_json_free(&j);
     return st;
 }

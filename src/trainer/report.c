@@ -18,7 +18,8 @@ extern const char dt_build_version[];
 /* A finished line into the log (NULL: the writer ran out of memory, already said). */
 dt_status dt_report_log_json(dt_trainer *t, dt_json *j) {
     const char *text = dt_json_text(j);
-    dt_status st = text ? dt_trainer_log(t, text) : DT_ERR_NOMEM; /* out of memory: dt_json_text recorded it */
+    dt_status st = dt_allocated(text);
+    if (st == DT_OK) st = dt_trainer_log(t, text);
     dt_json_free(j);
     return st;
 }
@@ -173,7 +174,8 @@ dt_status dt_trainer_log_config(dt_trainer *t) {
     if (dt_sim_replay()) {
         const char *text = dt_json_text(&j);
         /* out of memory: dt_json_text recorded it */
-        st = text ? dt_replay_open(dt_sim_replay(), text, &t->replay) : DT_ERR_NOMEM;
+        st = dt_allocated(text);
+        if (st == DT_OK) st = dt_replay_open(dt_sim_replay(), text, &t->replay);
     }
     if (st != DT_OK) {
         dt_json_free(&j);
