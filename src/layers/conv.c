@@ -6,10 +6,8 @@
  * each group into the cache-resident workspace: cheaper than keeping them for the whole batch
  * (measured: keeping them was 5-10% slower on cnn1 and downpour-cnn, memory traffic). */
 #include "layers/layer.h"
-#ifdef DT_WITH_DNNL
-#include "layers/conv_dnnl.h"
-#endif
 #include "layers/conv_avx2.h"
+#include "layers/conv_dnnl.h"
 #include "layers/conv_winograd.h"
 #include "layers/gemm.h"
 #include "layers/kernels.h"
@@ -323,15 +321,13 @@ static void winograd_pass(const dt_node *n, const float *in, int c_in, int h, in
 
 static void own_forward(dt_node *n, const dt_pass *p);
 
-#ifdef DT_WITH_DNNL
 static void failed(const dt_node *n) {
     static int said;
     if (!said++) fprintf(stderr, "dtrain: warning: %s: %s\n", n->name, dt_last_error());
 }
-#endif
 
+/* oneDNN's plan where it has one for this layer (conv_dnnl.h; none in a build without it) */
 static void conv_forward_at(dt_node *n, const dt_pass *p) {
-#ifdef DT_WITH_DNNL
     if (p->x16[0]) { /* only where conv_bf16_io said yes */
         dt_conv_dnnl *plan = dt_conv_dnnl_get(n, p->batch, DT_CONV_BF16_IO);
         if (!plan || dt_conv_dnnl_forward16(plan, p->x16[0], n->w[0], n->bias ? n->w[1] : NULL, n->y16) != DT_OK)
@@ -340,7 +336,6 @@ static void conv_forward_at(dt_node *n, const dt_pass *p) {
     }
     dt_conv_dnnl *plan = dt_conv_dnnl_get(n, p->batch, p->bf16 ? DT_CONV_BF16 : DT_CONV_FP32);
     if (plan && dt_conv_dnnl_forward(plan, p->x[0], n->w[0], n->bias ? n->w[1] : NULL, n->y) == DT_OK) return;
-#endif
     own_forward(n, p);
 }
 
@@ -376,7 +371,6 @@ static void own_forward(dt_node *n, const dt_pass *p) {
 }
 
 static void conv_backward_at(dt_node *n, const dt_pass *p) {
-#ifdef DT_WITH_DNNL
     if (p->x16[0]) {
         dt_conv_dnnl *plan = dt_conv_dnnl_get(n, p->batch, DT_CONV_BF16_IO);
         if (!plan || dt_conv_dnnl_backward16(plan, p->x16[0], n->w[0], n->dy16, p->dx16[0], p->dx_acc[0], n->g[0],
@@ -388,7 +382,6 @@ static void conv_backward_at(dt_node *n, const dt_pass *p) {
     if (plan && dt_conv_dnnl_backward(plan, p->x[0], n->w[0], n->dy, p->dx[0], p->dx_acc[0], n->g[0],
                                       n->bias ? n->g[1] : NULL) == DT_OK)
         return;
-#endif
     const int ckk = n->ic * n->k * n->k, ohw = n->oh * n->ow, B = p->batch, oc = n->oc;
     const int G = group_images(n, B);
     const size_t in_sz = dt_node_in_size(n), out_sz = dt_node_out_size(n);
@@ -442,26 +435,6 @@ static void conv_backward(dt_node *n, const dt_pass *p) {
     dt_tier_cap = 0;
 }
 
-#ifdef DT_WITH_DNNL
-/* under bf16, a conv whose input is another layer's output takes it as stored (bf16) where
- * oneDNN has bf16 kernels; the model input is fp32 */
-static int conv_bf16_io(dt_node *n, int batch) {
-    return n->in[0] >= 0 && dt_conv_dnnl_get(n, batch, DT_CONV_BF16_IO) != NULL;
-}
-
-static dt_status conv_prepare(dt_node *n, int batch, int bf16) {
-    /* NULL: the own path (said once), not an error */
-    if (!bf16 || !conv_bf16_io(n, batch)) dt_conv_dnnl_get(n, batch, bf16 ? DT_CONV_BF16 : DT_CONV_FP32);
-    return DT_OK;
-}
-
-static const char *conv_engine(const dt_node *n, int bf16) {
-    const int k = dt_conv_dnnl_kernel(n, bf16);
-    if (k == DT_KERNEL_ONEDNN_BF16) return "oneDNN-bf16";
-    return k == DT_KERNEL_ONEDNN || k == DT_KERNEL_ONEDNN_DIRECT ? "oneDNN" : "own";
-}
-#endif
-
 /* what a plan may choose: dtrain's own kernels (im2col, and Winograd where it fits), and
  * oneDNN's where the build has it */
 static unsigned conv_kernels(const dt_node *n, int bf16) {
@@ -469,20 +442,14 @@ static unsigned conv_kernels(const dt_node *n, int bf16) {
 #ifdef DT_KERNELS_AVX512
     if (dt_cpu_avx512() && dt_cpu_avx2()) own |= 1u << DT_KERNEL_OWN_AVX2; /* the tier below the CPU's */
 #endif
-#ifdef DT_WITH_DNNL
     return own | dt_conv_dnnl_kernels(n, bf16);
-#else
-    (void)bf16;
-    return own;
-#endif
 }
 
 const dt_layer_ops dt_layer_conv = {
     .kind = "conv", .auto_prefix = "conv", .ninputs = 1,
     .setup = conv_setup, .init = conv_init, .forward = conv_forward, .backward = conv_backward,
     .workspace = conv_workspace, .can_fuse_relu = 1, .gemm_params = 1, .bwd_skips = DT_SKIPS_Y,
-#ifdef DT_WITH_DNNL
-    .prepare = conv_prepare, .engine = conv_engine, .release = dt_conv_dnnl_release, .bf16_io = conv_bf16_io,
-#endif
+    .prepare = dt_conv_dnnl_prepare, .engine = dt_conv_dnnl_engine, .release = dt_conv_dnnl_release,
+    .bf16_io = dt_conv_dnnl_bf16_io,
     .kernels = conv_kernels,
 };

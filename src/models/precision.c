@@ -25,9 +25,7 @@
 #include <string.h>
 
 #include "layers/bf16_array.h"
-#ifdef DT_WITH_DNNL
-#include "layers/conv_dnnl.h"
-#endif
+#include "layers/bf16_kernels.h"
 #include "layers/kernels.h"
 #include "models/loss.h"
 #include "models/model_struct.h"
@@ -262,13 +260,4 @@ void dt_model_print_precision(const dt_model *m, void *file) {
     fprintf(f, "  parameters, their gradients, optimiser, loss, checkpoints: fp32\n");
 }
 
-const char *dt_bf16_fallback_reason(void) {
-#ifdef DT_WITH_DNNL
-    return dt_dnnl_bf16_hw() ? NULL : "this CPU has no bf16 arithmetic (AVX512_BF16 or AMX) for oneDNN";
-#elif defined DT_KERNELS_AVX512
-    return __builtin_cpu_supports("avx512bf16") ? "this build has no bf16 kernels: built without oneDNN"
-                                                : "this CPU has no bf16 arithmetic (AVX512_BF16), nor this build oneDNN";
-#else
-    return "this build has no bf16 kernels: built without oneDNN";
-#endif
-}
+const char *dt_bf16_fallback_reason(void) { return dt_bf16_kernels_missing(); }
