@@ -1,4 +1,5 @@
-/* 2-D convolution, NCHW, weight [out, in, k, k], via im2col + sgemm.
+/* 2-D convolution, NCHW, weight [out, in, k, k], via im2col + sgemm: the reference loops and the
+ * dispatch to the CPU's kernels (conv_avx512.h, conv_avx2.h, conv_winograd.h, conv_dnnl.h).
  * Images are multiplied in groups: the columns of G images form one [C*k*k][G*OH*OW] matrix and
  * one GEMM, G chosen so that N = G*OH*OW is wide enough (small late feature maps: per-image
  * GEMMs of N = 16..64 re-pack the whole weight matrix for every image). Few output channels or
@@ -6,10 +7,9 @@
  * each group into the cache-resident workspace: cheaper than keeping them for the whole batch
  * (measured: keeping them was 5-10% slower on cnn1 and downpour-cnn, memory traffic). */
 #include "layers/layer.h"
-#ifdef DT_WITH_DNNL
-#include "layers/conv_dnnl.h"
-#endif
 #include "layers/conv_avx2.h"
+#include "layers/conv_avx512.h"
+#include "layers/conv_dnnl.h"
 #include "layers/conv_winograd.h"
 #include "layers/gemm.h"
 #include "layers/kernels.h"
@@ -108,40 +108,6 @@ static size_t conv_workspace(const dt_node *n, int batch) {
     return ws;
 }
 
-#ifdef DT_KERNELS_AVX512
-/* im2col for stride 1 and rows of at most 64: per kernel tap, the masks of the (up to 4)
- * 16-float pieces of an output row are computed once; masked loads give the zero padding and
- * full-width stores are used: the part of a store past ow lands in the next output row
- * (written after this one) or in the row slack of col_ld. Rows of at most 8 (cnn1's conv2:
- * 8x8) take 8-float stores: those rows start at multiples of 32 bytes (col is 64-byte
- * aligned, ld a multiple of 16), so no store crosses a cache line, where a 16-float store at
- * every other row did (measured: conv2's forward 14% faster on this machine). */
-DT_AVX512 static void im2col_s1(const float *restrict x, int c, int h, int w, int k, int p, int oh, int ow,
-                      float *restrict col, size_t ld) {
-    const int nv = (ow + 15) / 16, narrow = ow <= 8;
-    for (int ci = 0; ci < c; ci++)
-        for (int ki = 0; ki < k; ki++)
-            for (int kj = 0; kj < k; kj++) {
-                float *r = col + (size_t)((ci * k + ki) * k + kj) * ld;
-                const float *xc = x + (size_t)ci * h * w;
-                int lo, hi;
-                dt_conv_valid_cols(w, kj, 1, p, ow, &lo, &hi);
-                __mmask16 m[4];
-                for (int v = 0; v < nv; v++) m[v] = dt_mask_range(lo, hi, 16 * v);
-                for (int oy = 0; oy < oh; oy++, r += ow) {
-                    const int iy = oy - p + ki, in = iy >= 0 && iy < h;
-                    const float *src = in ? xc + (ptrdiff_t)iy * w + kj - p : NULL;
-                    if (narrow)
-                        _mm256_storeu_ps(r, in ? (dt_lanes_check(src, m[0]), _mm256_maskz_loadu_ps((__mmask8)m[0], src))
-                                               : _mm256_setzero_ps());
-                    else
-                        for (int v = 0; v < nv; v++)
-                            _mm512_storeu_ps(r + 16 * v, in ? dt_maskz_loadu_ps(m[v], src + 16 * v) : _mm512_setzero_ps());
-                }
-            }
-}
-#endif
-
 /* r[ox] = xr[ox*s + off] for ox in [lo, hi), 0 elsewhere: zeros, a copy, zeros, without a test
  * per element (the portable path's cost on a CPU without AVX-512: a branch per element kept the
  * loop scalar; stride 1's copy is contiguous and vectorizes) */
@@ -162,7 +128,7 @@ static void im2col_row(float *restrict r, const float *restrict xr, int s, int o
 static void im2col(const float *restrict x, int c, int h, int w, int k, int s, int p, int oh,
                    int ow, float *restrict col, size_t ld) {
 #ifdef DT_KERNELS_AVX512
-    if (s == 1 && ow <= 64 && dt_cpu_avx512()) { im2col_s1(x, c, h, w, k, p, oh, ow, col, ld); return; }
+    if (s == 1 && ow <= 64 && dt_cpu_avx512()) { dt_im2col_s1_avx512(x, c, h, w, k, p, oh, ow, col, ld); return; }
     if (s == 1 && ow <= 64 && dt_cpu_avx2()) { dt_im2col_s1_avx2(x, c, h, w, k, p, oh, ow, col, ld); return; }
 #endif
     for (int ci = 0; ci < c; ci++)
@@ -181,44 +147,15 @@ static void im2col(const float *restrict x, int c, int h, int w, int k, int s, i
             }
 }
 
-#ifdef DT_KERNELS_AVX512
-/* col2im for stride 1, w <= 64, k <= 16, gathered: each 16-pixel piece of an input row sums its
- * k*k shifted column pieces in a register and is stored once (no read-modify-write of
- * overlapping pieces); the masks of every (kj, piece) are computed once. */
-DT_AVX512 static void col2im_s1(const float *restrict col, int c, int h, int w, int k, int p, int oh,
-                                int ow, size_t ld, float *restrict x, int acc) {
-    const int nv = (w + 15) / 16;
-    __mmask16 mw[4], mk[16][4];
-    for (int v = 0; v < nv; v++) {
-        mw[v] = dt_mask_range(0, w, 16 * v);
-        /* ox = ix + l + p - kj must lie in [0, ow) */
-        for (int kj = 0; kj < k; kj++) mk[kj][v] = mw[v] & dt_mask_range(kj - p, kj - p + ow, 16 * v);
-    }
-    for (int ci = 0; ci < c; ci++)
-        for (int iy = 0; iy < h; iy++) {
-            float *xr = x + ((size_t)ci * h + iy) * w;
-            for (int v = 0; v < nv; v++) {
-                const int ix = 16 * v;
-                __m512 sum = acc ? dt_maskz_loadu_ps(mw[v], xr + ix) : _mm512_setzero_ps();
-                for (int ki = 0; ki < k; ki++) {
-                    const int oy = iy + p - ki;
-                    if (oy < 0 || oy >= oh) continue;
-                    const float *r = col + (size_t)((ci * k + ki) * k) * ld + (ptrdiff_t)oy * ow + ix + p;
-                    for (int kj = 0; kj < k; kj++, r += ld - 1)
-                        sum = _mm512_add_ps(sum, dt_maskz_loadu_ps(mk[kj][v], r));
-                }
-                dt_mask_storeu_ps(xr + ix, mw[v], sum);
-            }
-        }
-}
-#endif
-
 /* The adjoint of im2col: x (+)= the columns (row stride ld) summed back into the image;
  * acc = 0 overwrites x. */
 static void col2im(const float *restrict col, int c, int h, int w, int k, int s, int p, int oh,
                    int ow, size_t ld, float *restrict x, int acc) {
 #ifdef DT_KERNELS_AVX512
-    if (s == 1 && w <= 64 && k <= 16 && dt_cpu_avx512()) { col2im_s1(col, c, h, w, k, p, oh, ow, ld, x, acc); return; }
+    if (s == 1 && w <= 64 && k <= 16 && dt_cpu_avx512()) {
+        dt_col2im_s1_avx512(col, c, h, w, k, p, oh, ow, ld, x, acc);
+        return;
+    }
     if (s == 1 && w <= 64 && k <= 16 && dt_cpu_avx2()) {
         dt_col2im_s1_avx2(col, c, h, w, k, p, oh, ow, ld, x, acc);
         return;
@@ -254,37 +191,12 @@ static void group_im2col(const dt_node *n, const float *x, int b0, int g, float 
                col + i * ohw, col_ld(g, (int)ohw));
 }
 
-#ifdef DT_KERNELS_AVX512
-/* im2row for k <= 16 (the caller checks): a store per (c, ki): its k valid lanes, and zeros past
- * them that the next piece (or the row's slack) takes; 8-wide when k <= 8 (half the bytes, and
- * fewer stores across cache lines) */
-DT_AVX512 static void im2row_k16(const float *restrict x, int c, int h, int w, int k, int s, int p,
-                                 int oh, int ow, float *restrict rows, size_t ld) {
-    for (int oy = 0; oy < oh; oy++)
-        for (int ox = 0; ox < ow; ox++) {
-            float *r = rows + (size_t)(oy * ow + ox) * ld;
-            const int ix0 = ox * s - p;
-            /* taps kj with 0 <= ix0 + kj < w */
-            const int lo = ix0 < 0 ? -ix0 : 0, hi = w - ix0 < k ? w - ix0 : k;
-            const __mmask16 m = dt_mask_range(lo, hi, 0);
-            const int narrow = k <= 8;
-            for (int ci = 0; ci < c; ci++)
-                for (int ki = 0; ki < k; ki++, r += k) {
-                    const int iy = oy * s - p + ki, in = iy >= 0 && iy < h;
-                    const float *src = in ? x + ((size_t)ci * h + iy) * w + ix0 : NULL;
-                    if (narrow) _mm256_storeu_ps(r, in ? (dt_lanes_check(src, m), _mm256_maskz_loadu_ps((__mmask8)m, src)) : _mm256_setzero_ps());
-                    else _mm512_storeu_ps(r, in ? dt_maskz_loadu_ps(m, src) : _mm512_setzero_ps());
-                }
-        }
-}
-#endif
-
 /* im2col transposed: rows[t][(c*k+ki)*k+kj] (row stride ld) = x[c][oy*s-p+ki][ox*s-p+kj] (0
  * outside), one row per output pixel t = oy*ow+ox. */
 static void im2row(const float *restrict x, int c, int h, int w, int k, int s, int p, int oh,
                    int ow, float *restrict rows, size_t ld) {
 #ifdef DT_KERNELS_AVX512
-    if (k <= 16 && dt_cpu_avx512()) { im2row_k16(x, c, h, w, k, s, p, oh, ow, rows, ld); return; }
+    if (k <= 16 && dt_cpu_avx512()) { dt_im2row_k16_avx512(x, c, h, w, k, s, p, oh, ow, rows, ld); return; }
     if (k <= 8 && dt_cpu_avx2()) { dt_im2row_k8_avx2(x, c, h, w, k, s, p, oh, ow, rows, ld); return; }
 #endif
     for (int oy = 0; oy < oh; oy++)
@@ -323,15 +235,13 @@ static void winograd_pass(const dt_node *n, const float *in, int c_in, int h, in
 
 static void own_forward(dt_node *n, const dt_pass *p);
 
-#ifdef DT_WITH_DNNL
 static void failed(const dt_node *n) {
     static int said;
     if (!said++) fprintf(stderr, "dtrain: warning: %s: %s\n", n->name, dt_last_error());
 }
-#endif
 
+/* oneDNN's plan where it has one for this layer (conv_dnnl.h; none in a build without it) */
 static void conv_forward_at(dt_node *n, const dt_pass *p) {
-#ifdef DT_WITH_DNNL
     if (p->x16[0]) { /* only where conv_bf16_io said yes */
         dt_conv_dnnl *plan = dt_conv_dnnl_get(n, p->batch, DT_CONV_BF16_IO);
         if (!plan || dt_conv_dnnl_forward16(plan, p->x16[0], n->w[0], n->bias ? n->w[1] : NULL, n->y16) != DT_OK)
@@ -340,7 +250,6 @@ static void conv_forward_at(dt_node *n, const dt_pass *p) {
     }
     dt_conv_dnnl *plan = dt_conv_dnnl_get(n, p->batch, p->bf16 ? DT_CONV_BF16 : DT_CONV_FP32);
     if (plan && dt_conv_dnnl_forward(plan, p->x[0], n->w[0], n->bias ? n->w[1] : NULL, n->y) == DT_OK) return;
-#endif
     own_forward(n, p);
 }
 
@@ -376,7 +285,6 @@ static void own_forward(dt_node *n, const dt_pass *p) {
 }
 
 static void conv_backward_at(dt_node *n, const dt_pass *p) {
-#ifdef DT_WITH_DNNL
     if (p->x16[0]) {
         dt_conv_dnnl *plan = dt_conv_dnnl_get(n, p->batch, DT_CONV_BF16_IO);
         if (!plan || dt_conv_dnnl_backward16(plan, p->x16[0], n->w[0], n->dy16, p->dx16[0], p->dx_acc[0], n->g[0],
@@ -388,7 +296,6 @@ static void conv_backward_at(dt_node *n, const dt_pass *p) {
     if (plan && dt_conv_dnnl_backward(plan, p->x[0], n->w[0], n->dy, p->dx[0], p->dx_acc[0], n->g[0],
                                       n->bias ? n->g[1] : NULL) == DT_OK)
         return;
-#endif
     const int ckk = n->ic * n->k * n->k, ohw = n->oh * n->ow, B = p->batch, oc = n->oc;
     const int G = group_images(n, B);
     const size_t in_sz = dt_node_in_size(n), out_sz = dt_node_out_size(n);
@@ -442,26 +349,6 @@ static void conv_backward(dt_node *n, const dt_pass *p) {
     dt_tier_cap = 0;
 }
 
-#ifdef DT_WITH_DNNL
-/* under bf16, a conv whose input is another layer's output takes it as stored (bf16) where
- * oneDNN has bf16 kernels; the model input is fp32 */
-static int conv_bf16_io(dt_node *n, int batch) {
-    return n->in[0] >= 0 && dt_conv_dnnl_get(n, batch, DT_CONV_BF16_IO) != NULL;
-}
-
-static dt_status conv_prepare(dt_node *n, int batch, int bf16) {
-    /* NULL: the own path (said once), not an error */
-    if (!bf16 || !conv_bf16_io(n, batch)) dt_conv_dnnl_get(n, batch, bf16 ? DT_CONV_BF16 : DT_CONV_FP32);
-    return DT_OK;
-}
-
-static const char *conv_engine(const dt_node *n, int bf16) {
-    const int k = dt_conv_dnnl_kernel(n, bf16);
-    if (k == DT_KERNEL_ONEDNN_BF16) return "oneDNN-bf16";
-    return k == DT_KERNEL_ONEDNN || k == DT_KERNEL_ONEDNN_DIRECT ? "oneDNN" : "own";
-}
-#endif
-
 /* what a plan may choose: dtrain's own kernels (im2col, and Winograd where it fits), and
  * oneDNN's where the build has it */
 static unsigned conv_kernels(const dt_node *n, int bf16) {
@@ -469,20 +356,14 @@ static unsigned conv_kernels(const dt_node *n, int bf16) {
 #ifdef DT_KERNELS_AVX512
     if (dt_cpu_avx512() && dt_cpu_avx2()) own |= 1u << DT_KERNEL_OWN_AVX2; /* the tier below the CPU's */
 #endif
-#ifdef DT_WITH_DNNL
     return own | dt_conv_dnnl_kernels(n, bf16);
-#else
-    (void)bf16;
-    return own;
-#endif
 }
 
 const dt_layer_ops dt_layer_conv = {
     .kind = "conv", .auto_prefix = "conv", .ninputs = 1,
     .setup = conv_setup, .init = conv_init, .forward = conv_forward, .backward = conv_backward,
     .workspace = conv_workspace, .can_fuse_relu = 1, .gemm_params = 1, .bwd_skips = DT_SKIPS_Y,
-#ifdef DT_WITH_DNNL
-    .prepare = conv_prepare, .engine = conv_engine, .release = dt_conv_dnnl_release, .bf16_io = conv_bf16_io,
-#endif
+    .prepare = dt_conv_dnnl_prepare, .engine = dt_conv_dnnl_engine, .release = dt_conv_dnnl_release,
+    .bf16_io = dt_conv_dnnl_bf16_io,
     .kernels = conv_kernels,
 };

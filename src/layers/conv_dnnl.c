@@ -267,3 +267,19 @@ unsigned dt_conv_dnnl_kernels(const dt_node *n, int bf16) {
 }
 
 void dt_conv_dnnl_release(dt_node *n) { dt_dnnl_node_release(n, free_plan); }
+
+int dt_conv_dnnl_bf16_io(dt_node *n, int batch) {
+    return n->in[0] >= 0 && dt_conv_dnnl_get(n, batch, DT_CONV_BF16_IO) != NULL;
+}
+
+dt_status dt_conv_dnnl_prepare(dt_node *n, int batch, int bf16) {
+    /* NULL: the own path (said once), not an error */
+    if (!bf16 || !dt_conv_dnnl_bf16_io(n, batch)) dt_conv_dnnl_get(n, batch, bf16 ? DT_CONV_BF16 : DT_CONV_FP32);
+    return DT_OK;
+}
+
+const char *dt_conv_dnnl_engine(const dt_node *n, int bf16) {
+    const int k = dt_conv_dnnl_kernel(n, bf16);
+    if (k == DT_KERNEL_ONEDNN_BF16) return "oneDNN-bf16";
+    return k == DT_KERNEL_ONEDNN || k == DT_KERNEL_ONEDNN_DIRECT ? "oneDNN" : "own";
+}

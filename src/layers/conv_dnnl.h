@@ -2,11 +2,11 @@
  * gradients of one conv node at one batch size, NCHW fp32 in and out as dtrain's own path,
  * oneDNN's own layouts (and, under bf16, its bf16 data) inside, reorders around. Everything is
  * made by the plan: no allocation when it runs (its scratchpad is its own, oneDNN's "user"
- * scratchpad mode, in one arena all plans share). */
+ * scratchpad mode, in one arena all plans share). Without oneDNN the stubs below say "not here",
+ * and conv.c's own kernels run. */
 #ifndef DT_LAYERS_CONV_DNNL_H
 #define DT_LAYERS_CONV_DNNL_H
 
-#include "layers/dnnl_op.h"
 #include "layers/layer.h"
 
 typedef struct dt_conv_dnnl dt_conv_dnnl;
@@ -15,6 +15,9 @@ enum { DT_CONV_AUTO, DT_CONV_OWN, DT_CONV_ONEDNN, DT_CONV_BAD };
 /* A plan's arithmetic and memories: fp32; bf16 arithmetic (activations and weights bf16, sums
  * and parameter gradients fp32) on fp32 memories; the same on the model's bf16 activations */
 enum { DT_CONV_FP32, DT_CONV_BF16, DT_CONV_BF16_IO, DT_CONV_FP32_DIRECT /* fp32, never Winograd (a plan's onednn-direct) */ };
+
+#ifdef DT_WITH_DNNL
+#include "layers/dnnl_op.h"
 
 /* The plan of node n (a conv) at this batch in this mode; NULL, with dt_last_error set, when
  * oneDNN cannot make one. */
@@ -49,5 +52,48 @@ unsigned dt_conv_dnnl_kernels(const dt_node *n, int bf16);
 dt_conv_dnnl *dt_conv_dnnl_get(dt_node *n, int batch, int mode);
 /* Frees node n's plans (with its model). */
 void dt_conv_dnnl_release(dt_node *n);
+/* ops->prepare: node n's plan made for this batch now, not in the first step (NULL: the own
+ * path, said once, not an error) */
+dt_status dt_conv_dnnl_prepare(dt_node *n, int batch, int bf16);
+/* ops->engine: "oneDNN-bf16", "oneDNN" or "own" */
+const char *dt_conv_dnnl_engine(const dt_node *n, int bf16);
+/* ops->bf16_io: under bf16, a conv whose input is another layer's output takes it as stored
+ * (bf16) where oneDNN has bf16 kernels; the model input is fp32 */
+int dt_conv_dnnl_bf16_io(dt_node *n, int batch);
+#else
+static inline dt_conv_dnnl *dt_conv_dnnl_get(dt_node *n, int batch, int mode) {
+    (void)n, (void)batch, (void)mode;
+    return NULL;
+}
+static inline dt_status dt_conv_dnnl_forward(dt_conv_dnnl *p, const float *x, const float *w, const float *b,
+                                             float *y) {
+    (void)p, (void)x, (void)w, (void)b, (void)y;
+    return DT_ERR_STATE;
+}
+static inline dt_status dt_conv_dnnl_backward(dt_conv_dnnl *p, const float *x, const float *w, const float *dy,
+                                              float *dx, int dx_acc, float *dw, float *db) {
+    (void)p, (void)x, (void)w, (void)dy, (void)dx, (void)dx_acc, (void)dw, (void)db;
+    return DT_ERR_STATE;
+}
+static inline dt_status dt_conv_dnnl_forward16(dt_conv_dnnl *p, const uint16_t *x, const float *w, const float *b,
+                                               uint16_t *y) {
+    (void)p, (void)x, (void)w, (void)b, (void)y;
+    return DT_ERR_STATE;
+}
+static inline dt_status dt_conv_dnnl_backward16(dt_conv_dnnl *p, const uint16_t *x, const float *w,
+                                                const uint16_t *dy, uint16_t *dx, int dx_acc, float *dw, float *db) {
+    (void)p, (void)x, (void)w, (void)dy, (void)dx, (void)dx_acc, (void)dw, (void)db;
+    return DT_ERR_STATE;
+}
+static inline unsigned dt_conv_dnnl_kernels(const dt_node *n, int bf16) {
+    (void)n, (void)bf16;
+    return 0;
+}
+/* (in the ops table: no other engine to prepare, name or free, no bf16 activations taken) */
+#define dt_conv_dnnl_prepare NULL
+#define dt_conv_dnnl_engine NULL
+#define dt_conv_dnnl_release NULL
+#define dt_conv_dnnl_bf16_io NULL
+#endif
 
 #endif

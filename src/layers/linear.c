@@ -5,10 +5,7 @@
  * and this layer, running backward first, writes the gradient the embed then adds to. */
 #include "layers/layer.h"
 #include "layers/gemm.h"
-#ifdef DT_WITH_DNNL
-#include "layers/dnnl_op.h"
 #include "layers/linear_dnnl.h"
-#endif
 
 #include <math.h>
 #include <string.h>
@@ -34,11 +31,10 @@ static void linear_init(dt_node *n, dt_rng *rng) {
     else if (n->bias) dt_init_uniform(n->w[1], (size_t)n->out, bound, rng);
 }
 
+/* oneDNN's bf16 matmul where it is chosen (linear_dnnl.h; never in a build without it) */
 static void linear_forward(dt_node *n, const dt_pass *p) {
-#ifdef DT_WITH_DNNL
     dt_linear_dnnl *plan = p->bf16 ? dt_linear_dnnl_get(n, p->batch) : NULL;
     if (plan && dt_linear_dnnl_forward(plan, p->x[0], n->w[0], n->bias ? n->w[1] : NULL, n->y) == DT_OK) return;
-#endif
     const int in = dt_node_row_len(n), out = n->out, N = p->batch * dt_node_rows(n);
     if (n->bias)
         for (int b = 0; b < N; b++) memcpy(n->y + (size_t)b * out, n->w[1], out * sizeof(float));
@@ -49,11 +45,8 @@ static void linear_forward(dt_node *n, const dt_pass *p) {
 
 static void linear_backward(dt_node *n, const dt_pass *p) {
     const int in = dt_node_row_len(n), out = n->out, N = p->batch * dt_node_rows(n);
-    int done = 0;
-#ifdef DT_WITH_DNNL
     dt_linear_dnnl *plan = p->bf16 && !(p->dx[0] && p->dx_acc[0]) ? dt_linear_dnnl_get(n, p->batch) : NULL;
-    done = plan && dt_linear_dnnl_backward(plan, p->x[0], n->w[0], n->dy, p->dx[0], 0, n->g[0]) == DT_OK;
-#endif
+    const int done = plan && dt_linear_dnnl_backward(plan, p->x[0], n->w[0], n->dy, p->dx[0], 0, n->g[0]) == DT_OK;
     if (!done) dt_sgemm(1, 0, out, in, N, 1.0f, n->dy, out, p->x[0], in, 0.0f, n->g[0], in);
     if (n->bias) {
         memset(n->g[1], 0, out * sizeof(float));
@@ -67,24 +60,10 @@ static void linear_backward(dt_node *n, const dt_pass *p) {
                  p->dx[0], in);
 }
 
-#ifdef DT_WITH_DNNL
-static dt_status linear_prepare(dt_node *n, int batch, int bf16) {
-    if (bf16) dt_linear_dnnl_get(n, batch); /* NULL: the fp32 GEMM (said once), not an error */
-    return DT_OK;
-}
-
-/* (fp32 linear layers are always OpenBLAS's: not named) */
-static const char *linear_engine(const dt_node *n, int bf16) {
-    return !bf16 ? NULL : dt_linear_dnnl_wanted(n) ? "oneDNN-bf16" : "own";
-}
-#endif
-
 const dt_layer_ops dt_layer_linear = {
     .kind = "linear", .auto_prefix = "fc", .ninputs = 1,
     .setup = linear_setup, .init = linear_init, .forward = linear_forward,
     .backward = linear_backward, .can_fuse_relu = 1, .gemm_params = 1, .bwd_skips = DT_SKIPS_Y, .seq = DT_SEQ_ANY,
-#ifdef DT_WITH_DNNL
-    .prepare = linear_prepare, .engine = linear_engine, .release = dt_linear_dnnl_release,
+    .prepare = dt_linear_dnnl_prepare, .engine = dt_linear_dnnl_engine, .release = dt_linear_dnnl_release,
     .kernels = dt_linear_dnnl_kernels,
-#endif
 };

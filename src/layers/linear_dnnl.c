@@ -145,3 +145,13 @@ dt_linear_dnnl *dt_linear_dnnl_get(dt_node *n, int batch) {
 }
 
 void dt_linear_dnnl_release(dt_node *n) { dt_dnnl_node_release(n, free_plan); }
+
+dt_status dt_linear_dnnl_prepare(dt_node *n, int batch, int bf16) {
+    if (bf16) dt_linear_dnnl_get(n, batch); /* NULL: the fp32 GEMM (said once), not an error */
+    return DT_OK;
+}
+
+/* (fp32 linear layers are always OpenBLAS's: not named) */
+const char *dt_linear_dnnl_engine(const dt_node *n, int bf16) {
+    return !bf16 ? NULL : dt_linear_dnnl_wanted(n) ? "oneDNN-bf16" : "own";
+}

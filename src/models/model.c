@@ -314,33 +314,6 @@ dt_status dt_model_reserve(dt_model *m, int max_batch) {
     return DT_OK;
 }
 
-size_t dt_model_engines(const dt_model *m, char *buf, size_t cap) {
-    return dt_model_engines_at(m, m->precision == DT_PRECISION_BF16, buf, cap);
-}
-
-size_t dt_model_engines_at(const dt_model *m, int bf16, char *buf, size_t cap) {
-    size_t len = 0;
-    if (cap) *buf = 0;
-    for (int i = 0; i < m->nn; i++) {
-        const dt_node *n = &m->nodes[i];
-        if (!n->ops->engine) continue;
-        const char *e = n->ops->engine(n, bf16);
-        if (!e) continue;
-        int seen = 0, count = 0;
-        for (int j = 0; j < m->nn; j++) {
-            const dt_node *o = &m->nodes[j];
-            if (o->ops != n->ops || !o->ops->engine(o, bf16) || strcmp(o->ops->engine(o, bf16), e) != 0) continue;
-            if (j < i) seen = 1;
-            count++;
-        }
-        if (seen) continue;
-        const int k = snprintf(buf + (len < cap ? len : cap), len < cap ? cap - len : 0, "%s%s:%s:%d", len ? "," : "",
-                               n->ops->kind, e, count);
-        len += k > 0 ? (size_t)k : 0;
-    }
-    return len;
-}
-
 const char *const dt_precision_names[] = {"fp32", "bf16", NULL};
 const char *dt_precision_name(dt_precision p) { return dt_precision_names[p == DT_PRECISION_BF16]; }
 
@@ -356,68 +329,6 @@ dt_status dt_model_set_precision(dt_model *m, dt_precision p) {
 
 dt_precision dt_model_precision(const dt_model *m) { return (dt_precision)m->precision; }
 size_t dt_model_activation_bytes(const dt_model *m) { return m->max_batch ? m->act_bytes : 0; }
-
-size_t dt_model_num_params(const dt_model *m) { return m->np; }
-float *dt_model_params(dt_model *m) { return m->params; }
-float *dt_model_grads(dt_model *m) { return m->grads; }
-int dt_model_num_tensors(const dt_model *m) { return m->nviews; }
-const dt_tensor_view *dt_model_tensor(const dt_model *m, int i) {
-    assert(i >= 0 && i < m->nviews);
-    return &m->views[i];
-}
-/* Decided by the layer's kind (its parameters are GEMM operands) and the tensor's own name and
- * shape, not by a list of kinds: a layer kind added later is right by construction (an
- * embedding's table is no GEMM operand, a norm's scale and every bias have one dimension). */
-int dt_model_tensor_decays(const dt_model *m, int i) {
-    assert(i >= 0 && i < m->nviews);
-    /* views are in node order, a node's own tensors together (a tied head owns none) */
-    for (int k = 0, v = 0; k < m->nn; k++)
-        for (int j = 0; j < m->nodes[k].nparam; j++) {
-            const dt_node *n = &m->nodes[k];
-            if (!dt_node_owns(n, j) || v++ != i) continue;
-            const dt_ptensor *t = &n->ptens[j];
-            const size_t len = strlen(t->suffix);
-            return n->ops->gemm_params && t->ndim >= 2 && len >= 6 && !strcmp(t->suffix + len - 6, "weight");
-        }
-    return 0;
-}
-
-const char *dt_model_tensor_kind(const dt_model *m, int i) {
-    assert(i >= 0 && i < m->nviews);
-    /* views are in node order, a node's own tensors together */
-    for (int k = 0, v = 0; k < m->nn; k++)
-        for (int t = 0; t < m->nodes[k].nparam; t++)
-            if (dt_node_owns(&m->nodes[k], t) && v++ == i) return m->nodes[k].ops->kind;
-    return "?";
-}
-size_t dt_model_num_state(const dt_model *m) { return m->ns; }
-float *dt_model_state(dt_model *m) { return m->state; }
-int dt_model_num_state_tensors(const dt_model *m) { return m->nsviews; }
-const dt_tensor_view *dt_model_state_tensor(const dt_model *m, int i) {
-    assert(i >= 0 && i < m->nsviews);
-    return &m->sviews[i];
-}
-void dt_model_input_shape(const dt_model *m, int *c, int *h, int *w) {
-    *c = m->in_c; *h = m->in_h; *w = m->in_w;
-}
-int dt_model_positions(const dt_model *m) {
-    const dt_node *last = &m->nodes[m->nn - 1];
-    return last->seq ? last->oh : 1;
-}
-int dt_model_num_classes(const dt_model *m) {
-    const dt_node *last = &m->nodes[m->nn - 1];
-    return last->seq ? last->oc : (int)dt_node_out_size(last);
-}
-int dt_model_vocab(const dt_model *m) {
-    for (int i = 0; i < m->nn; i++)
-        if (m->nodes[i].ops->ids_input && m->nodes[i].in[0] < 0) return m->nodes[i].vocab;
-    return 0;
-}
-double dt_model_flops(const dt_model *m) {
-    double f = 0;
-    for (int i = 0; i < m->nn; i++) f += m->nodes[i].flops;
-    return f;
-}
 
 static const float *node_input(const dt_model *m, int src) {
     return src < 0 ? m->input : m->nodes[src].y;
@@ -465,15 +376,6 @@ float dt_model_loss_targets(const dt_model *m, const uint16_t *targets, int *cor
 
 float dt_model_loss(const dt_model *m, const uint8_t *labels, int *correct) {
     return dt_model_loss_targets(m, widen(m, labels), correct);
-}
-
-/* Where the gradients are final from, once node n's backward has run: its first own parameter
- * tensor (the lowest offset of its tensors); a tied weight is not final until the embed that
- * owns it, an earlier node, has added its share. */
-size_t dt_model_ready_after(const dt_model *m, const dt_node *n, size_t ready) {
-    for (int t = 0; t < n->nparam; t++)
-        if (dt_node_owns(n, t)) return (size_t)(n->g[t] - m->grads);
-    return ready;
 }
 
 /* A replay's backward pass: each layer's time charged as the calculating pass charges it (per

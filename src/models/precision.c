@@ -25,9 +25,7 @@
 #include <string.h>
 
 #include "layers/bf16_array.h"
-#ifdef DT_WITH_DNNL
-#include "layers/conv_dnnl.h"
-#endif
+#include "layers/bf16_kernels.h"
 #include "layers/kernels.h"
 #include "models/loss.h"
 #include "models/model_struct.h"
@@ -107,11 +105,11 @@ static void unround_params(dt_node *n, float *const saved[DT_MAX_PTENSORS]) {
 /* Runs node i's forward or backward with its GEMM parameters rounded. (Its time, when the
  * layers are timed, is taken around the whole node by the callers: the conversions into and
  * out of fp32 copies are part of what a node costs under bf16, and a plan weighs them.) */
-static void run_node(dt_model *m, int i, const dt_pass *p, int backward) {
+static void run_node(dt_model *m, int i, const dt_pass *p, int bwd) {
     dt_node *n = &m->nodes[i];
     float *saved[DT_MAX_PTENSORS];
     round_params(m, n, p, saved);
-    if (backward) n->ops->backward(n, p);
+    if (bwd) n->ops->backward(n, p);
     else n->ops->forward(n, p);
     unround_params(n, saved);
 }
@@ -234,41 +232,4 @@ float dt_bf16_backward(dt_model *m, const uint16_t *targets, int *correct, float
     return loss;
 }
 
-/* What --precision bf16 does with each kind of layer of this model, here (dtrain info). */
-void dt_model_print_precision(const dt_model *m, void *file) {
-    FILE *f = file;
-    char gemm[200] = "", forms[300] = "", other[300] = "";
-    for (int i = 0; i < m->nn; i++) {
-        const dt_layer_ops *ops = m->nodes[i].ops;
-        char *list = ops->gemm_params ? gemm : ops->bf16_io ? forms : other;
-        const size_t cap = ops->gemm_params ? sizeof gemm : ops->bf16_io ? sizeof forms : sizeof other;
-        int seen = 0;
-        for (int j = 0; j < i && !seen; j++) seen = m->nodes[j].ops == ops;
-        if (!seen) snprintf(list + strlen(list), cap - strlen(list), "%s%s", *list ? ", " : "", ops->kind);
-    }
-    const char *why = dt_bf16_fallback_reason();
-    char engines[256];
-    dt_model_engines_at(m, 1, engines, sizeof engines);
-    fprintf(f, "precision: fp32 (default); --precision bf16 stores every activation and its gradient as bf16, and\n");
-    if (!why && strstr(engines, "bf16"))
-        fprintf(f, "  conv: where oneDNN runs it (%s), multiplies in bf16 with oneDNN's bf16 kernels, sums in fp32\n",
-                engines);
-    if (*gemm)
-        fprintf(f, "  %s%s: multiplies bf16-rounded weights and inputs, sums in fp32, with the fp32 GEMM (%s)\n",
-                !why && strstr(engines, "bf16") ? "otherwise " : "", gemm, why ? why : "no bf16 GEMM for these");
-    if (*forms)
-        fprintf(f, "  %s: read and write the stored bf16 values, computing in fp32 (their bf16 forms)\n", forms);
-    if (*other) fprintf(f, "  %s: computes in fp32 on fp32 copies of the bf16-stored values\n", other);
-    fprintf(f, "  parameters, their gradients, optimiser, loss, checkpoints: fp32\n");
-}
-
-const char *dt_bf16_fallback_reason(void) {
-#ifdef DT_WITH_DNNL
-    return dt_dnnl_bf16_hw() ? NULL : "this CPU has no bf16 arithmetic (AVX512_BF16 or AMX) for oneDNN";
-#elif defined DT_KERNELS_AVX512
-    return __builtin_cpu_supports("avx512bf16") ? "this build has no bf16 kernels: built without oneDNN"
-                                                : "this CPU has no bf16 arithmetic (AVX512_BF16), nor this build oneDNN";
-#else
-    return "this build has no bf16 kernels: built without oneDNN";
-#endif
-}
+const char *dt_bf16_fallback_reason(void) { return dt_bf16_kernels_missing(); }
