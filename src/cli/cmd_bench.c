@@ -8,12 +8,12 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/alloc.h"
 #include "core/flag_table.h"
 #include "dtrain.h"
 #include "layers/layer.h"
 #include "trainer/plan_cache.h"
 #include "trainer/trainer.h"
-#include "core/alloc.h"
 #include <cblas.h>
 #include <sys/resource.h>
 

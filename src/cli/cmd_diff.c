@@ -10,8 +10,8 @@
 #include "cli/cli.h"
 #include "core/escape.h"
 #include "core/flag_table.h"
-#include "dtrain.h"
 #include "core/tensorfile.h"
+#include "dtrain.h"
 
 /* diff compares the model's tensors and a checkpoint's optimiser state (sgd's momentum, AdamW's
  * moments: "optim:"); the trainer's and the schemes' own records (train:..., allreduce:..., raw counters among them) differ between

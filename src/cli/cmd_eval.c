@@ -9,10 +9,10 @@
 
 #include "cli/cli.h"
 #include "core/flag_table.h"
-#include "dtrain.h"
 #include "core/paths.h"
-#include "trainer/trainer.h"
 #include "core/tensorfile.h"
+#include "dtrain.h"
+#include "trainer/trainer.h"
 
 typedef struct {
     const char *model, *data, *data_dir, *weights;

@@ -8,14 +8,14 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "trainer/plan_cache.h"
-#include "dtrain.h"
 #include "cli/launch.h"
-#include "cli/supervise.h"
 #include "cli/rundir.h"
+#include "cli/supervise.h"
 #include "cli/tee.h"
 #include "cli/train_flags.h"
 #include "core/paths.h"
+#include "dtrain.h"
+#include "trainer/plan_cache.h"
 #include "trainer/trainer.h"
 
 /* Starts N ranks of `dtrain train` with mpiexec and supervises them (supervise.h). Flags are

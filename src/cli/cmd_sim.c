@@ -17,13 +17,13 @@
 #include <unistd.h>
 
 #include "cli/calib_file.h"
-#include "cli/sim_cluster.h"
-#include "cli/sim_start.h"
-#include "cli/supervise.h"
 #include "cli/cli.h"
 #include "cli/rundir.h"
+#include "cli/sim_cluster.h"
 #include "cli/sim_launch.h"
 #include "cli/sim_platform.h"
+#include "cli/sim_start.h"
+#include "cli/supervise.h"
 #include "cli/tee.h"
 #include "cli/train_flags.h"
 #include "core/alloc.h"

@@ -12,14 +12,14 @@
 #include "dtrain.h"
 #include <stdatomic.h>
 #include "cli/guard.h"
-#include "core/sim.h"
 #include "cli/rundir.h"
 #include "cli/tee.h"
 #include "cli/train_flags.h"
 #include "comm/sim_poll.h"
-#include "comm/world.h"
 #include "comm/watch.h"
+#include "comm/world.h"
 #include "core/paths.h"
+#include "core/sim.h"
 #include "trainer/trainer.h"
 
 /* MPI is initialised (a singleton without mpiexec). Errors every rank meets alike are printed

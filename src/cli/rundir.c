@@ -7,8 +7,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/paths.h"
 #include "core/alloc.h"
+#include "core/paths.h"
 
 static int plain(const char *a) {
     if (!*a) return 0;

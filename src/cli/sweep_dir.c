@@ -18,9 +18,9 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/alloc.h"
 #include "core/json.h"
 #include "core/paths.h"
-#include "core/alloc.h"
 
 char dt_sweep_self[4096];
 

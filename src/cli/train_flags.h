@@ -9,8 +9,8 @@
 #include <stddef.h>
 
 #include "core/flag_table.h"
-#include "schemes/registry.h"
 #include "dtrain.h"
+#include "schemes/registry.h"
 
 typedef struct dt_train_flags {
     dt_train_config c;

@@ -28,8 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dtrain.h"
 #include "core/bf16.h"
+#include "dtrain.h"
 #include "dtrain/comm.h"
 
 #define DT_CODEC_CHUNK 256 /* int8: values per scale */

@@ -1,11 +1,11 @@
 /* The counted and timed calls of dtrain/comm.h: every payload a scheme sends is counted here
  * (messages, bytes: docs/accounting.md), its time is communication time, and its span is on
  * the timeline (--trace); waits are seen by the watchdog. */
-#include "dtrain/comm.h"
 #include "comm/sim_coll.h"
 #include "comm/trace.h"
 #include "comm/watch.h"
 #include "core/sim.h"
+#include "dtrain/comm.h"
 
 #include <assert.h>
 #include <limits.h>

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/paths.h"
 #include "core/alloc.h"
+#include "core/paths.h"
 
 typedef struct {
     double ts, dur;   /* seconds, dt_now's clock */

@@ -8,8 +8,8 @@
 
 #include <stdint.h>
 
-#include "dtrain.h"
 #include "comm/world.h"
+#include "dtrain.h"
 
 /* lanes of a rank's timeline (Chrome's "threads"): the rank has one thread; its compute,
  * its counted messages and its blocking MPI calls are drawn on three lanes so they nest */

@@ -1,7 +1,7 @@
 /* Watching a rank (watch.h): the board and the watchdog thread. The blocking MPI calls mark
  * their waits through the profiling-interface wrappers of pmpi.c. */
-#include "comm/watch.h"
 #include "comm/trace.h"
+#include "comm/watch.h"
 
 #include <fcntl.h>
 #include <mpi.h>

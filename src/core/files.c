@@ -1,8 +1,8 @@
 /* One way to open an input and one way to create an output (paths.h). Every reader of a file
  * a user can name goes through dt_open_regular(_fd); every writer through dt_write_atomic (a
  * whole file renamed into place) or dt_open_own (a file dtrain names itself, appended to). */
-#include "core/paths.h"
 #include "core/alloc.h"
+#include "core/paths.h"
 
 #include <ctype.h>
 #include <dirent.h>

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtrain.h"
 #include "core/alloc.h"
+#include "dtrain.h"
 
 enum { JSON_MAX_DEPTH = (int)sizeof(((dt_json *)0)->first) - 1 }; /* first[0] is the top level */
 

@@ -12,9 +12,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/alloc.h"
 #include "core/json.h"
 #include "core/paths.h"
-#include "core/alloc.h"
 
 /* the reference implementation's limit on the header's size */
 #define MAX_HEADER 100000000ull

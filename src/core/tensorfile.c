@@ -1,7 +1,7 @@
 #include "core/tensorfile.h"
 
-#include "core/paths.h"
 #include "core/alloc.h"
+#include "core/paths.h"
 
 #include <assert.h>
 #include <errno.h>

@@ -2,8 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtrain.h"
 #include "core/alloc.h"
+#include "dtrain.h"
 
 dt_status dt_split_parse(const char *text, dt_split_kind *out) {
     if (!strcmp(text, "random")) *out = DT_SPLIT_RANDOM;

@@ -6,13 +6,13 @@
  * large maps use G = 1 and write straight into the output. Backward recomputes the columns of
  * each group into the cache-resident workspace: cheaper than keeping them for the whole batch
  * (measured: keeping them was 5-10% slower on cnn1 and downpour-cnn, memory traffic). */
-#include "layers/layer.h"
 #include "layers/conv_avx2.h"
 #include "layers/conv_avx512.h"
 #include "layers/conv_dnnl.h"
 #include "layers/conv_winograd.h"
 #include "layers/gemm.h"
 #include "layers/kernels.h"
+#include "layers/layer.h"
 
 #include <math.h>
 #include <stdio.h>

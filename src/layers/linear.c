@@ -3,8 +3,8 @@
  * dimension), all batch x T rows in one GEMM. tie=NAME takes an embed's weight [V, C] as its
  * own (a language model's head: out=V, C inputs): the graph points w[0] and g[0] at the embed's,
  * and this layer, running backward first, writes the gradient the embed then adds to. */
-#include "layers/layer.h"
 #include "layers/gemm.h"
+#include "layers/layer.h"
 #include "layers/linear_dnnl.h"
 
 #include <math.h>

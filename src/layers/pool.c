@@ -1,8 +1,8 @@
 /* Max pooling, average pooling and global average pooling (k x k windows, stride, padding;
  * floor mode as in PyTorch). Max pooling saves the argmax of every output for backward. */
-#include "layers/layer.h"
 #include "layers/bf16_array.h"
 #include "layers/kernels.h"
+#include "layers/layer.h"
 
 #include <float.h>
 #include <stdint.h>

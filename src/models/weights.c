@@ -1,9 +1,9 @@
 /* Saving and loading a model's parameters and state by tensor name. */
+#include "core/alloc.h"
 #include "core/safetensors.h"
 #include "core/tensorfile.h"
 #include "models/model.h"
 #include "models/model_struct.h"
-#include "core/alloc.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* SGD with momentum, Nesterov and weight decay (PyTorch semantics): dt_sgd over one buffer, and
  * the loop dt_optim's sgd runs over its slices (optim.h). */
-#include "dtrain.h"
 #include "core/alloc.h"
+#include "dtrain.h"
 #include "optim/optim.h"
 
 #include <stdlib.h>

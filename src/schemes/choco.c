@@ -21,9 +21,9 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "schemes/drift.h"
 #include "comm/topology.h"
 #include "core/alloc.h"
+#include "schemes/drift.h"
 
 typedef struct {
     dt_gossip *g;  /* first, then drift: the shared hooks find them there (dt_gossip_head) */

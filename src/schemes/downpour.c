@@ -10,9 +10,9 @@
  *
  * This file: set-up, the end of the run (collective) and the figures; the worker's side is
  * downpour_worker.c, the server's downpour_server.c, their shared state downpour_state.h. */
-#include "schemes/downpour_state.h"
 #include "comm/watch.h"
 #include "core/alloc.h"
+#include "schemes/downpour_state.h"
 
 /* ------------------------------------------------------------------ the end (collective) */
 

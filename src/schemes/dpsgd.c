@@ -7,9 +7,9 @@
  * quasi-global momentum, an outer step every H steps. */
 #include <stdlib.h>
 
-#include "schemes/drift.h"
 #include "comm/topology.h"
 #include "core/alloc.h"
+#include "schemes/drift.h"
 
 typedef struct {
     dt_gossip *g;   /* first, then drift: the shared hooks find them there (dt_gossip_head) */

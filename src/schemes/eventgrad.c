@@ -21,10 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "schemes/drift.h"
-#include "schemes/trigger.h"
 #include "comm/topology.h"
 #include "core/alloc.h"
+#include "schemes/drift.h"
+#include "schemes/trigger.h"
 
 typedef struct {
     dt_gossip *g;   /* first, then drift: the shared hooks find them there (dt_gossip_head) */

@@ -28,11 +28,11 @@
 #include <string.h>
 
 #include "comm/encoded_sum.h"
+#include "core/alloc.h"
 #include "schemes/outer.h"
 #include "schemes/paramavg.h"
 #include "schemes/registry.h"
 #include "schemes/scaffold.h"
-#include "core/alloc.h"
 
 typedef struct {
     dt_param_weighting agg;

@@ -1,8 +1,8 @@
 /* Gossip's checkpoint records (dt_gossip_save, dt_gossip_load; gossip.h): the graph, the
  * neighbours' values this rank holds and (--compress, or kept for consensus) the copy of its own
  * they hold. */
-#include "schemes/gossip_state.h"
 #include "core/alloc.h"
+#include "schemes/gossip_state.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,8 +1,8 @@
 /* Gossip's transport line (dt_gossip_end_epoch): every rank's tensors sent, overwritten,
  * coalesced and the fresh arrivals from each neighbour, gathered at rank 0 every epoch, and a
  * warning where a neighbour sent but nothing arrived. */
-#include "schemes/gossip_state.h"
 #include "core/alloc.h"
+#include "schemes/gossip_state.h"
 
 #include <stdio.h>
 #include <stdlib.h>

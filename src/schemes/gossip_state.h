@@ -4,8 +4,8 @@
 #ifndef DT_GOSSIP_STATE_H
 #define DT_GOSSIP_STATE_H
 
-#include "schemes/gossip.h"
 #include "comm/window.h"
+#include "schemes/gossip.h"
 
 struct dt_gossip {
     int nn, *nbrs;

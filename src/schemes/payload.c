@@ -1,6 +1,6 @@
 /* Gradient payloads with error feedback (see payload.h). */
-#include "schemes/payload.h"
 #include "core/alloc.h"
+#include "schemes/payload.h"
 
 #include <stdlib.h>
 #include <string.h>

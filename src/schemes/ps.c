@@ -17,10 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "schemes/paramavg.h"
 #include "schemes/payload.h"
 #include "schemes/registry.h"
-#include "core/alloc.h"
 
 typedef struct {
     int weight_mode;

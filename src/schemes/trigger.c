@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/flag_table.h"
 #include "core/alloc.h"
+#include "core/flag_table.h"
 
 const char *dt_threshold_parse(const char *text, void *threshold) {
     dt_threshold th = {0};

@@ -8,12 +8,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/alloc.h"
 #include "core/paths.h"
 #include "models/model.h"
 #include "optim/optim.h"
 #include "trainer/ckset.h"
 #include "trainer/trainer.h"
-#include "core/alloc.h"
 
 /* Which run wrote a checkpoint: resuming it under another scheme, codec or number of ranks
  * would mix state that does not belong together. */

@@ -10,9 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/alloc.h"
 #include "core/paths.h"
 #include "core/tensorfile.h"
-#include "core/alloc.h"
 
 void dt_ckset_part_path(const char *path, int epoch, long mid, int rank, char *out, size_t len) {
     if (mid < 0) snprintf(out, len, "%s.e%d.rank%d", path, epoch, rank);

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/trainer.h"
 #include "core/alloc.h"
 #include "core/sim.h"
+#include "trainer/trainer.h"
 
 /* Accuracy: the share of predictions that are right (a language model's: of its next tokens);
  * loss: their mean cross-entropy in nats. A text's windows are its fixed ones (no offsets). */

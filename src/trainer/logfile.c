@@ -8,9 +8,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/alloc.h"
 #include "core/paths.h"
 #include "trainer/trainer.h"
-#include "core/alloc.h"
 
 /* Whether an existing regular file may be appended to as a run's log: empty, or a dtrain log
  * (its first line a JSON object whose "type" is "config", as dt_trainer_log_config writes it

@@ -10,13 +10,13 @@
 
 #include <unistd.h>
 
+#include "comm/sim_poll.h"
 #include "comm/trace.h"
 #include "comm/watch.h"
+#include "core/alloc.h"
 #include "core/sim.h"
 #include "models/model.h"
-#include "comm/sim_poll.h"
 #include "trainer/trainer.h"
-#include "core/alloc.h"
 
 /* the watchdog's line names the hook a rank was in when a wait made no progress */
 #define HOOK(t, name) ((t)->scheme->ops->name ? hook(t, #name, (t)->scheme->ops->name) : DT_OK)

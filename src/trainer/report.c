@@ -7,9 +7,9 @@
 #include <time.h>
 
 #include "comm/pmpi.h"
+#include "core/alloc.h"
 #include "core/sim.h"
 #include "trainer/trainer.h"
-#include "core/alloc.h"
 
 /* the build's commit (src/core/version.c, written at every build) */
 extern const char dt_build_commit[];

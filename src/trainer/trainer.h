@@ -13,11 +13,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dtrain/server.h"
-#include "schemes/registry.h"
 #include "comm/world.h"
 #include "core/tensorfile.h"
 #include "dtrain.h"
+#include "dtrain/server.h"
+#include "schemes/registry.h"
 #include "trainer/ckset.h"
 #include "trainer/replay.h"
 
