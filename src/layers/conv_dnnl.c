@@ -29,6 +29,81 @@ static int winograd_shape(const dt_node *n) {
     return n->k == 3 && n->stride == 1 && !(we && strcmp(we, "0") == 0);
 }
 
+/* The backward ops' attributes and the forward's, which carries the ReLU the graph fused into
+ * this node; scratchpads are the user's (dt_dnnl_op) */
+static int create_attrs(const dt_node *n, dnnl_primitive_attr_t *attr_, dnnl_primitive_attr_t *fattr_,
+                        dnnl_post_ops_t *relu_) {
+    dnnl_primitive_attr_t attr = NULL, fattr = NULL;
+    dnnl_post_ops_t relu = NULL;
+    TRY(dnnl_primitive_attr_create(&attr));
+    TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
+    TRY(dnnl_primitive_attr_create(&fattr));
+    TRY(dnnl_primitive_attr_set_scratchpad_mode(fattr, dnnl_scratchpad_mode_user));
+    if (n->relu_out) { /* the ReLU the graph fused into this node, as oneDNN's post-op */
+        TRY(dnnl_post_ops_create(&relu));
+        TRY(dnnl_post_ops_append_eltwise(relu, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f));
+        TRY(dnnl_primitive_attr_set_post_ops(fattr, relu));
+    }
+    *attr_ = attr; *fattr_ = fattr; *relu_ = relu;
+    return 1;
+fail: /* the caller destroys what was made */
+    *attr_ = attr; *fattr_ = fattr; *relu_ = relu;
+    return 0;
+}
+
+/* The forward, backward-data and backward-weights primitive descriptors, Winograd first where
+ * wino: each pass keeps the first algorithm oneDNN has for it (a NULL one: none at all) */
+static int create_pds(int wino, int bias, const dnnl_memory_desc_t *xa, const dnnl_memory_desc_t *wa,
+                      const dnnl_memory_desc_t *dwa, const dnnl_memory_desc_t *ba, const dnnl_memory_desc_t *ya,
+                      const dnnl_dims_t st, const dnnl_dims_t pl, const dnnl_dims_t pr, dnnl_primitive_attr_t attr,
+                      dnnl_primitive_attr_t fattr, dnnl_engine_t engine, dnnl_primitive_desc_t *fpd_,
+                      dnnl_primitive_desc_t *bdpd_, dnnl_primitive_desc_t *bwpd_) {
+    dnnl_primitive_desc_t fpd = NULL, bdpd = NULL, bwpd = NULL;
+    dnnl_convolution_desc_t fd, bdd, bwd;
+    for (int alg = wino; alg >= 0; alg--) {
+        const dnnl_alg_kind_t a = alg ? dnnl_convolution_winograd : dnnl_convolution_direct;
+        TRY(dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, a, xa, wa, bias ? ba : NULL, ya, st,
+                                               pl, pr));
+        if (!fpd && dnnl_primitive_desc_create(&fpd, &fd, fattr, engine, NULL) != dnnl_success) fpd = NULL;
+        TRY(dnnl_convolution_backward_data_desc_init(&bdd, a, xa, wa, ya, st, pl, pr));
+        if (fpd && !bdpd && dnnl_primitive_desc_create(&bdpd, &bdd, attr, engine, fpd) != dnnl_success) bdpd = NULL;
+        TRY(dnnl_convolution_backward_weights_desc_init(&bwd, a, xa, dwa, bias ? ba : NULL, ya, st, pl, pr));
+        if (fpd && !bwpd && dnnl_primitive_desc_create(&bwpd, &bwd, attr, engine, fpd) != dnnl_success) bwpd = NULL;
+    }
+    *fpd_ = fpd; *bdpd_ = bdpd; *bwpd_ = bwpd;
+    return 1;
+fail: /* the caller destroys what was made */
+    *fpd_ = fpd; *bdpd_ = bdpd; *bwpd_ = bwpd;
+    return 0;
+}
+
+/* The user's memories (handles set at each call) and each op's arguments over them */
+static int bind_memories(dt_conv_dnnl *p, dnnl_engine_t engine, const_dnnl_primitive_desc_t fpd,
+                         const_dnnl_primitive_desc_t bdpd, const_dnnl_primitive_desc_t bwpd,
+                         const dnnl_memory_desc_t *xu, const dnnl_memory_desc_t *yu, const dnnl_memory_desc_t *wu,
+                         const dnnl_memory_desc_t *bu) {
+    dnnl_memory_t *mems[8] = {&p->x, &p->y, &p->w, &p->b, &p->dy, &p->dx, &p->dw, &p->db};
+    const dnnl_memory_desc_t *mds[8] = {xu, yu, wu, bu, yu, xu, wu, bu};
+    for (int i = 0; i < 8; i++) TRY(dnnl_memory_create(mems[i], mds[i], engine, DNNL_MEMORY_NONE));
+    TRY(dt_dnnl_op_arg(&p->fwd, fpd, dnnl_query_src_md, 0, DNNL_ARG_SRC, p->x, 0, 0));
+    TRY(dt_dnnl_op_arg(&p->fwd, fpd, dnnl_query_weights_md, 0, DNNL_ARG_WEIGHTS, p->w, 0, 0));
+    if (p->bias) TRY(dt_dnnl_op_arg(&p->fwd, fpd, dnnl_query_weights_md, 1, DNNL_ARG_BIAS, p->b, 0, 0));
+    TRY(dt_dnnl_op_arg(&p->fwd, fpd, dnnl_query_dst_md, 0, DNNL_ARG_DST, p->y, 1, 0));
+    TRY(dt_dnnl_op_arg(&p->bwd_data, bdpd, dnnl_query_diff_dst_md, 0, DNNL_ARG_DIFF_DST, p->dy, 0, 0));
+    TRY(dt_dnnl_op_arg(&p->bwd_data, bdpd, dnnl_query_weights_md, 0, DNNL_ARG_WEIGHTS, p->w, 0, 0));
+    /* dX may be added to (a second consumer's gradient): on its way out of oneDNN's layout, or
+     * from oneDNN's own memory where that is the caller's layout */
+    TRY(dt_dnnl_op_arg(&p->bwd_data, bdpd, dnnl_query_diff_src_md, 0, DNNL_ARG_DIFF_SRC, p->dx, 1, 1));
+    /* dY first in both backward ops: reordered once for both where they want one layout */
+    TRY(dt_dnnl_op_arg(&p->bwd_weights, bwpd, dnnl_query_diff_dst_md, 0, DNNL_ARG_DIFF_DST, p->dy, 0, 0));
+    TRY(dt_dnnl_op_arg(&p->bwd_weights, bwpd, dnnl_query_src_md, 0, DNNL_ARG_SRC, p->x, 0, 0));
+    TRY(dt_dnnl_op_arg(&p->bwd_weights, bwpd, dnnl_query_diff_weights_md, 0, DNNL_ARG_DIFF_WEIGHTS, p->dw, 1, 0));
+    if (p->bias) TRY(dt_dnnl_op_arg(&p->bwd_weights, bwpd, dnnl_query_diff_weights_md, 1, DNNL_ARG_DIFF_BIAS, p->db, 1, 0));
+    return 1;
+fail:
+    return 0;
+}
+
 dt_conv_dnnl *dt_conv_dnnl_plan(const dt_node *n, int batch, int mode) {
     const int bf16 = mode == DT_CONV_BF16 || mode == DT_CONV_BF16_IO, io16 = mode == DT_CONV_BF16_IO;
     const dnnl_engine_t engine = dt_dnnl_engine();
@@ -59,30 +134,13 @@ dt_conv_dnnl *dt_conv_dnnl_plan(const dt_node *n, int batch, int mode) {
     TRY(dnnl_memory_desc_init_by_tag(&wa, 4, ws, dt, dnnl_format_tag_any));
     TRY(dnnl_memory_desc_init_by_tag(&dwa, 4, ws, dnnl_f32, dnnl_format_tag_any));
     TRY(dnnl_memory_desc_init_by_tag(&ba, 1, bs, dnnl_f32, dnnl_format_tag_any));
-    TRY(dnnl_primitive_attr_create(&attr));
-    TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
-    TRY(dnnl_primitive_attr_create(&fattr));
-    TRY(dnnl_primitive_attr_set_scratchpad_mode(fattr, dnnl_scratchpad_mode_user));
-    if (n->relu_out) { /* the ReLU the graph fused into this node, as oneDNN's post-op */
-        TRY(dnnl_post_ops_create(&relu));
-        TRY(dnnl_post_ops_append_eltwise(relu, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f));
-        TRY(dnnl_primitive_attr_set_post_ops(fattr, relu));
-    }
+    if (!create_attrs(n, &attr, &fattr, &relu)) goto fail;
     /* oneDNN's Winograd F(4x4, 3x3) for fp32 3x3 stride-1 layers, where it has one (AVX-512; each
      * pass falls back to direct where it has none): 1.4x resnet18-cifar's and 1.8x alexnet-cifar's
      * training steps here (docs/results.md, issue 32); DTRAIN_WINOGRAD=0 turns it off. */
     const int wino = !bf16 && mode != DT_CONV_FP32_DIRECT && winograd_shape(n);
-    dnnl_convolution_desc_t fd, bdd, bwd;
-    for (int alg = wino; alg >= 0; alg--) {
-        const dnnl_alg_kind_t a = alg ? dnnl_convolution_winograd : dnnl_convolution_direct;
-        TRY(dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, a, &xa, &wa, p->bias ? &ba : NULL, &ya, st,
-                                               pl, pr));
-        if (!fpd && dnnl_primitive_desc_create(&fpd, &fd, fattr, engine, NULL) != dnnl_success) fpd = NULL;
-        TRY(dnnl_convolution_backward_data_desc_init(&bdd, a, &xa, &wa, &ya, st, pl, pr));
-        if (fpd && !bdpd && dnnl_primitive_desc_create(&bdpd, &bdd, attr, engine, fpd) != dnnl_success) bdpd = NULL;
-        TRY(dnnl_convolution_backward_weights_desc_init(&bwd, a, &xa, &dwa, p->bias ? &ba : NULL, &ya, st, pl, pr));
-        if (fpd && !bwpd && dnnl_primitive_desc_create(&bwpd, &bwd, attr, engine, fpd) != dnnl_success) bwpd = NULL;
-    }
+    if (!create_pds(wino, p->bias, &xa, &wa, &dwa, &ba, &ya, st, pl, pr, attr, fattr, engine, &fpd, &bdpd, &bwpd))
+        goto fail;
     if (!fpd || !bdpd || !bwpd) {
         dt_fail(DT_ERR_STATE, "oneDNN: no convolution for %s (batch %d)", n->name, batch);
         goto fail;
@@ -90,23 +148,7 @@ dt_conv_dnnl *dt_conv_dnnl_plan(const dt_node *n, int batch, int mode) {
     TRY(dt_dnnl_op_make(&p->fwd, fpd));
     TRY(dt_dnnl_op_make(&p->bwd_data, bdpd));
     TRY(dt_dnnl_op_make(&p->bwd_weights, bwpd));
-    dnnl_memory_t *mems[8] = {&p->x, &p->y, &p->w, &p->b, &p->dy, &p->dx, &p->dw, &p->db};
-    const dnnl_memory_desc_t *mds[8] = {&xu, &yu, &wu, &bu, &yu, &xu, &wu, &bu};
-    for (int i = 0; i < 8; i++) TRY(dnnl_memory_create(mems[i], mds[i], engine, DNNL_MEMORY_NONE));
-    TRY(dt_dnnl_op_arg(&p->fwd, fpd, dnnl_query_src_md, 0, DNNL_ARG_SRC, p->x, 0, 0));
-    TRY(dt_dnnl_op_arg(&p->fwd, fpd, dnnl_query_weights_md, 0, DNNL_ARG_WEIGHTS, p->w, 0, 0));
-    if (p->bias) TRY(dt_dnnl_op_arg(&p->fwd, fpd, dnnl_query_weights_md, 1, DNNL_ARG_BIAS, p->b, 0, 0));
-    TRY(dt_dnnl_op_arg(&p->fwd, fpd, dnnl_query_dst_md, 0, DNNL_ARG_DST, p->y, 1, 0));
-    TRY(dt_dnnl_op_arg(&p->bwd_data, bdpd, dnnl_query_diff_dst_md, 0, DNNL_ARG_DIFF_DST, p->dy, 0, 0));
-    TRY(dt_dnnl_op_arg(&p->bwd_data, bdpd, dnnl_query_weights_md, 0, DNNL_ARG_WEIGHTS, p->w, 0, 0));
-    /* dX may be added to (a second consumer's gradient): on its way out of oneDNN's layout, or
-     * from oneDNN's own memory where that is the caller's layout */
-    TRY(dt_dnnl_op_arg(&p->bwd_data, bdpd, dnnl_query_diff_src_md, 0, DNNL_ARG_DIFF_SRC, p->dx, 1, 1));
-    /* dY first in both backward ops: reordered once for both where they want one layout */
-    TRY(dt_dnnl_op_arg(&p->bwd_weights, bwpd, dnnl_query_diff_dst_md, 0, DNNL_ARG_DIFF_DST, p->dy, 0, 0));
-    TRY(dt_dnnl_op_arg(&p->bwd_weights, bwpd, dnnl_query_src_md, 0, DNNL_ARG_SRC, p->x, 0, 0));
-    TRY(dt_dnnl_op_arg(&p->bwd_weights, bwpd, dnnl_query_diff_weights_md, 0, DNNL_ARG_DIFF_WEIGHTS, p->dw, 1, 0));
-    if (p->bias) TRY(dt_dnnl_op_arg(&p->bwd_weights, bwpd, dnnl_query_diff_weights_md, 1, DNNL_ARG_DIFF_BIAS, p->db, 1, 0));
+    if (!bind_memories(p, engine, fpd, bdpd, bwpd, &xu, &yu, &wu, &bu)) goto fail;
     if (!dt_dnnl_op_fit(&p->fwd) || !dt_dnnl_op_fit(&p->bwd_data) || !dt_dnnl_op_fit(&p->bwd_weights)) {
         dt_nomem("a oneDNN convolution's memories");
         goto fail;

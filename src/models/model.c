@@ -55,91 +55,35 @@ void dt_model_free(dt_model *m) {
     free(m);
 }
 
-/* The checks of sequences and tied weights that need more than one node: a layer's kind
- * against what its input is (dt_layer_ops.seq), and a tie=NAME against the layer it names. */
-static dt_status check_seq(const dt_node *n) {
-    if (n->iseq && n->ops->seq == DT_SEQ_NO)
-        return dt_fail(DT_ERR_ARG, "%s takes an image, not a sequence (%d positions of %d features): it has no "
-                       "meaning per position", n->ops->kind, n->ih, n->ic);
-    if (!n->iseq && n->ops->seq == DT_SEQ_ONLY)
-        return dt_fail(DT_ERR_ARG, "%s takes a sequence ('input seq=T' and the layers after it), not an image of "
-                       "%dx%dx%d", n->ops->kind, n->ic, n->ih, n->iw);
-    return DT_OK;
+/* ReLU fusion: a relu that is the only consumer of a producer that can apply it itself */
+static void fuse_relus(dt_node *nodes, int nn, const int *uses) {
+    for (int i = 0; i < nn; i++) {
+        dt_node *r = &nodes[i];
+        int src = r->in[0];
+        if (r->ops == &dt_layer_relu && src >= 0 && uses[src + 1] == 1 &&
+            nodes[src].ops->can_fuse_relu && !nodes[src].relu_out) {
+            nodes[src].relu_out = 1;
+            r->relu_fused = 1;
+        }
+    }
 }
 
-static dt_status check_tie(dt_node *nodes, int i) {
-    dt_node *n = &nodes[i], *e = &nodes[n->tie - 1];
-    if (e->ops != &dt_layer_embed)
-        return dt_fail(DT_ERR_ARG, "tie=%s: '%s' is a %s layer; only an embed's weight can be shared", e->name,
-                       e->name, e->ops->kind);
-    if (e->gacc) return dt_fail(DT_ERR_ARG, "tie=%s: its weight is already shared by another layer", e->name);
-    if (n->nparam < 1 || e->ptens[0].ndim != n->ptens[0].ndim ||
-        memcmp(e->ptens[0].shape, n->ptens[0].shape, sizeof e->ptens[0].shape) != 0)
-        return dt_fail(DT_ERR_ARG, "tie=%s: its weight is [%d, %d], this layer's would be [%d, %d] (out=%d, "
-                       "%d inputs)", e->name, e->ptens[0].shape[0], e->ptens[0].shape[1], n->ptens[0].shape[0],
-                       n->ptens[0].shape[1], n->out, n->ptens[0].shape[1]);
-    e->gacc = 1; /* backward runs from the last node: n writes the gradient first, e adds */
-    return DT_OK;
-}
-
-dt_status dt_model_build(dt_node *nodes, int nn, int in_c, int in_h, int in_w, int in_seq, const char *origin,
-                         dt_model **out) {
-    *out = NULL;
-    dt_status st = DT_OK;
-    dt_model *m = calloc(1, sizeof *m);
-    if (!m) { free(nodes); return dt_nomem("a model of %d layers", nn); }
-    m->nodes = nodes; m->nn = nn;
-    m->in_c = in_c; m->in_h = in_h; m->in_w = in_w; m->in_seq = in_seq;
-    if (nn < 1) { st = dt_fail(DT_ERR_FORMAT, "%s: the model has no layers", origin); goto fail; }
-    /* shapes, in topological order */
+/* Every node's shape (dt_model_shape_node), then the checks of the whole graph: its size and
+ * that every output but the last is read; counts the parameters, state and views for m. */
+static dt_status shape_graph(dt_model *m, const char *origin) {
+    dt_node *nodes = m->nodes;
+    const int nn = m->nn;
+    dt_status st;
     int *uses;
-    if ((st = dt_calloc(uses, (size_t)nn + 1, "the uses of %d layers", nn)) != DT_OK) goto fail;
+    if ((st = dt_calloc(uses, (size_t)nn + 1, "the uses of %d layers", nn)) != DT_OK) return st;
     for (int i = 0; i < nn; i++) {
         dt_node *n = &nodes[i];
         for (int j = 0; j < n->ops->ninputs; j++) {
             assert(n->in[j] >= -1 && n->in[j] < i);
             uses[n->in[j] + 1]++;
         }
-        const int src = n->in[0];
-        if (src < 0) { n->ic = in_c; n->ih = in_h; n->iw = in_w; n->iseq = in_seq; }
-        else { n->ic = nodes[src].oc; n->ih = nodes[src].oh; n->iw = nodes[src].ow; n->iseq = nodes[src].seq; }
-        n->seq = n->iseq; /* a layer that changes it says so in its setup */
-        if (n->ops->ninputs == 2) {
-            int s1 = n->in[1];
-            int c1 = s1 < 0 ? in_c : nodes[s1].oc, h1 = s1 < 0 ? in_h : nodes[s1].oh,
-                w1 = s1 < 0 ? in_w : nodes[s1].ow, q1 = s1 < 0 ? in_seq : nodes[s1].seq;
-            if (c1 != n->ic || h1 != n->ih || w1 != n->iw || q1 != n->iseq) {
-                st = dt_fail(DT_ERR_FORMAT, "%s: layer '%s': inputs have shapes %dx%dx%d and %dx%dx%d, expected equal",
-                             origin, n->name, n->ic, n->ih, n->iw, c1, h1, w1);
-                free(uses); goto fail;
-            }
-        }
-        /* shapes are ints in the layers: sizes are checked in 64 bits before and after each
-         * setup, so no product of them can overflow (a 46341x46341 input once did in flatten) */
-        if (dt_node_in_size(n) > DT_MAX_VALUES) {
-            st = dt_fail(DT_ERR_FORMAT, "%s: layer '%s': its input of %dx%dx%d = %zu values per image is more than "
-                         "dtrain handles (%zu)", origin, n->name, n->ic, n->ih, n->iw, dt_node_in_size(n),
-                         (size_t)DT_MAX_VALUES);
-            free(uses); goto fail;
-        }
-        st = check_seq(n);
-        if (st == DT_OK) st = n->ops->setup(n);
-        if (st == DT_OK && n->tie) st = check_tie(nodes, i);
-        for (int t = 0; st == DT_OK && t < n->nparam; t++)
-            if (dt_ptensor_numel(&n->ptens[t]) > DT_MAX_VALUES)
-                st = dt_fail(DT_ERR_ARG, "its %s has %zu values, more than dtrain handles (%zu)", n->ptens[t].suffix,
-                             dt_ptensor_numel(&n->ptens[t]), (size_t)DT_MAX_VALUES);
-        if (st == DT_OK && (n->oc < 1 || n->oh < 1 || n->ow < 1 ||
-                            (size_t)n->oc * (size_t)n->oh * (size_t)n->ow > DT_MAX_VALUES))
-            st = dt_fail(DT_ERR_ARG, "its output of %dx%dx%d values per image is empty or more than dtrain handles (%zu)",
-                         n->oc, n->oh, n->ow, (size_t)DT_MAX_VALUES);
-        if (st != DT_OK) {
-            char msg[400];
-            snprintf(msg, sizeof msg, "%s", dt_last_error());
-            st = dt_fail(DT_ERR_FORMAT, "%s: layer '%s' (input %dx%dx%d): %s", origin, n->name, n->ic, n->ih,
-                         n->iw, msg);
-            free(uses); goto fail;
-        }
+        st = dt_model_shape_node(nodes, i, m->in_c, m->in_h, m->in_w, m->in_seq, origin);
+        if (st != DT_OK) { free(uses); return st; }
         for (int t = 0; t < n->nparam; t++)
             if (dt_node_owns(n, t)) { m->nviews++; m->np += dt_ptensor_numel(&n->ptens[t]); }
         m->nsviews += n->nstate;
@@ -151,42 +95,37 @@ dt_status dt_model_build(dt_node *nodes, int nn, int in_c, int in_h, int in_w, i
     if (m->np > DT_MAX_PARAMS) {
         st = dt_fail(DT_ERR_FORMAT, "%s: the model has %zu parameters, more than dtrain handles (%zu)", origin, m->np,
                      (size_t)DT_MAX_PARAMS);
-        free(uses); goto fail;
+        free(uses); return st;
     }
-    /* ReLU fusion: a relu that is the only consumer of a producer that can apply it itself */
-    for (int i = 0; i < nn; i++) {
-        dt_node *r = &nodes[i];
-        int src = r->in[0];
-        if (r->ops == &dt_layer_relu && src >= 0 && uses[src + 1] == 1 &&
-            nodes[src].ops->can_fuse_relu && !nodes[src].relu_out) {
-            nodes[src].relu_out = 1;
-            r->relu_fused = 1;
-        }
-    }
+    fuse_relus(nodes, nn, uses);
     for (int i = 0; i < nn - 1; i++)
         if (!uses[i + 1]) {
             st = dt_fail(DT_ERR_FORMAT, "%s: output of layer '%s' is never used (only the last layer may be unused)",
                          origin, nodes[i].name);
-            free(uses); goto fail;
+            free(uses); return st;
         }
     free(uses);
-    /* one buffer each for parameters, gradients, state; views into them */
+    return DT_OK;
+}
+
+/* One buffer each for parameters, gradients, state; views into them, and each node's
+ * pointers (a tied weight: the embed's, an earlier node's, so set already) */
+static dt_status place_tensors(dt_model *m) {
+    dt_node *nodes = m->nodes;
     m->params = calloc(m->np ? m->np : 1, sizeof(float));
     m->grads = calloc(m->np ? m->np : 1, sizeof(float));
     m->state = calloc(m->ns ? m->ns : 1, sizeof(float));
     m->views = calloc((size_t)m->nviews + 1, sizeof *m->views);
     m->sviews = calloc((size_t)m->nsviews + 1, sizeof *m->sviews);
-    m->dx_acc = calloc((size_t)nn, sizeof *m->dx_acc);
-    if (!m->params || !m->grads || !m->state || !m->views || !m->sviews || !m->dx_acc) {
-        st = dt_nomem("%zu parameters", m->np);
-        goto fail;
-    }
+    m->dx_acc = calloc((size_t)m->nn, sizeof *m->dx_acc);
+    if (!m->params || !m->grads || !m->state || !m->views || !m->sviews || !m->dx_acc)
+        return dt_nomem("%zu parameters", m->np);
     size_t po = 0, so = 0;
     int vi = 0, si = 0;
-    for (int i = 0; i < nn; i++) {
+    for (int i = 0; i < m->nn; i++) {
         dt_node *n = &nodes[i];
         for (int t = 0; t < n->nparam; t++) {
-            if (!dt_node_owns(n, t)) { /* the embed's, an earlier node: set already */
+            if (!dt_node_owns(n, t)) {
                 n->w[t] = nodes[n->tie - 1].w[0];
                 n->g[t] = nodes[n->tie - 1].g[0];
                 continue;
@@ -202,17 +141,37 @@ dt_status dt_model_build(dt_node *nodes, int nn, int in_c, int in_h, int in_w, i
             so += dt_ptensor_numel(&n->stens[t]);
         }
     }
-    /* Backward plan: walking backwards, the first consumer to reach a producer overwrites its
-     * gradient, later ones add to it, so no gradient buffer needs zeroing. */
+    return DT_OK;
+}
+
+/* Backward plan: walking backwards, the first consumer to reach a producer overwrites its
+ * gradient, later ones add to it, so no gradient buffer needs zeroing. */
+static dt_status plan_backward(dt_model *m) {
     int *written;
-    if ((st = dt_calloc(written, (size_t)nn + 1, "the backward plan of %d layers", nn)) != DT_OK) goto fail;
-    for (int i = nn - 1; i >= 0; i--)
-        for (int j = 0; j < nodes[i].ops->ninputs; j++) {
-            int src = nodes[i].in[j];
+    dt_status st;
+    if ((st = dt_calloc(written, (size_t)m->nn + 1, "the backward plan of %d layers", m->nn)) != DT_OK) return st;
+    for (int i = m->nn - 1; i >= 0; i--)
+        for (int j = 0; j < m->nodes[i].ops->ninputs; j++) {
+            int src = m->nodes[i].in[j];
             m->dx_acc[i][j] = written[src + 1];
             written[src + 1] = 1;
         }
     free(written);
+    return DT_OK;
+}
+
+dt_status dt_model_build(dt_node *nodes, int nn, int in_c, int in_h, int in_w, int in_seq, const char *origin,
+                         dt_model **out) {
+    *out = NULL;
+    dt_status st = DT_OK;
+    dt_model *m = calloc(1, sizeof *m);
+    if (!m) { free(nodes); return dt_nomem("a model of %d layers", nn); }
+    m->nodes = nodes; m->nn = nn;
+    m->in_c = in_c; m->in_h = in_h; m->in_w = in_w; m->in_seq = in_seq;
+    if (nn < 1) { st = dt_fail(DT_ERR_FORMAT, "%s: the model has no layers", origin); goto fail; }
+    if ((st = shape_graph(m, origin)) != DT_OK) goto fail;
+    if ((st = place_tensors(m)) != DT_OK) goto fail;
+    if ((st = plan_backward(m)) != DT_OK) goto fail;
     if (layer_times_on()) {
         m->t_fwd = calloc(2 * (size_t)nn, sizeof *m->t_fwd);
         if (m->t_fwd) m->t_bwd = m->t_fwd + nn;

@@ -49,6 +49,10 @@ struct dt_model {
  * the grads_ready callback's argument, for model.c's and precision.c's backward passes */
 size_t dt_model_ready_after(const dt_model *m, const dt_node *n, size_t ready);
 
+/* Node i's input shape from its producers (or the model's input), its setup, and the checks
+ * of sizes, sequences and ties around it (model_shape.c): dt_model_build's step per node */
+dt_status dt_model_shape_node(dt_node *nodes, int i, int in_c, int in_h, int in_w, int in_seq, const char *origin);
+
 /* Per-node times from now on (zeroed at each call): what dt_model_layer_seconds reads, each
  * node's forward and backward together, under bf16 with its conversions to and from fp32 */
 dt_status dt_model_time_layers(dt_model *m);

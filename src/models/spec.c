@@ -68,6 +68,134 @@ static int find_node(const dt_node *nodes, int nn, const char *name) {
     return -2;
 }
 
+/* "input c=C h=H w=W" or "input seq=T [c=C]": the rest of the line, after its kind */
+static dt_status parse_input(char **save_tok, const char *origin, int lineno, int *in_c, int *in_h, int *in_w,
+                             int *in_seq) {
+    int vals[4] = {0, 0, 0, 0}, pos = 0; /* c h w seq */
+    for (char *tok; (tok = strtok_r(NULL, " \t\r", save_tok));) {
+        char *eq = strchr(tok, '=');
+        const char *v = eq ? eq + 1 : tok;
+        int idx = pos;
+        if (eq) {
+            *eq = 0;
+            idx = !strcmp(tok, "c") ? 0 : !strcmp(tok, "h") ? 1 : !strcmp(tok, "w") ? 2 : !strcmp(tok, "seq") ? 3 : -1;
+            if (idx < 0) return dt_fail(DT_ERR_FORMAT, "%s:%d: unknown key '%s' for input (expected c, h, w or seq)", origin, lineno, tok);
+        } else pos++;
+        if (idx > 3 || (!eq && idx > 2) || !parse_int(v, &vals[idx]) || vals[idx] < 1)
+            return dt_fail(DT_ERR_FORMAT, "%s:%d: input: expected c=C h=H w=W or seq=T with positive integers, got '%s'", origin, lineno, v);
+    }
+    if (vals[3]) { /* a sequence: T positions of c features (1: token ids) */
+        if (vals[1] || vals[2]) return dt_fail(DT_ERR_FORMAT, "%s:%d: input seq=T takes no h= or w= (a sequence is T positions of c= features, 1 by default)", origin, lineno);
+        vals[0] = vals[0] ? vals[0] : 1;
+        vals[1] = vals[3];
+        vals[2] = 1;
+        *in_seq = 1;
+    }
+    if (!vals[0] || !vals[1] || !vals[2]) return dt_fail(DT_ERR_FORMAT, "%s:%d: input needs c=, h= and w= (or seq=)", origin, lineno);
+    *in_c = vals[0]; *in_h = vals[1]; *in_w = vals[2];
+    return DT_OK;
+}
+
+/* A layer line's key=value pairs into n; in= and tie= as names, resolved by wire_inputs */
+static dt_status parse_keys(const char *kind, dt_node *n, char **save_tok, const char *origin, int lineno,
+                            char inputs[2][DT_NODE_NAME], char tie[DT_NODE_NAME], int *ninputs_named) {
+    for (char *tok; (tok = strtok_r(NULL, " \t\r", save_tok));) {
+        char *eq = strchr(tok, '=');
+        if (!eq || eq == tok || !eq[1]) return dt_fail(DT_ERR_FORMAT, "%s:%d: expected key=value, got '%s'", origin, lineno, tok);
+        *eq = 0;
+        const char *v = eq + 1;
+        if (!key_allowed(kind, tok))
+            return dt_fail(DT_ERR_FORMAT, "%s:%d: unknown key '%s' for %s (expected: %s%sname, in)", origin, lineno, tok, kind, keys_of(kind), *keys_of(kind) ? " " : "");
+        int ok = 1;
+        if (!strcmp(tok, "name")) {
+            if (strlen(v) >= DT_NODE_NAME - 16 || !strcmp(v, "input")) ok = 0;
+            else snprintf(n->name, sizeof n->name, "%s", v);
+        } else if (!strcmp(tok, "in")) {
+            const char *comma = strchr(v, ',');
+            size_t l0 = comma ? (size_t)(comma - v) : strlen(v);
+            if (l0 == 0 || l0 >= DT_NODE_NAME || (comma && (strchr(comma + 1, ',') || strlen(comma + 1) >= DT_NODE_NAME || !comma[1]))) ok = 0;
+            else {
+                memcpy(inputs[0], v, l0); inputs[0][l0] = 0;
+                *ninputs_named = 1;
+                if (comma) { snprintf(inputs[1], DT_NODE_NAME, "%s", comma + 1); *ninputs_named = 2; }
+            }
+        } else if (!strcmp(tok, "out")) ok = parse_int(v, &n->out);
+        else if (!strcmp(tok, "k")) ok = parse_int(v, &n->k);
+        else if (!strcmp(tok, "stride")) ok = parse_int(v, &n->stride) && n->stride >= 1;
+        else if (!strcmp(tok, "pad")) ok = parse_int(v, &n->pad);
+        else if (!strcmp(tok, "bias")) ok = parse_int(v, &n->bias) && (n->bias == 0 || n->bias == 1);
+        else if (!strcmp(tok, "p")) ok = parse_float(v, &n->p);
+        else if (!strcmp(tok, "eps")) ok = parse_float(v, &n->eps) && n->eps > 0;
+        else if (!strcmp(tok, "momentum")) ok = parse_float(v, &n->momentum) && n->momentum > 0 && n->momentum <= 1;
+        else if (!strcmp(tok, "heads")) ok = parse_int(v, &n->heads) && n->heads >= 1;
+        else if (!strcmp(tok, "vocab")) ok = parse_int(v, &n->vocab) && n->vocab >= 1;
+        else if (!strcmp(tok, "std")) ok = parse_float(v, &n->std) && n->std > 0 && n->std < 1e6f;
+        else if (!strcmp(tok, "tie")) ok = strlen(v) < DT_NODE_NAME && snprintf(tie, DT_NODE_NAME, "%s", v) > 0;
+        if (!ok) return dt_fail(DT_ERR_FORMAT, "%s:%d: bad value '%s' for %s=", origin, lineno, v, tok);
+    }
+    return DT_OK;
+}
+
+/* Node nn's in= and tie= names as indices of earlier nodes (none named: the previous line's) */
+static dt_status wire_inputs(dt_node *nodes, int nn, const char *kind, char inputs[2][DT_NODE_NAME],
+                             const char *tie, int ninputs_named, const char *origin, int lineno) {
+    dt_node *n = &nodes[nn];
+    const dt_layer_ops *ops = n->ops;
+    if (ops->ninputs == 2) {
+        if (ninputs_named == 0) return dt_fail(DT_ERR_FORMAT, "%s:%d: add needs in=NAME (adds NAME to the previous output) or in=A,B", origin, lineno);
+        if (ninputs_named == 1) { snprintf(inputs[1], DT_NODE_NAME, "%s", inputs[0]); inputs[0][0] = 0; }
+    } else if (ninputs_named == 2)
+        return dt_fail(DT_ERR_FORMAT, "%s:%d: %s takes one input, in= names two", origin, lineno, kind);
+    for (int j = 0; j < ops->ninputs; j++) {
+        if (!inputs[j][0]) {
+            if (nn == 0 && j == 0) n->in[0] = -1;
+            continue;
+        }
+        int idx = find_node(nodes, nn, inputs[j]);
+        if (idx == -2) return dt_fail(DT_ERR_FORMAT, "%s:%d: in=%s: no earlier layer has that name", origin, lineno, inputs[j]);
+        n->in[j] = idx;
+    }
+    if (nn == 0 && !inputs[0][0]) n->in[0] = -1;
+    if (tie[0]) {
+        const int idx = find_node(nodes, nn, tie);
+        if (idx < 0) return dt_fail(DT_ERR_FORMAT, "%s:%d: tie=%s: no earlier layer has that name", origin, lineno, tie);
+        n->tie = idx + 1; /* its kind and shape: dt_model_build */
+    }
+    return DT_OK;
+}
+
+/* Node nn's name: the one it was given, unless an earlier node has it, or prefix + running count */
+static dt_status name_node(dt_node *nodes, int nn, const char *origin, int lineno) {
+    dt_node *n = &nodes[nn];
+    const dt_layer_ops *ops = n->ops;
+    if (!n->name[0]) {
+        int count = 1;
+        for (int i = 0; i < nn; i++)
+            if (!strcmp(nodes[i].ops->auto_prefix, ops->auto_prefix)) count++;
+        snprintf(n->name, sizeof n->name, "%s%d", ops->auto_prefix, count);
+        while (find_node(nodes, nn, n->name) != -2)
+            snprintf(n->name, sizeof n->name, "%s%d", ops->auto_prefix, ++count);
+    } else if (find_node(nodes, nn, n->name) != -2)
+        return dt_fail(DT_ERR_FORMAT, "%s:%d: name=%s is already used by an earlier layer", origin, lineno, n->name);
+    return DT_OK;
+}
+
+/* A layer line after its kind: node nn, its keys, inputs and name */
+static dt_status parse_layer(dt_node *nodes, int nn, const dt_layer_ops *ops, const char *kind, char **save_tok,
+                             const char *origin, int lineno) {
+    dt_node *n = &nodes[nn];
+    n->ops = ops;
+    n->bias = 1;
+    n->p = 0.5f;
+    n->in[0] = nn - 1; n->in[1] = -2;
+    char inputs[2][DT_NODE_NAME] = {"", ""}, tie[DT_NODE_NAME] = "";
+    int ninputs_named = 0;
+    dt_status st = parse_keys(kind, n, save_tok, origin, lineno, inputs, tie, &ninputs_named);
+    if (st == DT_OK) st = wire_inputs(nodes, nn, kind, inputs, tie, ninputs_named, origin, lineno);
+    if (st == DT_OK) st = name_node(nodes, nn, origin, lineno);
+    return st;
+}
+
 dt_status dt_model_from_spec(const char *text, const char *origin, dt_model **out) {
     *out = NULL;
     size_t cap = 16;
@@ -87,30 +215,7 @@ dt_status dt_model_from_spec(const char *text, const char *origin, dt_model **ou
         if (!kind) continue;
         if (!strcmp(kind, "input")) {
             if (have_input || nn) { st = dt_fail(DT_ERR_FORMAT, "%s:%d: 'input' must be the first line, once", origin, lineno); goto fail; }
-            int vals[4] = {0, 0, 0, 0}, pos = 0; /* c h w seq */
-            for (char *tok; (tok = strtok_r(NULL, " \t\r", &save_tok));) {
-                char *eq = strchr(tok, '=');
-                const char *v = eq ? eq + 1 : tok;
-                int idx = pos;
-                if (eq) {
-                    *eq = 0;
-                    idx = !strcmp(tok, "c") ? 0 : !strcmp(tok, "h") ? 1 : !strcmp(tok, "w") ? 2 : !strcmp(tok, "seq") ? 3 : -1;
-                    if (idx < 0) { st = dt_fail(DT_ERR_FORMAT, "%s:%d: unknown key '%s' for input (expected c, h, w or seq)", origin, lineno, tok); goto fail; }
-                } else pos++;
-                if (idx > 3 || (!eq && idx > 2) || !parse_int(v, &vals[idx]) || vals[idx] < 1) {
-                    st = dt_fail(DT_ERR_FORMAT, "%s:%d: input: expected c=C h=H w=W or seq=T with positive integers, got '%s'", origin, lineno, v);
-                    goto fail;
-                }
-            }
-            if (vals[3]) { /* a sequence: T positions of c features (1: token ids) */
-                if (vals[1] || vals[2]) { st = dt_fail(DT_ERR_FORMAT, "%s:%d: input seq=T takes no h= or w= (a sequence is T positions of c= features, 1 by default)", origin, lineno); goto fail; }
-                vals[0] = vals[0] ? vals[0] : 1;
-                vals[1] = vals[3];
-                vals[2] = 1;
-                in_seq = 1;
-            }
-            if (!vals[0] || !vals[1] || !vals[2]) { st = dt_fail(DT_ERR_FORMAT, "%s:%d: input needs c=, h= and w= (or seq=)", origin, lineno); goto fail; }
-            in_c = vals[0]; in_h = vals[1]; in_w = vals[2];
+            if ((st = parse_input(&save_tok, origin, lineno, &in_c, &in_h, &in_w, &in_seq)) != DT_OK) goto fail;
             have_input = 1;
             continue;
         }
@@ -123,84 +228,7 @@ dt_status dt_model_from_spec(const char *text, const char *origin, dt_model **ou
             memset(nb + cap, 0, cap * sizeof *nodes);
             nodes = nb; cap *= 2;
         }
-        dt_node *n = &nodes[nn];
-        n->ops = ops;
-        n->bias = 1;
-        n->p = 0.5f;
-        n->in[0] = nn - 1; n->in[1] = -2;
-        char inputs[2][DT_NODE_NAME] = {"", ""}, tie[DT_NODE_NAME] = "";
-        int ninputs_named = 0;
-        for (char *tok; (tok = strtok_r(NULL, " \t\r", &save_tok));) {
-            char *eq = strchr(tok, '=');
-            if (!eq || eq == tok || !eq[1]) { st = dt_fail(DT_ERR_FORMAT, "%s:%d: expected key=value, got '%s'", origin, lineno, tok); goto fail; }
-            *eq = 0;
-            const char *v = eq + 1;
-            if (!key_allowed(kind, tok)) {
-                st = dt_fail(DT_ERR_FORMAT, "%s:%d: unknown key '%s' for %s (expected: %s%sname, in)", origin, lineno, tok, kind, keys_of(kind), *keys_of(kind) ? " " : "");
-                goto fail;
-            }
-            int ok = 1;
-            if (!strcmp(tok, "name")) {
-                if (strlen(v) >= DT_NODE_NAME - 16 || !strcmp(v, "input")) ok = 0;
-                else snprintf(n->name, sizeof n->name, "%s", v);
-            } else if (!strcmp(tok, "in")) {
-                const char *comma = strchr(v, ',');
-                size_t l0 = comma ? (size_t)(comma - v) : strlen(v);
-                if (l0 == 0 || l0 >= DT_NODE_NAME || (comma && (strchr(comma + 1, ',') || strlen(comma + 1) >= DT_NODE_NAME || !comma[1]))) ok = 0;
-                else {
-                    memcpy(inputs[0], v, l0); inputs[0][l0] = 0;
-                    ninputs_named = 1;
-                    if (comma) { snprintf(inputs[1], DT_NODE_NAME, "%s", comma + 1); ninputs_named = 2; }
-                }
-            } else if (!strcmp(tok, "out")) ok = parse_int(v, &n->out);
-            else if (!strcmp(tok, "k")) ok = parse_int(v, &n->k);
-            else if (!strcmp(tok, "stride")) ok = parse_int(v, &n->stride) && n->stride >= 1;
-            else if (!strcmp(tok, "pad")) ok = parse_int(v, &n->pad);
-            else if (!strcmp(tok, "bias")) ok = parse_int(v, &n->bias) && (n->bias == 0 || n->bias == 1);
-            else if (!strcmp(tok, "p")) ok = parse_float(v, &n->p);
-            else if (!strcmp(tok, "eps")) ok = parse_float(v, &n->eps) && n->eps > 0;
-            else if (!strcmp(tok, "momentum")) ok = parse_float(v, &n->momentum) && n->momentum > 0 && n->momentum <= 1;
-            else if (!strcmp(tok, "heads")) ok = parse_int(v, &n->heads) && n->heads >= 1;
-            else if (!strcmp(tok, "vocab")) ok = parse_int(v, &n->vocab) && n->vocab >= 1;
-            else if (!strcmp(tok, "std")) ok = parse_float(v, &n->std) && n->std > 0 && n->std < 1e6f;
-            else if (!strcmp(tok, "tie")) ok = strlen(v) < DT_NODE_NAME && snprintf(tie, sizeof tie, "%s", v) > 0;
-            if (!ok) { st = dt_fail(DT_ERR_FORMAT, "%s:%d: bad value '%s' for %s=", origin, lineno, v, tok); goto fail; }
-        }
-        /* inputs */
-        if (ops->ninputs == 2) {
-            if (ninputs_named == 0) { st = dt_fail(DT_ERR_FORMAT, "%s:%d: add needs in=NAME (adds NAME to the previous output) or in=A,B", origin, lineno); goto fail; }
-            if (ninputs_named == 1) { snprintf(inputs[1], DT_NODE_NAME, "%s", inputs[0]); inputs[0][0] = 0; }
-        } else if (ninputs_named == 2) {
-            st = dt_fail(DT_ERR_FORMAT, "%s:%d: %s takes one input, in= names two", origin, lineno, kind);
-            goto fail;
-        }
-        for (int j = 0; j < ops->ninputs; j++) {
-            if (!inputs[j][0]) {
-                if (nn == 0 && j == 0) n->in[0] = -1;
-                continue;
-            }
-            int idx = find_node(nodes, nn, inputs[j]);
-            if (idx == -2) { st = dt_fail(DT_ERR_FORMAT, "%s:%d: in=%s: no earlier layer has that name", origin, lineno, inputs[j]); goto fail; }
-            n->in[j] = idx;
-        }
-        if (nn == 0 && !inputs[0][0]) n->in[0] = -1;
-        if (tie[0]) {
-            const int idx = find_node(nodes, nn, tie);
-            if (idx < 0) { st = dt_fail(DT_ERR_FORMAT, "%s:%d: tie=%s: no earlier layer has that name", origin, lineno, tie); goto fail; }
-            n->tie = idx + 1; /* its kind and shape: dt_model_build */
-        }
-        /* automatic name: prefix + running count */
-        if (!n->name[0]) {
-            int count = 1;
-            for (int i = 0; i < nn; i++)
-                if (!strcmp(nodes[i].ops->auto_prefix, ops->auto_prefix)) count++;
-            snprintf(n->name, sizeof n->name, "%s%d", ops->auto_prefix, count);
-            while (find_node(nodes, nn, n->name) != -2)
-                snprintf(n->name, sizeof n->name, "%s%d", ops->auto_prefix, ++count);
-        } else if (find_node(nodes, nn, n->name) != -2) {
-            st = dt_fail(DT_ERR_FORMAT, "%s:%d: name=%s is already used by an earlier layer", origin, lineno, n->name);
-            goto fail;
-        }
+        if ((st = parse_layer(nodes, nn, ops, kind, &save_tok, origin, lineno)) != DT_OK) goto fail;
         nn++;
     }
     free(copy);
