@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/sim.h"
 #include "core/alloc.h"
+#include "core/sim.h"
 #include "models/loss.h"
 #include "models/precision.h"
 

@@ -5,8 +5,8 @@
  * says otherwise; "add in=A" adds A to the previous output, "add in=A,B" adds A and B. */
 #include "models/model.h"
 
-#include "core/paths.h"
 #include "core/alloc.h"
+#include "core/paths.h"
 
 #include <ctype.h>
 #include <errno.h>
