@@ -68,7 +68,7 @@ size_t dt_schemes_where(char *out, size_t len, const char *sep, dt_scheme_where_
     fill_builtin();
     size_t o = 0;
     if (len) out[0] = 0;
-    for (int i = 0; i < nschemes; i++) {
+    for (int i = 0; i < nschemes && o < len; i++) { /* a full buffer ends the list (out + o stays inside) */
         const char *then = where(schemes[i], arg);
         if (then)
             o += (size_t)snprintf(out + o, o < len ? len - o : 0, "%s%s%s", o ? sep : "", schemes[i]->name, then);
