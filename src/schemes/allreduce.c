@@ -61,8 +61,8 @@ static const dt_flag allreduce_flags[] = {
 };
 
 static dt_status allreduce_start(dt_scheme *s, dt_step_ctx *c) {
-    allreduce_impl *a = calloc(1, sizeof *a);
-    if (!a) return dt_nomem("the allreduce scheme");
+    allreduce_impl *a;
+    DT_TRY(dt_calloc(a, 1, "the allreduce scheme"));
     s->impl = a;
     for (size_t i = 0; !a->t; i++)
         if (transports[i]->takes(s, c)) a->t = transports[i];
@@ -73,8 +73,7 @@ static dt_status allreduce_start(dt_scheme *s, dt_step_ctx *c) {
         a->unsent_end = dt_model_num_params(c->model);
         /* at most a bucket per layer's call and one after backward: the tensors bound the layers with parameters */
         a->capreq = dt_model_num_tensors(c->model) + 2;
-        a->req = malloc((size_t)a->capreq * sizeof *a->req);
-        if (!a->req) return dt_nomem("%d bucket requests", a->capreq);
+        DT_TRY(dt_malloc(a->req, (size_t)a->capreq, "%d bucket requests", a->capreq));
     }
     a->in_buckets = a->t->start_bucket && (a->bucket > 0 || !a->t->sum);
     return a->t->create(s, c, &a->tr);

@@ -58,14 +58,14 @@ static int allgather_takes(const dt_scheme *s, const dt_step_ctx *c) {
 }
 
 static dt_status allgather_create(const dt_scheme *s, dt_step_ctx *c, void **out) {
-    allgather_state *a = calloc(1, sizeof *a);
+    allgather_state *a;
+    const dt_status made = dt_calloc(a, 1, "allreduce's encoded payloads");
     *out = a;
-    if (!a) return dt_nomem("allreduce's encoded payloads");
+    if (made != DT_OK) return made;
     dt_status st = dt_grad_payload_init(&a->pay, &s->codec, dt_model_num_params(c->model));
     if (st != DT_OK) return st;
-    if (!(a->recv = malloc(a->pay.bytes * (size_t)c->comm->size + 1)))
-        return dt_nomem("compression buffers for %d ranks' payloads", c->comm->size);
-    return DT_OK;
+    return dt_malloc(a->recv, a->pay.bytes * (size_t)c->comm->size + 1, "compression buffers for %d ranks' payloads",
+                     c->comm->size);
 }
 
 static void allgather_free(void *t) {

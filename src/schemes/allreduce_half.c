@@ -20,9 +20,10 @@ static int half_takes(const dt_scheme *s, const dt_step_ctx *c) {
 }
 
 static dt_status half_create(const dt_scheme *s, dt_step_ctx *c, void **out) {
-    half_state *h = calloc(1, sizeof *h);
+    half_state *h;
+    const dt_status made = dt_calloc(h, 1, "allreduce's 16-bit payload");
     *out = h;
-    if (!h) return dt_nomem("allreduce's 16-bit payload");
+    if (made != DT_OK) return made;
     h->kind = s->codec.kind;
     return dt_grad_payload_init(&h->pay, &s->codec, dt_model_num_params(c->model));
 }

@@ -22,9 +22,10 @@ static int psgd_takes(const dt_scheme *s, const dt_step_ctx *c) {
 }
 
 static dt_status psgd_create(const dt_scheme *s, dt_step_ctx *c, void **out) {
-    psgd_state *p = calloc(1, sizeof *p);
+    psgd_state *p;
+    const dt_status made = dt_calloc(p, 1, "allreduce's PowerSGD state");
     *out = p;
-    if (!p) return dt_nomem("allreduce's PowerSGD state");
+    if (made != DT_OK) return made;
     p->start = ((const dt_allreduce_opts *)s->opts)->powersgd_start;
     return dt_powersgd_create(c->model, s->codec.rank, &p->p);
 }
