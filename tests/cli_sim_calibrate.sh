@@ -4,8 +4,9 @@
 # two namespace hosts' 100 Mbit/s link); dtrain sim takes the file's links, speed and
 # corrections, and the corrections change the simulated time as they say (a bandwidth factor
 # of 0.1 makes a 2-host allreduce's messages 10x slower; an MPI that moves a sum only inside
-# its calls exposes allreduce's buckets); bad files and flags are one line
-# naming file:line or the flag, exit 2, nothing written.
+# its calls exposes allreduce's buckets; the network's CPU a byte lengthens the time by the
+# bytes sent while computing); bad files and flags are one line naming file:line or the flag,
+# exit 2, nothing written.
 . "$(dirname "$0")/lib.sh"
 require_mnist
 require_sim
@@ -26,6 +27,7 @@ assert c["host"]["model"] == "cnn1" and float(c["host"]["speed"]) > 1e8, dict(c[
 p = c["progress"]
 assert int(p["bucket"]) == 1 << 20 and float(p["hidden"]) <= 1 and float(p["bytes_per_call"]) >= 0, dict(p)
 assert (float(p["bytes_per_call"]) == 0) == (float(p["hidden"]) >= 0.9), dict(p)
+assert 0 <= float(p.get("cpu_per_byte", 0)) <= 1e-3, dict(p)
 print(f"{len(sizes)} sizes to {sizes[-1]} bytes, rate {float(c['link']['rate']):.3g} bit/s, speed {float(c['host']['speed']):.3g}")
 EOF2
 check "the file: sizes from 0 ascending, times, factors, latency, rate, cnn1's speed, the MPI's progress" $? "$(cat "$T/verdict")"
@@ -84,13 +86,32 @@ holds "$bg0" '==' "$bg"
 check "[progress] bytes_per_call 0 is the background's communication time" $? "$bg0 against $bg"
 r=$(awk -v a="$bg" -v b="$calls" 'BEGIN { if (a > 0) printf "%.2f", b / a }')
 within "2 kB a call against the background: communication time ratio" "$r" 1.3 100
-for k in test_loss mb_sent steps; do
-    holds "$(log_query "$T/p-calls.jsonl" "of('summary')[0]['$k']")" '==' "$(log_query "$T/p-bg.jsonl" "of('summary')[0]['$k']")"
-    check "[progress] changes the time, not the $k" $? "$k"
-done
+# same_outcome LOG OTHER WHAT: the two runs computed and sent the same
+same_outcome() {
+    for k in test_loss mb_sent steps; do
+        holds "$(log_query "$1" "of('summary')[0]['$k']")" '==' "$(log_query "$2" "of('summary')[0]['$k']")"
+        check "$3 changes the time, not the $k" $? "$k"
+    done
+}
+same_outcome "$T/p-calls.jsonl" "$T/p-bg.jsonl" "[progress]"
 pb=$(log_query "$T/p-calls.jsonl" 'of("config")[0]["sim"]["progress_bytes_per_call"]')
 holds "$pb" '==' 2048
 check "the log's config says the bytes a call moves" $? "$pb"
+
+# the network's CPU ([progress] cpu_per_byte): each byte that arrives while a rank computes
+# (between its calls into MPI) keeps its host busy 10 ns more; on the background file (a
+# sum's level posted at once) most of a bucket arrives while backward goes on, so the extra
+# time is between a share of all bytes x 10 ns and all of it; what is computed and sent is the
+# same
+printf 'cpu_per_byte = 1e-8\n' | cat "$T/bg0.ini" - >"$T/cost.ini"
+"$DTRAIN" sim "${B[@]}" --calibration "$T/cost.ini" --log "$T/p-cost.jsonl" >/dev/null 2>&1
+cost=$(per_rank_sum "$T/p-cost.jsonl" comm_s 0 1) sent=$(per_rank_sum "$T/p-cost.jsonl" bytes_sent 0 1)
+r=$(awk -v a="$bg0" -v b="$cost" -v n="$sent" 'BEGIN { if (n > 0) printf "%.3f", (b - a) / (n * 1e-8) }')
+within "10 ns a byte received while computing: the extra time over the bytes' cost" "$r" 0.4 1.3
+same_outcome "$T/p-cost.jsonl" "$T/p-bg0.jsonl" "[progress] cpu_per_byte"
+pc=$(log_query "$T/p-cost.jsonl" 'of("config")[0]["sim"]["cpu_s_per_byte"]')
+holds "$pc" '==' 1e-08
+check "the log's config says the network's CPU a byte" $? "$pc"
 
 # both ways at once ([link] duplex_rate, with --duplex-limit): hosts whose two directions share
 # their link, each way at half the rate (dtrain sim gives each host a limiter link both
@@ -124,6 +145,10 @@ sed 's/^bytes_per_call = .*/bytes_per_call = -5/' "$T/calls.ini" >"$T/badprog.in
 line=$(grep -n '^bytes_per_call = ' "$T/badprog.ini" | cut -d: -f1)
 expect_error "--calibration with negative bytes a call" "badprog.ini:$line: bytes_per_call: expected bytes >= 0" -- \
     "$DTRAIN" sim "${R[@]}" --calibration "$T/badprog.ini"
+sed 's/^cpu_per_byte = .*/cpu_per_byte = 0.5/' "$T/cost.ini" >"$T/badcost.ini"
+line=$(grep -n '^cpu_per_byte = ' "$T/badcost.ini" | cut -d: -f1)
+expect_error "--calibration with a byte's CPU of half a second" "badcost.ini:$line: cpu_per_byte: expected seconds a byte, 0 to 1e-3" -- \
+    "$DTRAIN" sim "${R[@]}" --calibration "$T/badcost.ini"
 expect_error "--duplex-limit without --calibration" "--duplex-limit: only with --calibration FILE" -- \
     "$DTRAIN" sim "${R[@]}" --duplex-limit
 expect_error "--duplex-limit with a file that did not measure it" "--duplex-limit: --calibration $T/one.ini has no both-ways rate" -- \

@@ -61,6 +61,10 @@ static dt_status fill(void *ctx, void *file) {
                    "; times that share, two calls a bucket; 0: the MPI moves messages in the background)\n");
         fprintf(f, "bucket = %.0f\nhidden = %.4f\nbytes_per_call = %.0f\n", c->progress_bucket, c->progress_hidden,
                 c->progress_bytes);
+        if (c->progress_cpu_per_byte > 0)
+            fprintf(f, "; seconds of computing that each byte a rank sends while it computes takes from it (the\n"
+                       "; network stack's work on its core: the fixed work timed with the sum crossing and without)\n"
+                       "cpu_per_byte = %.6g\n", c->progress_cpu_per_byte);
     }
     /* what the file has: a file read without them (edited by hand) is written back as it was */
     fprintf(f, "\n[host]\n; the two hosts measured (MPI's processor names) and when (UTC)\n");
@@ -137,6 +141,11 @@ static int on_value(void *user, const char *section, const char *name, const cha
         }
     } else if (!strcmp(section, "progress") && !strcmp(name, "bytes_per_call")) {
         if (!number(value, &c->progress_bytes, 0)) { snprintf(r->why, sizeof r->why, "bytes_per_call: expected bytes >= 0"); return 0; }
+    } else if (!strcmp(section, "progress") && !strcmp(name, "cpu_per_byte")) {
+        if (!number(value, &c->progress_cpu_per_byte, 0) || c->progress_cpu_per_byte > 1e-3) {
+            snprintf(r->why, sizeof r->why, "cpu_per_byte: expected seconds a byte, 0 to 1e-3");
+            return 0;
+        }
     } else if (!strcmp(section, "host") && !strcmp(name, "model")) {
         dt_ini_keep(c->model, sizeof c->model, value);
     } else if (!strcmp(section, "host") && !strcmp(name, "batch")) {
@@ -154,7 +163,7 @@ static int on_value(void *user, const char *section, const char *name, const cha
         /* the ranks' own, for the reader: not used */
     } else {
         snprintf(r->why, sizeof r->why, "unknown key '%s' in [%s] (expected [link] latency, rate, duplex, duplex_rate; [sizes]; [progress] "
-                 "bucket, hidden, bytes_per_call; [host] hosts, when, model, batch, speed, speeds)", name, section);
+                 "bucket, hidden, bytes_per_call, cpu_per_byte; [host] hosts, when, model, batch, speed, speeds)", name, section);
         return 0;
     }
     return 1;

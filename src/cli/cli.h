@@ -39,6 +39,12 @@ int dt_cmd_sim_calibrate_rank(int argc, char **argv);
  * warmup untimed ones: each step's seconds into secs (steps of them), and the model's forward
  * FLOPs an example */
 dt_status dt_bench_time_steps(const char *model, int batch, int warmup, int steps, double *secs, double *fwd_flops);
+/* ... the same model kept, for a caller that times its steps beside something else (dtrain sim
+ * calibrate: the steps with a sum crossing and without) */
+typedef struct dt_bench_rig dt_bench_rig;
+dt_status dt_bench_rig_new(const char *model, int batch, dt_bench_rig **out);
+void dt_bench_rig_steps(dt_bench_rig *g, int n);
+void dt_bench_rig_free(dt_bench_rig *g);
 int dt_cmd_diff(int argc, char **argv);
 
 #endif

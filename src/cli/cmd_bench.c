@@ -99,6 +99,30 @@ dt_status dt_bench_time_steps(const char *model, int batch, int warmup, int step
     return DT_OK;
 }
 
+struct dt_bench_rig {
+    bench_rig r;
+};
+
+dt_status dt_bench_rig_new(const char *model, int batch, dt_bench_rig **out) {
+    dt_runtime_init();
+    dt_bench_rig *g;
+    DT_TRY(dt_calloc(g, 1, "a model to time"));
+    const dt_status st = rig_make(&g->r, model, batch, DT_PRECISION_FP32, NULL, 0.9f);
+    if (st != DT_OK) { free(g); return st; }
+    *out = g;
+    return DT_OK;
+}
+
+void dt_bench_rig_steps(dt_bench_rig *g, int n) {
+    for (int s = 0; s < n; s++) rig_step(&g->r, 0.01f);
+}
+
+void dt_bench_rig_free(dt_bench_rig *g) {
+    if (!g) return;
+    rig_free(&g->r);
+    free(g);
+}
+
 /* Training-step speed on random data (no data loading, no evaluation), for bench/run. */
 int dt_cmd_bench(int argc, char **argv) {
     bench_opts o = {.model = "cnn1", .batch = 64, .warmup = 20, .steps = 200, .lr = 0.01f, .momentum = 0.9f};

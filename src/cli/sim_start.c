@@ -63,6 +63,9 @@ static dt_status setup_env(const sim_opts *o, const dt_sim_cluster *cl, int name
     /* bytes one MPI call moves of a non-blocking sum; null: in the background */
     if (o->calibration && o->cal.progress_bytes > 0) dt_json_num(&j, "progress_bytes_per_call", o->cal.progress_bytes);
     else dt_json_null(&j, "progress_bytes_per_call");
+    /* computing seconds a byte sent while computing takes from the rank; null: nothing */
+    if (o->calibration && o->cal.progress_cpu_per_byte > 0) dt_json_num(&j, "cpu_s_per_byte", o->cal.progress_cpu_per_byte);
+    else dt_json_null(&j, "cpu_s_per_byte");
     dt_json_str(&j, "replay", o->replay ? o->replay_abs : NULL);
     dt_json_str(&j, "compute", o->compute ? "modelled" : "measured");
     if (o->compute && !o->cluster) dt_json_num(&j, "speed_flops", o->speed);
@@ -136,6 +139,14 @@ static dt_status launcher_args(dt_sim_argv *av, const launch_words *w, char **ar
     return st;
 }
 
+/* name=v (in fmt) for the ranks when v > 0; otherwise not set */
+static void env_positive(const char *name, const char *fmt, double v) {
+    char text[32];
+    snprintf(text, sizeof text, fmt, v);
+    if (v > 0) setenv(name, text, 1);
+    else unsetenv(name);
+}
+
 /* The simulation itself: the platform's files, the environment the ranks read (core/sim.h),
  * the launcher's list, and its run. Its exit status. */
 int dt_sim_start(const sim_opts *o, const dt_sim_cluster *cl, int named, char *bin, char **argv, char **args, int argc,
@@ -152,13 +163,10 @@ int dt_sim_start(const sim_opts *o, const dt_sim_cluster *cl, int named, char *b
              o->calibration ? o->calibration : "", o->replay ? "; a replay (nothing calculated)" : "");
     setenv("DTRAIN_SIM_DESCRIBE", full, 1);
     setenv("DTRAIN_SIM_COMPUTE", o->compute ? "modelled" : "measured", 1);
-    /* the bytes an MPI call moves (comm/sim_coll.c), only from a calibration that measured it */
-    if (o->calibration && o->cal.progress_bytes > 0) {
-        char progress[32];
-        snprintf(progress, sizeof progress, "%.0f", o->cal.progress_bytes);
-        setenv("DTRAIN_SIM_PROGRESS_BYTES", progress, 1);
-    } else
-        unsetenv("DTRAIN_SIM_PROGRESS_BYTES");
+    /* the bytes an MPI call moves and what a byte crossing while the rank computes costs its
+     * core (comm/sim_coll.c), only from a calibration that measured them */
+    env_positive("DTRAIN_SIM_PROGRESS_BYTES", "%.0f", o->calibration ? o->cal.progress_bytes : 0);
+    env_positive("DTRAIN_SIM_CPU_PER_BYTE", "%.6g", o->calibration ? o->cal.progress_cpu_per_byte : 0);
     if (o->replay) setenv("DTRAIN_SIM_REPLAY", o->replay_abs, 1);
     else unsetenv("DTRAIN_SIM_REPLAY");
     if (st == DT_OK) st = setup_env(o, cl, named);

@@ -12,7 +12,16 @@
  * in pieces of that many bytes and each call (the start, each test) posts pieces of every
  * bucket in flight, in order, up to that many bytes in all; a wait posts the rest. Both
  * partners cut the same pieces (the same sizes), so each piece is a message of its own. Without
- * it, a level is one message each way, posted at once, as before. */
+ * it, a level is one message each way, posted at once, as before.
+ *
+ * The network's CPU. Over TCP the kernel's work for a message runs on a core, and where a host
+ * has one core a rank, on the one that computes: on namespace hosts at 1 Gbit/s, gpt-small's
+ * buckets hidden behind backward made backward as much longer (docs/results.md, 2026-12-01).
+ * With the calibration's cost a byte (dt_sim_cpu_per_byte), each call first looks at what
+ * arrived since the last one (the receives done now): it crossed while the rank computed, and
+ * keeps the rank's host busy that long; what crosses during a wait costs nothing (the rank had
+ * nothing else to do). A send is done in SMPI once handed over (detached below 1 MB), so the
+ * bytes received stand for both directions, as the calibration's cost a byte does. */
 #include "comm/sim_coll.h"
 #include "core/alloc.h"
 #include "core/sim.h"
@@ -36,6 +45,7 @@ typedef struct {
     size_t slo, shi, sent; /* the level's values to send, and how many are posted */
     int posted_all, partner;
     MPI_Request *rq;  /* the level's receives, then its sends posted so far */
+    size_t *rqbytes;  /* a receive's bytes until it is seen done (dt_sim_cpu_per_byte), else 0 */
     int nrq, caprq;
     int tag;
 } bucket;
@@ -57,15 +67,43 @@ static size_t piece(const bucket *b) {
     return v <= 0 ? SIZE_MAX : (size_t)v;
 }
 
-static int add_request(bucket *b, MPI_Request **out) {
+/* a request slot for a receive of bytes (0: a send) */
+static int add_request(bucket *b, MPI_Request **out, size_t bytes) {
     if (b->nrq == b->caprq) {
         const int cap = b->caprq ? 2 * b->caprq : 4;
         MPI_Request *v = realloc(b->rq, (size_t)cap * sizeof *v);
-        if (!v) return MPI_ERR_NO_MEM;
-        b->rq = v, b->caprq = cap;
+        if (v) b->rq = v;
+        size_t *w = v ? realloc(b->rqbytes, (size_t)cap * sizeof *w) : NULL;
+        if (!w) return MPI_ERR_NO_MEM;
+        b->rqbytes = w, b->caprq = cap;
     }
+    b->rqbytes[b->nrq] = bytes;
     *out = &b->rq[b->nrq++];
     return MPI_SUCCESS;
+}
+
+/* the bytes received since the last look (receives seen done now that were not before) */
+static double received_since(void) {
+    double bytes = 0;
+    for (int i = 0; i < q.n; i++)
+        for (int k = 0; k < q.v[i].nrq; k++) {
+            int done = 0;
+            if (!q.v[i].rqbytes[k] || MPI_Test(&q.v[i].rq[k], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done) continue;
+            bytes += (double)q.v[i].rqbytes[k];
+            q.v[i].rqbytes[k] = 0;
+        }
+    return bytes;
+}
+
+/* At a call into MPI: what arrived since the previous call arrived while the rank computed, and
+ * the network's work for it took that long from its core (dt_sim_cpu_per_byte): the rank's host
+ * is kept busy for it now. What arrives meanwhile is taken as part of it (the cost a byte was
+ * measured over the bytes that crossed while the stretched computing ran). */
+static void charge_network_cpu(void) {
+    const double per_byte = dt_sim_cpu_per_byte();
+    if (per_byte <= 0 || q.n == 0) return;
+    dt_sim_busy(received_since() * per_byte);
+    (void)received_since();
 }
 
 /* posts b's level's receives (in pieces) and notes what it sends */
@@ -94,7 +132,7 @@ static int post(bucket *b) {
     for (size_t at = rlo;; at += p) { /* a zero-length level is one empty message */
         const size_t len = rhi - at < p ? rhi - at : p;
         MPI_Request *req;
-        int err = add_request(b, &req);
+        int err = add_request(b, &req, len * b->elem);
         if (err == MPI_SUCCESS) err = MPI_Irecv(into + at * b->elem, (int)len, b->type, b->partner, b->tag, q.comm, req);
         if (err != MPI_SUCCESS) return err;
         if (rhi - at <= p) break;
@@ -108,7 +146,7 @@ static int push(bucket *b, double *budget) {
     while (!b->posted_all && (!budget || *budget > 0)) {
         const size_t n = len - b->sent < p ? len - b->sent : p;
         MPI_Request *req;
-        int err = add_request(b, &req);
+        int err = add_request(b, &req, 0);
         if (err == MPI_SUCCESS)
             err = MPI_Isend(b->buf + (b->slo + b->sent) * b->elem, (int)n, b->type, b->partner, b->tag, q.comm, req);
         if (err != MPI_SUCCESS) return err;
@@ -161,6 +199,7 @@ dt_status dt_sim_iallreduce_start_op(dt_comm *c, void *buf, size_t n, MPI_Dataty
         q.size = c->size, q.rank = c->rank;
         while ((1 << q.m) < q.size) q.m++;
     }
+    charge_network_cpu();
     if (q.n == q.cap) {
         int cap = q.cap ? 2 * q.cap : 16;
         bucket *v = realloc(q.v, (size_t)cap * sizeof *v);
@@ -191,6 +230,7 @@ int dt_sim_sums_as_mpich(const dt_comm *c, size_t n, size_t bytes) {
 
 dt_status dt_sim_iallreduce_progress(dt_comm *c, int wait) {
     (void)c;
+    charge_network_cpu();
     int all_done = 1;
     double budget;
     double *left = call_budget(&budget, wait);

@@ -5,6 +5,7 @@
 
 #include <mpi.h> /* SMPI's: smpi_execute_flops */
 #include <simgrid/engine.h>
+#include <simgrid/host.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -67,15 +68,28 @@ const char *dt_sim_describe(void) {
 
 const char *dt_sim_setup(void) { return getenv("DTRAIN_SIM_SETUP"); }
 
+/* a positive number from the environment, or 0 */
+static double env_positive(const char *name) {
+    const char *v = getenv(name);
+    char *end = NULL;
+    const double x = v ? strtod(v, &end) : 0;
+    return v && end != v && !*end && x > 0 ? x : 0;
+}
+
 double dt_sim_progress_bytes(void) {
     static int known = 0; /* per rank, as dt_sim_modelled's */
     static double bytes = 0;
-    if (!known) {
-        const char *v = getenv("DTRAIN_SIM_PROGRESS_BYTES");
-        char *end = NULL;
-        const double x = v ? strtod(v, &end) : 0;
-        bytes = v && end != v && !*end && x > 0 ? x : 0;
-        known = 1;
-    }
+    if (!known) bytes = env_positive("DTRAIN_SIM_PROGRESS_BYTES"), known = 1;
     return bytes;
+}
+
+double dt_sim_cpu_per_byte(void) {
+    static int known = 0;
+    static double s = 0;
+    if (!known) s = env_positive("DTRAIN_SIM_CPU_PER_BYTE"), known = 1;
+    return s;
+}
+
+void dt_sim_busy(double seconds) {
+    if (seconds > 0) smpi_execute_flops(seconds * sg_host_get_speed(sg_host_self()));
 }

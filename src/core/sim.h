@@ -33,6 +33,13 @@ const char *dt_sim_replay(void);
  * 0: the MPI moves them in the background (SMPI's own model, every shipped platform), and
  * always 0 outside simulation (the real MPI does what it does). */
 double dt_sim_progress_bytes(void);
+/* Seconds of computing that each byte a rank sends while it computes takes from it (the
+ * network stack's work on its core), from the calibration's [progress] cpu_per_byte:
+ * DTRAIN_SIM_CPU_PER_BYTE, set by dtrain sim; 0 without (SMPI's model: the network costs no
+ * CPU). */
+double dt_sim_cpu_per_byte(void);
+/* Keeps this rank's simulated host busy for seconds (its speed's flops). */
+void dt_sim_busy(double seconds);
 /* The simulated clock, seconds (0 outside simulation). dt_now reads it in a simulation:
  * SMPI's own clock_gettime reads the host's clock before MPI_Init and after MPI_Finalize. */
 double dt_sim_clock(void);
@@ -48,6 +55,8 @@ const char *dt_sim_setup(void);
 static inline int dt_sim_modelled(void) { return 0; }
 static inline const char *dt_sim_replay(void) { return NULL; }
 static inline double dt_sim_progress_bytes(void) { return 0; }
+static inline double dt_sim_cpu_per_byte(void) { return 0; }
+static inline void dt_sim_busy(double seconds) { (void)seconds; }
 static inline double dt_sim_clock(void) { return 0; }
 static inline void dt_sim_compute(double flops) { (void)flops; }
 static inline const char *dt_sim_describe(void) { return NULL; }
