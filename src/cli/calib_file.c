@@ -62,8 +62,8 @@ static dt_status fill(void *ctx, void *file) {
         fprintf(f, "bucket = %.0f\nhidden = %.4f\nbytes_per_call = %.0f\n", c->progress_bucket, c->progress_hidden,
                 c->progress_bytes);
         if (c->progress_cpu_per_byte > 0)
-            fprintf(f, "; seconds of computing that each byte a rank sends while it computes takes from it (the\n"
-                       "; network stack's work on its core: the fixed work timed with the sum crossing and without)\n"
+            fprintf(f, "; seconds of computing that each byte crossing while a rank computes takes from it (the\n"
+                       "; network stack's work on its core: the model's steps timed with the sum crossing and without)\n"
                        "cpu_per_byte = %.6g\n", c->progress_cpu_per_byte);
     }
     /* what the file has: a file read without them (edited by hand) is written back as it was */

@@ -32,8 +32,8 @@ typedef struct dt_calibration {
     /* [progress] (0, 0, 0 when the file has none: the MPI is taken to move messages in the
      * background, as SMPI does): a sum of progress_bucket bytes started before computing, with one
      * MPI_Testall during it; the share of it that crossed meanwhile; the bytes one MPI call
-     * hands to the network (0: in the background); and the seconds of computing each byte the
-     * rank sends while it computes takes from it (the network stack's work on the same core: 0
+     * hands to the network (0: in the background); and the seconds of computing each byte that
+     * crosses while the rank computes takes from it (the network stack's work on the same core: 0
      * when not measured, files before 2026-12-01, or when too little crossed to tell) */
     double progress_bucket, progress_hidden, progress_bytes, progress_cpu_per_byte;
     char hosts[512];  /* "a and b" */

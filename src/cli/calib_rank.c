@@ -142,6 +142,15 @@ static dt_status links(int rank, const rank_opts *o, dt_calibration *c) {
     return DT_OK;
 }
 
+/* both ranks go on, or neither: this rank's st, or the line that the other could not (what it
+ * could not do with --model) */
+static dt_status both_ranks(dt_status st, const rank_opts *o, const char *what) {
+    int bad = st != DT_OK, any = 0;
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (!any) return DT_OK;
+    return st != DT_OK ? st : dt_fail(DT_ERR_ARG, "--model %s: the other rank could not %s it", o->model, what);
+}
+
 /* seconds that n steps of the model take on this rank, both ranks computing and nothing crossing:
  * the median of 3 (as the steps beside a sum are timed: the fastest would count their spread
  * as stolen) */
@@ -170,8 +179,9 @@ static double steps_alone(dt_bench_rig *g, int n) {
  * copies in the same caches) took from them, and over the bytes that crossed meanwhile
  * (hidden x the bucket, each rank sending the bucket's size in all) its cost a byte. On
  * 2026-12-01's namespace hosts a gradient sum hidden behind backward made backward as much
- * longer (docs/results.md). A scalar loop for the computing measured 65-88% of that: the
- * copies' harm to a model's caches is part of the cost. */
+ * longer (docs/results.md). (A scalar loop for the computing measured about as much, 5.2-7.3
+ * ns a byte at 1 Gbit/s against the steps' 5.6-6.1: the steps are kept as what training
+ * computes.) */
 static dt_status progress(int rank, const rank_opts *o, dt_calibration *c) {
     enum { K = 8, REPS = 5 };
     const size_t bucket = 1 << 20, n = bucket / sizeof(float);
@@ -179,12 +189,10 @@ static dt_status progress(int rank, const rank_opts *o, dt_calibration *c) {
     float *buf = NULL;
     dt_status st = dt_bench_rig_new(o->model, o->batch, &g);
     if (st == DT_OK && !(buf = calloc(K * n, sizeof *buf))) st = dt_nomem("the progress measurement's buffers");
-    int bad = st != DT_OK, any = 0; /* both ranks go on, or neither */
-    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (any) {
+    if ((st = both_ranks(st, o, "make")) != DT_OK) {
         free(buf);
         dt_bench_rig_free(g);
-        return st != DT_OK ? st : dt_fail(DT_ERR_ARG, "--model %s: the other rank could not make it", o->model);
+        return st;
     }
     dt_bench_rig_steps(g, 3); /* warm */
     const double step_s = steps_alone(g, 3) / 3;
@@ -246,9 +254,7 @@ static dt_status speed(int rank, const rank_opts *o, dt_calibration *c) {
     dt_status st = rank < 2 ? dt_bench_time_steps(o->model, o->batch, 3, o->steps, secs, &fwd) : DT_OK;
     if (st == DT_OK && rank < 2) mine = 3 * fwd * o->batch / median(secs, o->steps);
     free(secs);
-    int bad = st != DT_OK, any = 0;
-    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (any) return st != DT_OK ? st : dt_fail(DT_ERR_ARG, "--model %s: the other rank could not time it", o->model);
+    if ((st = both_ranks(st, o, "time")) != DT_OK) return st;
     MPI_Gather(&mine, 1, MPI_DOUBLE, rank == 0 ? all : NULL, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     if (rank != 0) return DT_OK;
     c->rank_speed[0] = all[0];

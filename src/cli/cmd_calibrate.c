@@ -152,7 +152,7 @@ int dt_cmd_sim_calibrate(int argc, char **argv) {
         printf("%s: the MPI moves a non-blocking sum in the background (%.0f%% of a %.0f kB bucket crossed while computing)\n",
                o.out, 100 * c.progress_hidden, c.progress_bucket / 1e3);
     if (c.progress_cpu_per_byte > 0)
-        printf("%s: a byte sent while the rank computes takes %.3g ns of its computing (%.0f%% of a core at %.4g Mbit/s)\n",
+        printf("%s: a byte crossing while the rank computes takes %.3g ns of its computing (%.0f%% of a core at %.4g Mbit/s)\n",
                o.out, c.progress_cpu_per_byte * 1e9, 100 * c.progress_cpu_per_byte * c.rate_bps / 8, c.rate_bps / 1e6);
     printf("use: dtrain sim --calibration %s -n N --algo ... (--compute modelled takes its speed for --model %s)\n", o.out,
            c.model);

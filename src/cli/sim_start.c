@@ -63,7 +63,7 @@ static dt_status setup_env(const sim_opts *o, const dt_sim_cluster *cl, int name
     /* bytes one MPI call moves of a non-blocking sum; null: in the background */
     if (o->calibration && o->cal.progress_bytes > 0) dt_json_num(&j, "progress_bytes_per_call", o->cal.progress_bytes);
     else dt_json_null(&j, "progress_bytes_per_call");
-    /* computing seconds a byte sent while computing takes from the rank; null: nothing */
+    /* computing seconds a byte arriving while the rank computes takes from it; null: nothing */
     if (o->calibration && o->cal.progress_cpu_per_byte > 0) dt_json_num(&j, "cpu_s_per_byte", o->cal.progress_cpu_per_byte);
     else dt_json_null(&j, "cpu_s_per_byte");
     dt_json_str(&j, "replay", o->replay ? o->replay_abs : NULL);
